@@ -1,0 +1,144 @@
+package graph
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/agentry/agentry/graph/generated"
+	"github.com/agentry/agentry/graph/loader"
+	"github.com/agentry/agentry/internal/auth"
+)
+
+// Limits bound what one GraphQL operation may ask for. Zero fields take the defaults.
+type Limits struct {
+	MaxDepth       int // default 12
+	MaxAliases     int // default 50
+	MaxComplexity  int // default 1000
+	MaxTokens      int // parser token limit, default 10000
+	WSInitTimeout  time.Duration
+	WSPingInterval time.Duration
+}
+
+// HandlerOptions configure the GraphQL handler.
+type HandlerOptions struct {
+	Resolver *Resolver
+	// Development turns on introspection and field suggestions.
+	Development bool
+	// AllowedOrigins are the browser origins allowed to open WebSockets (besides same-origin).
+	AllowedOrigins []string
+	Limits         Limits
+}
+
+// NewHandler returns the /graphql handler: POST, GET (queries only), WebSocket
+// (graphql-transport-ws, authenticated in connection_init) and SSE transports, with depth,
+// alias, complexity and token limits enforced before any resolver runs.
+func NewHandler(o HandlerOptions) http.Handler {
+	l := o.Limits
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxDepth, 12)
+	def(&l.MaxAliases, 50)
+	def(&l.MaxComplexity, 1000)
+	def(&l.MaxTokens, 10000)
+	if l.WSInitTimeout == 0 {
+		l.WSInitTimeout = 10 * time.Second
+	}
+	if l.WSPingInterval == 0 {
+		l.WSPingInterval = 15 * time.Second
+	}
+	r := o.Resolver
+	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r}))
+	srv.AddTransport(transport.Websocket{
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
+			OriginPatterns: originHosts(o.AllowedOrigins),
+		}},
+		InitFunc:              wsInit(r.Auth),
+		InitTimeout:           l.WSInitTimeout,
+		KeepAlivePingInterval: l.WSPingInterval,
+	})
+	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.SSE{}) // before POST: both accept POST, SSE only with Accept: text/event-stream
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.SetParserTokenLimit(l.MaxTokens)
+	if o.Development {
+		srv.Use(extension.Introspection{})
+	} else {
+		srv.SetDisableSuggestion(true)
+	}
+	srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
+	srv.Use(queryLimits{maxDepth: l.MaxDepth, maxAliases: l.MaxAliases})
+	srv.SetErrorPresenter(errorPresenter(r.Log))
+	srv.SetRecoverFunc(recoverFunc(r.Log))
+	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		return next(loader.With(ctx, loader.New(r.Tenancy)))
+	})
+	return srv
+}
+
+// wsInit authenticates a WebSocket in connection_init ({"authorization": "Bearer <token>"}) and
+// bounds the connection's life by the credential's expiry: when an access token expires the
+// socket is closed.
+func wsInit(a *auth.Service) transport.WebsocketInitFunc {
+	return func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+		raw := p.Authorization()
+		if raw == "" {
+			if v, ok := p["Authorization"].(string); ok {
+				raw = v
+			}
+		}
+		token, ok := strings.CutPrefix(raw, "Bearer ")
+		if !ok || token == "" {
+			return ctx, nil, errUnauthenticatedWS
+		}
+		actor, expires, err := a.Authenticate(ctx, token)
+		if err != nil {
+			return ctx, nil, errUnauthenticatedWS
+		}
+		ctx = auth.WithActor(ctx, actor)
+		if !expires.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, expires)
+			_ = cancel // released when the deadline passes or the connection's context ends
+		}
+		return ctx, nil, nil
+	}
+}
+
+type wsError string
+
+func (e wsError) Error() string { return string(e) }
+
+const errUnauthenticatedWS = wsError("UNAUTHENTICATED: connection_init needs {\"authorization\": \"Bearer <token>\"} with a valid token")
+
+// originHosts turns allowed origins (https://app.example.com) into the host patterns the
+// WebSocket library matches; same-origin requests are always allowed.
+func originHosts(origins []string) []string {
+	var out []string
+	for _, o := range origins {
+		if o == "*" {
+			out = append(out, "*")
+			continue
+		}
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			out = append(out, u.Host)
+		}
+	}
+	return out
+}
+

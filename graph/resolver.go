@@ -1,0 +1,20 @@
+// Package graph is agentry's GraphQL edge: the schema (schema/*.graphqls), thin resolvers that
+// read the actor, call a domain service and map the result, the error presenter, and the
+// handler with its transports and limits.
+package graph
+
+import (
+	"log/slog"
+
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/tenancy"
+)
+
+// Resolver holds the services the resolvers call. It is the edge's dependency injection.
+type Resolver struct {
+	Auth     *auth.Service
+	Tenancy  *tenancy.Service
+	Settings *settings.Service
+	Log      *slog.Logger
+}

@@ -1,0 +1,163 @@
+// Package app is agentry's composition root: configuration in, connection pools, services, the
+// HTTP handler and the River client out.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
+
+	"github.com/agentry/agentry/graph"
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/config"
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/jobs"
+	"github.com/agentry/agentry/internal/server"
+	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/tenancy"
+	"github.com/agentry/agentry/web"
+)
+
+// Mode says which parts a process runs.
+type Mode struct {
+	API  bool // serve /graphql and the web app
+	Work bool // work River jobs
+}
+
+// App is one running agentry process's parts.
+type App struct {
+	Config   *config.Config
+	Log      *slog.Logger
+	DB       *db.DB
+	Redis    *redis.Client
+	River    *river.Client[pgx.Tx]
+	Auth     *auth.Service
+	Tenancy  *tenancy.Service
+	Settings *settings.Service
+	Registry *prometheus.Registry
+	Handler  http.Handler
+}
+
+// New connects to Postgres and Redis and builds the services. The caller starts River (when
+// mode.Work) and serves Handler.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry()}
+	ok := false
+	defer func() {
+		if !ok {
+			a.Close()
+		}
+	}()
+	var err error
+	if a.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBRole, log); err != nil {
+		return nil, err
+	}
+	if err := a.DB.Pool.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("connect to Postgres (DATABASE_URL): %w", err)
+	}
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	a.Redis = redis.NewClient(ropts)
+	if err := a.Redis.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("connect to Redis (REDIS_URL): %w", err)
+	}
+
+	keys, err := auth.NewKeys(ctx, a.DB, cfg.MasterKey, log)
+	if err != nil {
+		return nil, err
+	}
+	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, nil), log)
+	a.Tenancy = tenancy.NewService(a.DB)
+	a.Settings = settings.NewService(a.DB)
+	if a.River, err = jobs.NewClient(a.DB, jobs.Options{Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log}); err != nil {
+		return nil, err
+	}
+
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis})
+	opts := server.Options{
+		Log:      log,
+		Registry: a.Registry,
+		Ready: []server.Checker{
+			{Name: "postgres", Check: func(ctx context.Context) error { return a.DB.Pool.Ping(ctx) }},
+			{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
+		},
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		AllowedOrigins: cfg.AllowedOrigins,
+	}
+	if mode.API {
+		opts.Auth = a.Auth
+		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
+			Resolver:       &graph.Resolver{Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Log: log},
+			Development:    cfg.IsDevelopment(),
+			AllowedOrigins: cfg.AllowedOrigins,
+		})
+		opts.Web = web.Handler()
+	}
+	a.Handler = server.New(opts)
+	ok = true
+	return a, nil
+}
+
+// Close releases the connections. River must have been stopped.
+func (a *App) Close() {
+	var errs []error
+	if a.Redis != nil {
+		errs = append(errs, a.Redis.Close())
+	}
+	if a.DB != nil {
+		a.DB.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		a.Log.Warn("close", slog.Any("error", err))
+	}
+}
+
+// poolCollector exports Postgres and Redis pool statistics.
+type poolCollector struct {
+	db    *db.DB
+	redis *redis.Client
+}
+
+var (
+	pgConns     = prometheus.NewDesc("agentry_pg_pool_connections", "Postgres pool connections by state.", []string{"state"}, nil)
+	pgAcquires  = prometheus.NewDesc("agentry_pg_pool_acquires_total", "Postgres pool acquisitions.", nil, nil)
+	pgWaits     = prometheus.NewDesc("agentry_pg_pool_empty_acquires_total", "Acquisitions that waited for a connection.", nil, nil)
+	pgWaitSecs  = prometheus.NewDesc("agentry_pg_pool_acquire_wait_seconds_total", "Time spent waiting for connections.", nil, nil)
+	redisConns  = prometheus.NewDesc("agentry_redis_pool_connections", "Redis pool connections by state.", []string{"state"}, nil)
+	redisMisses = prometheus.NewDesc("agentry_redis_pool_misses_total", "Redis pool misses (new connections).", nil, nil)
+	redisWaits  = prometheus.NewDesc("agentry_redis_pool_timeouts_total", "Redis pool wait timeouts.", nil, nil)
+)
+
+func (poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{pgConns, pgAcquires, pgWaits, pgWaitSecs, redisConns, redisMisses, redisWaits} {
+		ch <- d
+	}
+}
+
+func (p poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := p.db.Pool.Stat()
+	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
+	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
+	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(s.MaxConns()), "max")
+	ch <- prometheus.MustNewConstMetric(pgAcquires, prometheus.CounterValue, float64(s.AcquireCount()))
+	ch <- prometheus.MustNewConstMetric(pgWaits, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
+	ch <- prometheus.MustNewConstMetric(pgWaitSecs, prometheus.CounterValue, s.AcquireDuration().Seconds())
+	r := p.redis.PoolStats()
+	ch <- prometheus.MustNewConstMetric(redisConns, prometheus.GaugeValue, float64(r.TotalConns-r.IdleConns), "in_use")
+	ch <- prometheus.MustNewConstMetric(redisConns, prometheus.GaugeValue, float64(r.IdleConns), "idle")
+	ch <- prometheus.MustNewConstMetric(redisMisses, prometheus.CounterValue, float64(r.Misses))
+	ch <- prometheus.MustNewConstMetric(redisWaits, prometheus.CounterValue, float64(r.Timeouts))
+}

@@ -1,0 +1,430 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+)
+
+// RefreshTokenTTL is how long a refresh token (and so a session without activity) lives.
+const RefreshTokenTTL = 30 * 24 * time.Hour
+
+// Service signs users up and in, rotates sessions and manages API keys.
+type Service struct {
+	db        *db.DB
+	passwords *Passwords
+	tokens    *Tokens
+	log       *slog.Logger
+	// OnSignUp, when set, runs inside the sign-up transaction after the tenant exists (other
+	// domains create the tenant's defaults there, e.g. its default project).
+	OnSignUp func(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
+}
+
+// NewService returns the auth service.
+func NewService(d *db.DB, passwords *Passwords, tokens *Tokens, log *slog.Logger) *Service {
+	return &Service{db: d, passwords: passwords, tokens: tokens, log: log}
+}
+
+// Tokens returns the access-token service.
+func (s *Service) Tokens() *Tokens { return s.tokens }
+
+// Session is what signing up, logging in and refreshing return.
+type Session struct {
+	AccessToken  string
+	RefreshToken string
+	ExpiresAt    time.Time
+	Actor        Actor
+}
+
+// SignUpInput is a new user with a new tenant.
+type SignUpInput struct {
+	Email, Password, Name, TenantName string
+}
+
+var errBadCredentials = apperr.New(apperr.Unauthenticated, "invalid email or password")
+
+// ValidateEmail normalises and checks an email address.
+func ValidateEmail(field, email string) (string, error) {
+	email = strings.TrimSpace(email)
+	addr, err := mail.ParseAddress(email)
+	if err != nil || addr.Address != email || len(email) > 320 {
+		return "", apperr.Invalid(field, "must be a plain email address such as ada@example.com")
+	}
+	return email, nil
+}
+
+func validatePassword(pw string) error {
+	n := utf8.RuneCountInString(pw)
+	if n < 8 || len(pw) > 256 {
+		return apperr.Invalid("password", "must be 8 to 256 characters long")
+	}
+	return nil
+}
+
+// SignUp creates a user (or completes an invited one) and a tenant owned by them.
+func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
+	email, err := ValidateEmail("email", in.Email)
+	if err != nil {
+		return Session{}, err
+	}
+	if err := validatePassword(in.Password); err != nil {
+		return Session{}, err
+	}
+	tenantName := strings.TrimSpace(in.TenantName)
+	if tenantName == "" || utf8.RuneCountInString(tenantName) > 200 {
+		return Session{}, apperr.Invalid("tenantName", "must be 1 to 200 characters")
+	}
+	name := strings.TrimSpace(in.Name)
+	if utf8.RuneCountInString(name) > 200 {
+		return Session{}, apperr.Invalid("name", "must be at most 200 characters")
+	}
+	hash, err := s.passwords.Hash(ctx, in.Password)
+	if err != nil {
+		return Session{}, fmt.Errorf("hash password: %w", err)
+	}
+	tenantID := uuid.Must(uuid.NewV7())
+	var sess Session
+	err = s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		user, err := tx.Q.UserGetByEmail(ctx, email)
+		switch {
+		case db.IsNoRows(err):
+			user, err = tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: uuid.Must(uuid.NewV7()), Email: email, Name: nonEmpty(name), PasswordHash: &hash})
+			if db.IsUniqueViolation(err, "users_email_key") {
+				return apperr.New(apperr.Conflict, "an account with this email already exists; log in instead")
+			}
+			if err != nil {
+				return fmt.Errorf("insert user: %w", err)
+			}
+		case err != nil:
+			return fmt.Errorf("find user: %w", err)
+		case user.PasswordHash != nil:
+			return apperr.New(apperr.Conflict, "an account with this email already exists; log in instead")
+		default: // invited: the invitation becomes a real account
+			user, err = tx.Q.UserClaim(ctx, dbsqlc.UserClaimParams{ID: user.ID, PasswordHash: &hash, Name: nonEmpty(name)})
+			if db.IsNoRows(err) {
+				return apperr.New(apperr.Conflict, "an account with this email already exists; log in instead")
+			}
+			if err != nil {
+				return fmt.Errorf("claim invited user: %w", err)
+			}
+		}
+		if _, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenantID, Name: tenantName}); err != nil {
+			return fmt.Errorf("insert tenant: %w", err)
+		}
+		if _, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: tenantID, UserID: user.ID, Role: string(RoleOwner)}); err != nil {
+			return fmt.Errorf("insert membership: %w", err)
+		}
+		if s.OnSignUp != nil {
+			if err := s.OnSignUp(ctx, tx, tenantID, user.ID); err != nil {
+				return err
+			}
+		}
+		actor := Actor{UserID: user.ID, TenantID: tenantID, Role: RoleOwner, PlatformAdmin: user.IsPlatformAdmin}
+		sess, err = s.startSession(ctx, tx, actor, uuid.Must(uuid.NewV7()))
+		return err
+	})
+	return sess, err
+}
+
+// LogIn checks a password and opens a session in one of the user's tenants: tenantID when given,
+// otherwise the tenant the user joined first.
+func (s *Service) LogIn(ctx context.Context, email, password string, tenantID uuid.UUID) (Session, error) {
+	user, err := s.db.Q.UserGetByEmail(ctx, strings.TrimSpace(email))
+	if err != nil && !db.IsNoRows(err) {
+		return Session{}, fmt.Errorf("find user: %w", err)
+	}
+	var encoded string
+	if err == nil && user.PasswordHash != nil {
+		encoded = *user.PasswordHash
+	}
+	ok, verr := s.passwords.Verify(ctx, password, encoded)
+	if verr != nil {
+		return Session{}, fmt.Errorf("verify password: %w", verr)
+	}
+	if !ok {
+		return Session{}, errBadCredentials
+	}
+	var memberships []dbsqlc.Membership
+	err = s.db.InSystemTx(ctx, "login: list the user's tenants", func(ctx context.Context, tx *db.Tx) error {
+		memberships, err = tx.Q.MembershipListByUser(ctx, user.ID)
+		return err
+	})
+	if err != nil {
+		return Session{}, fmt.Errorf("list memberships: %w", err)
+	}
+	var chosen *dbsqlc.Membership
+	for i := range memberships {
+		if tenantID == uuid.Nil || memberships[i].TenantID == tenantID {
+			chosen = &memberships[i]
+			break
+		}
+	}
+	if chosen == nil {
+		if tenantID != uuid.Nil {
+			return Session{}, apperr.NotFoundf("tenant")
+		}
+		return Session{}, apperr.New(apperr.Forbidden, "this account belongs to no tenant")
+	}
+	actor := Actor{UserID: user.ID, TenantID: chosen.TenantID, Role: Role(chosen.Role), PlatformAdmin: user.IsPlatformAdmin}
+	var sess Session
+	err = s.db.InTx(ctx, actor.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		sess, err = s.startSession(ctx, tx, actor, uuid.Must(uuid.NewV7()))
+		return err
+	})
+	return sess, err
+}
+
+func (s *Service) startSession(ctx context.Context, tx *db.Tx, a Actor, family uuid.UUID) (Session, error) {
+	refresh := newRefreshToken()
+	err := tx.Q.RefreshTokenInsert(ctx, dbsqlc.RefreshTokenInsertParams{
+		TenantID: a.TenantID, ID: uuid.Must(uuid.NewV7()), FamilyID: family, UserID: a.UserID,
+		TokenHash: hashSecret(refresh), ExpiresAt: time.Now().Add(RefreshTokenTTL),
+	})
+	if err != nil {
+		return Session{}, fmt.Errorf("insert refresh token: %w", err)
+	}
+	access, exp, err := s.tokens.Issue(ctx, a)
+	if err != nil {
+		return Session{}, err
+	}
+	return Session{AccessToken: access, RefreshToken: refresh, ExpiresAt: exp, Actor: a}, nil
+}
+
+var errBadRefresh = apperr.New(apperr.Unauthenticated, "invalid or expired refresh token")
+
+func (s *Service) findRefresh(ctx context.Context, token string) (dbsqlc.RefreshToken, error) {
+	var row dbsqlc.RefreshToken
+	if !strings.HasPrefix(token, refreshTokenPrefix) {
+		return row, errBadRefresh
+	}
+	err := s.db.InSystemTx(ctx, "refresh: find the token's tenant", func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		row, err = tx.Q.RefreshTokenGetByHash(ctx, hashSecret(token))
+		return err
+	})
+	if db.IsNoRows(err) {
+		return row, errBadRefresh
+	}
+	if err != nil {
+		return row, fmt.Errorf("find refresh token: %w", err)
+	}
+	return row, nil
+}
+
+// Refresh rotates a refresh token: the presented token is spent and a new one of the same
+// family returned with a new access token. Presenting a spent token revokes the whole family
+// (it was stolen, or raced), so exactly one of several concurrent refreshes succeeds.
+func (s *Service) Refresh(ctx context.Context, token string) (Session, error) {
+	row, err := s.findRefresh(ctx, token)
+	if err != nil {
+		return Session{}, err
+	}
+	var sess Session
+	reused := false
+	err = s.db.InTx(ctx, row.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		spent, err := tx.Q.RefreshTokenRotate(ctx, dbsqlc.RefreshTokenRotateParams{TenantID: row.TenantID, ID: row.ID})
+		if db.IsNoRows(err) {
+			current, err := tx.Q.RefreshTokenGetByHash(ctx, row.TokenHash)
+			if err == nil && current.RotatedAt != nil && current.RevokedAt == nil {
+				reused = true
+			}
+			return errBadRefresh
+		}
+		if err != nil {
+			return fmt.Errorf("rotate refresh token: %w", err)
+		}
+		m, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: spent.TenantID, UserID: spent.UserID})
+		if db.IsNoRows(err) {
+			return errBadRefresh
+		}
+		if err != nil {
+			return fmt.Errorf("load membership: %w", err)
+		}
+		user, err := tx.Q.UserGetByID(ctx, spent.UserID)
+		if err != nil {
+			return fmt.Errorf("load user: %w", err)
+		}
+		actor := Actor{UserID: spent.UserID, TenantID: spent.TenantID, Role: Role(m.Role), PlatformAdmin: user.IsPlatformAdmin}
+		sess, err = s.startSession(ctx, tx, actor, spent.FamilyID)
+		return err
+	})
+	if reused {
+		s.log.WarnContext(ctx, "refresh token reuse: revoking the session family",
+			slog.String("tenant_id", row.TenantID.String()), slog.String("family_id", row.FamilyID.String()))
+		if rerr := s.revokeFamily(ctx, row); rerr != nil {
+			return Session{}, rerr
+		}
+		return Session{}, apperr.New(apperr.Unauthenticated, "refresh token was already used; the session has been revoked, log in again")
+	}
+	return sess, err
+}
+
+func (s *Service) revokeFamily(ctx context.Context, row dbsqlc.RefreshToken) error {
+	return s.db.InTx(ctx, row.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		return tx.Q.RefreshTokenRevokeFamily(ctx, dbsqlc.RefreshTokenRevokeFamilyParams{TenantID: row.TenantID, FamilyID: row.FamilyID})
+	})
+}
+
+// LogOut revokes the session the refresh token belongs to. It answers the same whether or not
+// the token was valid.
+func (s *Service) LogOut(ctx context.Context, token string) error {
+	row, err := s.findRefresh(ctx, token)
+	if err != nil {
+		if apperr.CodeOf(err) == apperr.Unauthenticated {
+			return nil
+		}
+		return err
+	}
+	return s.revokeFamily(ctx, row)
+}
+
+// Authenticate resolves a bearer credential (an access token or an API key) to its actor. The
+// returned time is when the credential stops being valid (zero for API keys).
+func (s *Service) Authenticate(ctx context.Context, bearer string) (Actor, time.Time, error) {
+	if strings.HasPrefix(bearer, apiKeyPrefix) {
+		a, err := s.authenticateAPIKey(ctx, bearer)
+		return a, time.Time{}, err
+	}
+	return s.tokens.Verify(ctx, bearer)
+}
+
+var errBadAPIKey = apperr.New(apperr.Unauthenticated, "invalid or revoked API key")
+
+func (s *Service) authenticateAPIKey(ctx context.Context, secret string) (Actor, error) {
+	prefix, ok := splitAPIKey(secret)
+	if !ok {
+		return Actor{}, errBadAPIKey
+	}
+	var row dbsqlc.APIKeyAuthenticateRow
+	err := s.db.InSystemTx(ctx, "API key: find the key's tenant", func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		row, err = tx.Q.APIKeyAuthenticate(ctx, prefix)
+		return err
+	})
+	if db.IsNoRows(err) {
+		return Actor{}, errBadAPIKey
+	}
+	if err != nil {
+		return Actor{}, fmt.Errorf("find API key: %w", err)
+	}
+	if !equalHash(row.SecretHash, hashSecret(secret)) || row.RevokedAt != nil {
+		return Actor{}, errBadAPIKey
+	}
+	role := Role(row.Role)
+	if member := Role(row.MemberRole); !member.AtLeast(role) {
+		role = member
+	}
+	return Actor{UserID: row.UserID, TenantID: row.TenantID, Role: role, PlatformAdmin: row.IsPlatformAdmin, APIKeyID: row.ID}, nil
+}
+
+// CreatedAPIKey is a new key with its secret, which is never retrievable again.
+type CreatedAPIKey struct {
+	Key    dbsqlc.ApiKey
+	Secret string
+}
+
+// CreateAPIKey makes a key acting as the caller in the caller's tenant with a role no higher than
+// the caller's. ADMIN or higher.
+func (s *Service) CreateAPIKey(ctx context.Context, name string, role Role) (CreatedAPIKey, error) {
+	a, err := Require(ctx, RoleAdmin)
+	if err != nil {
+		return CreatedAPIKey{}, err
+	}
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > 100 {
+		return CreatedAPIKey{}, apperr.Invalid("name", "must be 1 to 100 characters")
+	}
+	if !role.Valid() {
+		return CreatedAPIKey{}, apperr.Invalid("role", "must be one of OWNER, ADMIN, MEMBER, VIEWER")
+	}
+	if !a.Role.AtLeast(role) {
+		return CreatedAPIKey{}, apperr.New(apperr.Forbidden, "cannot create a key with a role above your own (%s)", a.Role)
+	}
+	secret, prefix := newAPIKey()
+	var out CreatedAPIKey
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		key, err := tx.Q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{
+			TenantID: a.TenantID, ID: uuid.Must(uuid.NewV7()), UserID: a.UserID, Name: name,
+			Prefix: prefix, SecretHash: hashSecret(secret), Role: string(role),
+		})
+		if err != nil {
+			return fmt.Errorf("insert API key: %w", err)
+		}
+		out = CreatedAPIKey{Key: key, Secret: secret}
+		return nil
+	})
+	return out, err
+}
+
+// RevokeAPIKey revokes a key of the caller's tenant at once. ADMIN or higher. Revoking twice
+// keeps the first revocation time.
+func (s *Service) RevokeAPIKey(ctx context.Context, id uuid.UUID) (dbsqlc.ApiKey, error) {
+	a, err := Require(ctx, RoleAdmin)
+	if err != nil {
+		return dbsqlc.ApiKey{}, err
+	}
+	var key dbsqlc.ApiKey
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		key, err = tx.Q.APIKeyRevoke(ctx, dbsqlc.APIKeyRevokeParams{TenantID: a.TenantID, ID: id})
+		if db.IsNoRows(err) {
+			return apperr.NotFoundf("API key")
+		}
+		return err
+	})
+	return key, err
+}
+
+// ListAPIKeys lists the tenant's keys, newest first. ADMIN or higher.
+func (s *Service) ListAPIKeys(ctx context.Context) ([]dbsqlc.ApiKey, error) {
+	a, err := Require(ctx, RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	var keys []dbsqlc.ApiKey
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		keys, err = tx.Q.APIKeyListByTenant(ctx, a.TenantID)
+		return err
+	})
+	return keys, err
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// IsUnauthenticated reports whether err is an authentication failure.
+func IsUnauthenticated(err error) bool {
+	var e *apperr.Error
+	return errors.As(err, &e) && e.Code == apperr.Unauthenticated
+}
+
+// GetAPIKey returns one of the tenant's keys. ADMIN or higher; another tenant's key is NOT_FOUND.
+func (s *Service) GetAPIKey(ctx context.Context, id uuid.UUID) (dbsqlc.ApiKey, error) {
+	a, err := Require(ctx, RoleAdmin)
+	if err != nil {
+		return dbsqlc.ApiKey{}, err
+	}
+	var key dbsqlc.ApiKey
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		key, err = tx.Q.APIKeyGet(ctx, dbsqlc.APIKeyGetParams{TenantID: a.TenantID, ID: id})
+		return err
+	})
+	if db.IsNoRows(err) {
+		return key, apperr.NotFoundf("API key")
+	}
+	return key, err
+}

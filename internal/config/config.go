@@ -1,0 +1,188 @@
+// Package config reads agentry's configuration from the environment. Every variable has a
+// default suited to a laptop; Validate rejects combinations that are unsafe in production.
+package config
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environment names the deployment kind.
+type Environment string
+
+// The environments agentry knows.
+const (
+	Development Environment = "development"
+	Production  Environment = "production"
+)
+
+// Config is the whole process configuration. The zero value is not usable; call Load.
+type Config struct {
+	DatabaseURL        string        // DATABASE_URL
+	DBRole             string        // AGENTRY_DB_ROLE: role the application pool switches to (SET ROLE); "" keeps the login role
+	RedisURL           string        // REDIS_URL
+	HTTPAddr           string        // AGENTRY_HTTP_ADDR
+	Env                Environment   // AGENTRY_ENV
+	MasterKey          []byte        // AGENTRY_MASTER_KEY (32 bytes, base64 or hex); nil until set
+	AllowedOrigins     []string      // AGENTRY_ALLOWED_ORIGINS, comma separated
+	DefaultModel       string        // AGENTRY_DEFAULT_MODEL
+	SummaryModel       string        // AGENTRY_SUMMARY_MODEL
+	RetryBaseDelay     time.Duration // AGENTRY_RETRY_BASE_DELAY
+	AnthropicAPIKey    string        // ANTHROPIC_API_KEY
+	AnthropicBaseURL   string        // ANTHROPIC_BASE_URL
+	OpenAIAPIKey       string        // OPENAI_API_KEY
+	OpenAIBaseURL      string        // OPENAI_BASE_URL
+	JWTIssuer          string        // AGENTRY_JWT_ISSUER
+	JWTAudience        string        // AGENTRY_JWT_AUDIENCE
+	ShutdownTimeout    time.Duration // AGENTRY_SHUTDOWN_TIMEOUT: grace for in-flight requests and River's soft stop
+	MaxBodyBytes       int64         // AGENTRY_MAX_BODY_BYTES: cap on a GraphQL request body
+	PasswordHashLimit  int           // AGENTRY_PASSWORD_HASH_CONCURRENCY: concurrent argon2id hashes per process
+	WorkerConcurrency  int           // AGENTRY_WORKER_CONCURRENCY: jobs worked at once per worker process
+	MasterKeyGenerated bool          // set by the dev command when it made a development key
+}
+
+// Lookup reads one variable; it matches os.Getenv.
+type Lookup func(string) string
+
+// Load reads the configuration. An invalid value is an error naming the variable.
+func Load(getenv Lookup) (*Config, error) {
+	c := &Config{
+		DatabaseURL:      or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/agentry?sslmode=disable"),
+		DBRole:           or(getenv("AGENTRY_DB_ROLE"), "agentry_app"),
+		RedisURL:         or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
+		HTTPAddr:         or(getenv("AGENTRY_HTTP_ADDR"), "127.0.0.1:8080"),
+		Env:              Environment(or(getenv("AGENTRY_ENV"), string(Development))),
+		DefaultModel:     getenv("AGENTRY_DEFAULT_MODEL"),
+		SummaryModel:     getenv("AGENTRY_SUMMARY_MODEL"),
+		AnthropicAPIKey:  getenv("ANTHROPIC_API_KEY"),
+		AnthropicBaseURL: getenv("ANTHROPIC_BASE_URL"),
+		OpenAIAPIKey:     getenv("OPENAI_API_KEY"),
+		OpenAIBaseURL:    getenv("OPENAI_BASE_URL"),
+		JWTIssuer:        or(getenv("AGENTRY_JWT_ISSUER"), "agentry"),
+		JWTAudience:      or(getenv("AGENTRY_JWT_AUDIENCE"), "agentry-api"),
+	}
+	if c.DBRole == "-" {
+		c.DBRole = ""
+	}
+	var errs []string
+	bad := func(name, value, why string) {
+		errs = append(errs, fmt.Sprintf("%s=%q: %s", name, value, why))
+	}
+	if c.Env != Development && c.Env != Production {
+		bad("AGENTRY_ENV", string(c.Env), "must be development or production")
+	}
+	for _, v := range []struct{ name, value string }{{"DATABASE_URL", c.DatabaseURL}, {"REDIS_URL", c.RedisURL}} {
+		if u, err := url.Parse(v.value); err != nil || u.Scheme == "" || u.Host == "" {
+			bad(v.name, v.value, "must be a URL such as "+map[string]string{"DATABASE_URL": "postgres://user@host:5432/db", "REDIS_URL": "redis://host:6379/0"}[v.name])
+		}
+	}
+	for _, v := range []struct{ name, value string }{{"ANTHROPIC_BASE_URL", c.AnthropicBaseURL}, {"OPENAI_BASE_URL", c.OpenAIBaseURL}} {
+		if v.value == "" {
+			continue
+		}
+		if u, err := url.Parse(v.value); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(v.name, v.value, "must be an http(s) URL")
+		}
+	}
+	if !strings.Contains(c.HTTPAddr, ":") {
+		bad("AGENTRY_HTTP_ADDR", c.HTTPAddr, "must be host:port, e.g. 127.0.0.1:8080")
+	}
+	for _, v := range []struct{ name, value string }{{"AGENTRY_DEFAULT_MODEL", c.DefaultModel}, {"AGENTRY_SUMMARY_MODEL", c.SummaryModel}} {
+		if v.value != "" && !validModelRef(v.value) {
+			bad(v.name, v.value, `must be "provider:model", e.g. anthropic:claude-sonnet-4-5`)
+		}
+	}
+	if raw := getenv("AGENTRY_MASTER_KEY"); raw != "" {
+		key, err := ParseMasterKey(raw)
+		if err != nil {
+			bad("AGENTRY_MASTER_KEY", "(hidden)", err.Error())
+		}
+		c.MasterKey = key
+	}
+	if raw := getenv("AGENTRY_ALLOWED_ORIGINS"); raw != "" {
+		for _, o := range strings.Split(raw, ",") {
+			o = strings.TrimSpace(o)
+			if o == "" {
+				continue
+			}
+			if o != "*" {
+				if u, err := url.Parse(o); err != nil || u.Scheme == "" || u.Host == "" {
+					bad("AGENTRY_ALLOWED_ORIGINS", o, "each origin must look like https://app.example.com")
+					continue
+				}
+			}
+			c.AllowedOrigins = append(c.AllowedOrigins, o)
+		}
+	}
+	dur := func(name, def string, min time.Duration) time.Duration {
+		raw := or(getenv(name), def)
+		d, err := time.ParseDuration(raw)
+		if err != nil || d < min {
+			bad(name, raw, fmt.Sprintf("must be a duration of at least %s, e.g. %s", min, def))
+		}
+		return d
+	}
+	integer := func(name string, def, min, max int64) int64 {
+		raw := getenv(name)
+		if raw == "" {
+			return def
+		}
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < min || n > max {
+			bad(name, raw, fmt.Sprintf("must be an integer from %d to %d", min, max))
+		}
+		return n
+	}
+	c.RetryBaseDelay = dur("AGENTRY_RETRY_BASE_DELAY", "30s", time.Millisecond)
+	c.ShutdownTimeout = dur("AGENTRY_SHUTDOWN_TIMEOUT", "25s", 0)
+	c.MaxBodyBytes = integer("AGENTRY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)
+	c.PasswordHashLimit = int(integer("AGENTRY_PASSWORD_HASH_CONCURRENCY", 2, 1, 256))
+	c.WorkerConcurrency = int(integer("AGENTRY_WORKER_CONCURRENCY", 50, 1, 10000))
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return c, nil
+}
+
+// Validate checks what a serving process needs beyond parsing: outside development a master key
+// is required.
+func (c *Config) Validate() error {
+	if c.Env != Development && len(c.MasterKey) == 0 {
+		return fmt.Errorf("AGENTRY_MASTER_KEY is required when AGENTRY_ENV=%s: set it to 32 random bytes, base64-encoded (openssl rand -base64 32)", c.Env)
+	}
+	return nil
+}
+
+// IsDevelopment reports whether development-only features (introspection, dev keys) are on.
+func (c *Config) IsDevelopment() bool { return c.Env == Development }
+
+// ParseMasterKey decodes a 32-byte key given as standard or URL base64, or as hex.
+func ParseMasterKey(raw string) ([]byte, error) {
+	raw = strings.TrimSpace(raw)
+	for _, dec := range []func(string) ([]byte, error){
+		base64.StdEncoding.DecodeString, base64.RawStdEncoding.DecodeString,
+		base64.URLEncoding.DecodeString, base64.RawURLEncoding.DecodeString, hex.DecodeString,
+	} {
+		if k, err := dec(raw); err == nil && len(k) == 32 {
+			return k, nil
+		}
+	}
+	return nil, fmt.Errorf("must be 32 bytes encoded as base64 or hex (openssl rand -base64 32)")
+}
+
+func validModelRef(s string) bool {
+	p, m, ok := strings.Cut(s, ":")
+	return ok && p != "" && m != ""
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

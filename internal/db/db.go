@@ -1,0 +1,161 @@
+// Package db owns agentry's Postgres access: the connection pool, the one transaction helper that
+// scopes every statement to a tenant (row-level security), migrations, and the sqlc queries in
+// dbsqlc.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+)
+
+// DB is the application's handle on Postgres. Its pool runs as the application role, so every
+// tenant-owned row is filtered by row-level security.
+type DB struct {
+	Pool *pgxpool.Pool
+	Q    *dbsqlc.Queries
+	log  *slog.Logger
+}
+
+// Open connects a pool to url. When role is not empty every connection switches to it (SET ROLE)
+// before use, so the process works with the privileges of the application role whatever user
+// the URL names.
+func Open(ctx context.Context, url, role string, log *slog.Logger) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if cfg.MaxConns < 8 {
+		cfg.MaxConns = 8
+	}
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if role != "" {
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			if err := dbsqlc.New(c).TxSetRole(ctx, role); err != nil {
+				return fmt.Errorf("set role %s (run `agentry migrate` first): %w", role, err)
+			}
+			return nil
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	return &DB{Pool: pool, Q: dbsqlc.New(pool), log: log}, nil
+}
+
+// Close closes the pool.
+func (d *DB) Close() { d.Pool.Close() }
+
+// Tx is one transaction scoped to a tenant (TenantID) or, in a system transaction, to every
+// tenant (TenantID is uuid.Nil). Q runs the generated queries inside it.
+type Tx struct {
+	pgx.Tx
+	Q        *dbsqlc.Queries
+	TenantID uuid.UUID
+	system   bool
+}
+
+type txKey struct{}
+
+// TxFrom returns the transaction ctx runs in, if any.
+func TxFrom(ctx context.Context) (*Tx, bool) {
+	tx, ok := ctx.Value(txKey{}).(*Tx)
+	return tx, ok
+}
+
+// InTx runs fn in a transaction scoped to tenantID: row-level security admits only that tenant's
+// rows. An error from fn (or a panic) rolls back. Called inside another transaction of the same
+// tenant (found in ctx) it nests as a savepoint.
+func (d *DB) InTx(ctx context.Context, tenantID uuid.UUID, fn func(ctx context.Context, tx *Tx) error) error {
+	if tenantID == uuid.Nil {
+		return errors.New("db: transaction without a tenant")
+	}
+	return d.run(ctx, tenantID, false, fn)
+}
+
+// InSystemTx runs fn in a transaction that sees every tenant's rows. It exists for the few paths
+// that must find a tenant from a credential (API keys, refresh tokens, login) and for background
+// sweeps; reason says which, and is logged at debug level.
+func (d *DB) InSystemTx(ctx context.Context, reason string, fn func(ctx context.Context, tx *Tx) error) error {
+	if reason == "" {
+		return errors.New("db: system transaction without a reason")
+	}
+	d.log.DebugContext(ctx, "system transaction", slog.String("reason", reason))
+	return d.run(ctx, uuid.Nil, true, fn)
+}
+
+func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(ctx context.Context, tx *Tx) error) (err error) {
+	if parent, ok := TxFrom(ctx); ok {
+		if !parent.system && (system || parent.TenantID != tenantID) {
+			return fmt.Errorf("db: nested transaction for tenant %s inside tenant %s", tenantID, parent.TenantID)
+		}
+		sp, err := parent.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("savepoint: %w", err)
+		}
+		return finish(ctx, &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system}, fn)
+	}
+	ptx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	tx := &Tx{Tx: ptx, Q: d.Q.WithTx(ptx), TenantID: tenantID, system: system}
+	if system {
+		err = tx.Q.TxSetSystem(ctx)
+	} else {
+		err = tx.Q.TxSetTenant(ctx, tenantID.String())
+	}
+	if err != nil {
+		_ = ptx.Rollback(context.WithoutCancel(ctx))
+		return fmt.Errorf("scope transaction: %w", err)
+	}
+	return finish(ctx, tx, fn)
+}
+
+func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			panic(p)
+		}
+	}()
+	if err := fn(context.WithValue(ctx, txKey{}, tx), tx); err != nil {
+		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+			return errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+		}
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// IsNoRows reports whether err means a query found nothing.
+func IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// IsUniqueViolation reports whether err is a unique-constraint violation, optionally of the
+// named constraint.
+func IsUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && (constraint == "" || pgErr.ConstraintName == constraint)
+}
+
+// IsCheckViolation reports whether err is a CHECK-constraint violation and names the constraint.
+func IsCheckViolation(err error) (string, bool) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23514" {
+		return pgErr.ConstraintName, true
+	}
+	return "", false
+}

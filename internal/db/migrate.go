@@ -1,0 +1,70 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/agentry/agentry/migrations"
+)
+
+// Migrate brings the database at url up to date: agentry's migrations (goose, embedded) and then
+// River's (rivermigrate). It runs as the URL's user, which owns the tables; it is idempotent and
+// safe to run from several processes at once (goose holds a session lock, River migrates in a
+// transaction).
+func Migrate(ctx context.Context, url string, log *slog.Logger) error {
+	sqlDB, err := sql.Open("pgx", url)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	defer sqlDB.Close()
+	if err := MigrateSQL(ctx, sqlDB, url, log); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MigrateSQL is Migrate on an open database/sql handle (the test template uses it).
+func MigrateSQL(ctx context.Context, sqlDB *sql.DB, url string, log *slog.Logger) error {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("goose locker: %w", err)
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("goose: %w", err)
+	}
+	results, err := provider.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("app migrations: %w", err)
+	}
+	for _, r := range results {
+		log.InfoContext(ctx, "applied migration", slog.String("migration", r.Source.Path), slog.Duration("took", r.Duration))
+	}
+
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fmt.Errorf("river migration pool: %w", err)
+	}
+	defer pool.Close()
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return fmt.Errorf("river migrator: %w", err)
+	}
+	res, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return fmt.Errorf("river migrations: %w", err)
+	}
+	for _, v := range res.Versions {
+		log.InfoContext(ctx, "applied river migration", slog.Int("version", v.Version))
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+// Package jobs owns agentry's River client: queues, worker registration, periodic jobs and the
+// retry policy. Domains enqueue through the client's InsertTx inside their own transactions.
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/agentry/agentry/internal/db"
+)
+
+// Queue names.
+const (
+	QueueDefault     = river.QueueDefault
+	QueueMaintenance = "maintenance"
+)
+
+// Options configure the River client.
+type Options struct {
+	// Work makes the client work jobs (worker and dev processes); otherwise it only inserts.
+	Work bool
+	// Concurrency is the number of jobs worked at once on the default queue.
+	Concurrency int
+	Log         *slog.Logger
+}
+
+// NewClient returns the River client over d's pool.
+func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
+	cfg := &river.Config{Logger: o.Log}
+	if o.Work {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &RefreshTokenPurgeWorker{db: d})
+		if o.Concurrency < 1 {
+			o.Concurrency = 50
+		}
+		cfg.Workers = workers
+		cfg.Queues = map[string]river.QueueConfig{
+			QueueDefault:     {MaxWorkers: o.Concurrency},
+			QueueMaintenance: {MaxWorkers: 2},
+		}
+		cfg.PeriodicJobs = []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+				return RefreshTokenPurgeArgs{}, nil
+			}, &river.PeriodicJobOpts{RunOnStart: true}),
+		}
+	}
+	client, err := river.NewClient(riverpgxv5.New(d.Pool), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return client, nil
+}
+
+// RefreshTokenPurgeArgs deletes long-expired refresh tokens of every tenant.
+type RefreshTokenPurgeArgs struct{}
+
+// Kind names the job.
+func (RefreshTokenPurgeArgs) Kind() string { return "refresh_token_purge" }
+
+// InsertOpts puts the job on the maintenance queue, one at a time.
+func (RefreshTokenPurgeArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// RefreshTokenPurgeWorker works RefreshTokenPurgeArgs.
+type RefreshTokenPurgeWorker struct {
+	river.WorkerDefaults[RefreshTokenPurgeArgs]
+	db *db.DB
+}
+
+// Work deletes the expired tokens in one system transaction.
+func (w *RefreshTokenPurgeWorker) Work(ctx context.Context, _ *river.Job[RefreshTokenPurgeArgs]) error {
+	return w.db.InSystemTx(ctx, "maintenance: purge expired refresh tokens of every tenant", func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.RefreshTokenPurgeExpired(ctx)
+		return err
+	})
+}
