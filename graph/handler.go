@@ -141,4 +141,3 @@ func originHosts(origins []string) []string {
 	}
 	return out
 }
-

@@ -23,8 +23,8 @@ var (
 	_ graphql.OperationContextMutator = queryLimits{}
 )
 
-func (queryLimits) ExtensionName() string                          { return "QueryLimits" }
-func (queryLimits) Validate(graphql.ExecutableSchema) error         { return nil }
+func (queryLimits) ExtensionName() string                   { return "QueryLimits" }
+func (queryLimits) Validate(graphql.ExecutableSchema) error { return nil }
 func (l queryLimits) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	if oc.Operation == nil {
 		return nil

@@ -79,7 +79,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	if err != nil {
 		return nil, err
 	}
-	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, nil), log)
+	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, cfg.AccessTokenTTL, nil), log)
 	a.Tenancy = tenancy.NewService(a.DB)
 	a.Settings = settings.NewService(a.DB)
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log}); err != nil {
@@ -103,6 +103,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 			Resolver:       &graph.Resolver{Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Log: log},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,
+			Limits:         graph.Limits{WSInitTimeout: cfg.WSInitTimeout},
 		})
 		opts.Web = web.Handler()
 	}

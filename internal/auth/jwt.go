@@ -12,8 +12,8 @@ import (
 	"github.com/agentry/agentry/internal/apperr"
 )
 
-// AccessTokenTTL is the lifetime of an access token.
-const AccessTokenTTL = 15 * time.Minute
+// DefaultAccessTokenTTL is the lifetime of an access token unless configured otherwise.
+const DefaultAccessTokenTTL = 15 * time.Minute
 
 // Claims are the claims of an access token: the user (sub), tenant, role and whether the user
 // is a platform admin.
@@ -30,17 +30,22 @@ type Tokens struct {
 	keys     *Keys
 	issuer   string
 	audience string
+	ttl      time.Duration
 	now      func() time.Time
 	parser   *jwt.Parser
 }
 
-// NewTokens returns a token service over keys. now may be nil (time.Now).
-func NewTokens(keys *Keys, issuer, audience string, now func() time.Time) *Tokens {
+// NewTokens returns a token service over keys issuing tokens valid for ttl (0: the default).
+// now may be nil (time.Now).
+func NewTokens(keys *Keys, issuer, audience string, ttl time.Duration, now func() time.Time) *Tokens {
 	if now == nil {
 		now = time.Now
 	}
+	if ttl <= 0 {
+		ttl = DefaultAccessTokenTTL
+	}
 	return &Tokens{
-		keys: keys, issuer: issuer, audience: audience, now: now,
+		keys: keys, issuer: issuer, audience: audience, ttl: ttl, now: now,
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
 			jwt.WithIssuer(issuer),
@@ -60,7 +65,7 @@ func (t *Tokens) Issue(ctx context.Context, a Actor) (string, time.Time, error) 
 		return "", time.Time{}, err
 	}
 	now := t.now()
-	exp := now.Add(AccessTokenTTL)
+	exp := now.Add(t.ttl)
 	claims := Claims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    t.issuer,

@@ -43,7 +43,8 @@ type Config struct {
 	MaxBodyBytes       int64         // AGENTRY_MAX_BODY_BYTES: cap on a GraphQL request body
 	PasswordHashLimit  int           // AGENTRY_PASSWORD_HASH_CONCURRENCY: concurrent argon2id hashes per process
 	WorkerConcurrency  int           // AGENTRY_WORKER_CONCURRENCY: jobs worked at once per worker process
-	MasterKeyGenerated bool          // set by the dev command when it made a development key
+	AccessTokenTTL     time.Duration // AGENTRY_ACCESS_TOKEN_TTL: lifetime of access tokens (default 15m)
+	WSInitTimeout      time.Duration // AGENTRY_WS_INIT_TIMEOUT: a WebSocket must send connection_init within this
 }
 
 // Lookup reads one variable; it matches os.Getenv.
@@ -140,6 +141,8 @@ func Load(getenv Lookup) (*Config, error) {
 	}
 	c.RetryBaseDelay = dur("AGENTRY_RETRY_BASE_DELAY", "30s", time.Millisecond)
 	c.ShutdownTimeout = dur("AGENTRY_SHUTDOWN_TIMEOUT", "25s", 0)
+	c.AccessTokenTTL = dur("AGENTRY_ACCESS_TOKEN_TTL", "15m", time.Second)
+	c.WSInitTimeout = dur("AGENTRY_WS_INIT_TIMEOUT", "10s", 100*time.Millisecond)
 	c.MaxBodyBytes = integer("AGENTRY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)
 	c.PasswordHashLimit = int(integer("AGENTRY_PASSWORD_HASH_CONCURRENCY", 2, 1, 256))
 	c.WorkerConcurrency = int(integer("AGENTRY_WORKER_CONCURRENCY", 50, 1, 10000))

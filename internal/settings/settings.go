@@ -52,8 +52,8 @@ var enums = map[string][]string{
 
 // Patch changes some settings; nil fields stay as they are.
 type Patch struct {
-	Personality, Verbosity, ContextStrategy                          *string
-	AutoExecute                                                      *bool
+	Personality, Verbosity, ContextStrategy                         *string
+	AutoExecute                                                     *bool
 	ApprovalThreshold, MaxTokensPerTask, MaxRetries, TimeoutSeconds *int
 }
 

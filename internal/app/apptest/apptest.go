@@ -1,0 +1,192 @@
+// Package apptest runs a whole agentry process (API and workers) against a fresh database and
+// the test Redis, behind an httptest server, with helpers to call GraphQL as a client would.
+package apptest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/app"
+	"github.com/agentry/agentry/internal/config"
+	"github.com/agentry/agentry/internal/db/dbtest"
+)
+
+// Env is one running agentry under test.
+type Env struct {
+	App      *app.App
+	Server   *httptest.Server
+	OwnerURL string // the database's owner connection (for inspecting tables)
+}
+
+// Options change the process under test.
+type Options struct {
+	Env     map[string]string // extra environment (config names)
+	NoWork  bool              // do not start River workers
+	LogTo   io.Writer         // default: discarded unless AGENTRY_TEST_LOG=1
+}
+
+// Start runs agentry for t and stops it when t ends.
+func Start(t testing.TB, o Options) *Env {
+	t.Helper()
+	ownerURL := dbtest.URL(t)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	env := map[string]string{
+		"DATABASE_URL":       ownerURL,
+		"AGENTRY_MASTER_KEY": base64.StdEncoding.EncodeToString(key),
+		"AGENTRY_ENV":        "development",
+		"AGENTRY_HTTP_ADDR":  "127.0.0.1:0",
+	}
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		env["REDIS_URL"] = u
+	}
+	for k, v := range o.Env {
+		env[k] = v
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	logTo := o.LogTo
+	if logTo == nil {
+		logTo = io.Discard
+		if os.Getenv("AGENTRY_TEST_LOG") == "1" {
+			logTo = os.Stderr
+		}
+	}
+	log := app.NewLogger(logTo, false, slog.LevelDebug)
+	ctx := context.Background()
+	a, err := app.New(ctx, cfg, log, app.Mode{API: true, Work: !o.NoWork})
+	require.NoError(t, err)
+	if !o.NoWork {
+		require.NoError(t, a.River.Start(ctx))
+	}
+	srv := httptest.NewServer(a.Handler)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		if !o.NoWork {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = a.River.StopAndCancel(stopCtx)
+		}
+		a.Close()
+	})
+	return &Env{App: a, Server: srv, OwnerURL: ownerURL}
+}
+
+// GQLError is one GraphQL error.
+type GQLError struct {
+	Message    string         `json:"message"`
+	Path       []any          `json:"path"`
+	Extensions map[string]any `json:"extensions"`
+}
+
+// Response is a GraphQL answer.
+type Response struct {
+	Status int
+	Data   json.RawMessage `json:"data"`
+	Errors []GQLError      `json:"errors"`
+	Body   []byte
+}
+
+// Code returns the first error's extensions.code ("" when there is no error).
+func (r *Response) Code() string {
+	if len(r.Errors) == 0 {
+		return ""
+	}
+	c, _ := r.Errors[0].Extensions["code"].(string)
+	return c
+}
+
+// Decode unmarshals data into v, failing t when the answer had errors.
+func (r *Response) Decode(t testing.TB, v any) {
+	t.Helper()
+	require.Empty(t, r.Errors, "GraphQL errors: %s", r.Body)
+	require.NoError(t, json.Unmarshal(r.Data, v), "data: %s", r.Data)
+}
+
+// Do posts a GraphQL operation with an optional bearer token.
+func (e *Env) Do(t testing.TB, token, query string, vars map[string]any) *Response {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, e.Server.URL+"/graphql", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return e.send(t, req)
+}
+
+func (e *Env) send(t testing.TB, req *http.Request) *Response {
+	t.Helper()
+	res, err := e.Server.Client().Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	out := &Response{Status: res.StatusCode, Body: raw}
+	if len(raw) > 0 && raw[0] == '{' {
+		require.NoError(t, json.Unmarshal(raw, out), "body: %s", raw)
+	}
+	return out
+}
+
+// Raw sends req to the server (for tests of the transport itself).
+func (e *Env) Raw(t testing.TB, req *http.Request) *Response { return e.send(t, req) }
+
+// Session is a signed-up user's credentials and ids.
+type Session struct {
+	AccessToken  string
+	RefreshToken string
+	UserID       string // global id
+	TenantID     string // global id
+	Email        string
+	Password     string
+}
+
+var seq atomic.Int64
+
+// SignUp creates a user with a new tenant. Empty email makes a unique one.
+func (e *Env) SignUp(t testing.TB, email, tenantName string) Session {
+	t.Helper()
+	if email == "" {
+		email = fmt.Sprintf("user%d-%d@example.com", time.Now().UnixNano(), seq.Add(1))
+	}
+	if tenantName == "" {
+		tenantName = "Tenant of " + email
+	}
+	const password = "correct horse battery staple"
+	res := e.Do(t, "", `mutation($in: SignUpInput!) { signUp(input: $in) {
+		accessToken refreshToken viewer { user { id } tenant { id } } } }`,
+		map[string]any{"in": map[string]any{"email": email, "password": password, "tenantName": tenantName}})
+	var out struct {
+		SignUp struct {
+			AccessToken, RefreshToken string
+			Viewer                    struct {
+				User   struct{ ID string }
+				Tenant struct{ ID string }
+			}
+		}
+	}
+	res.Decode(t, &out)
+	return Session{
+		AccessToken: out.SignUp.AccessToken, RefreshToken: out.SignUp.RefreshToken,
+		UserID: out.SignUp.Viewer.User.ID, TenantID: out.SignUp.Viewer.Tenant.ID,
+		Email: email, Password: password,
+	}
+}
