@@ -23,28 +23,28 @@ const (
 
 // Config is the whole process configuration. The zero value is not usable; call Load.
 type Config struct {
-	DatabaseURL        string        // DATABASE_URL
-	DBRole             string        // AGENTRY_DB_ROLE: role the application pool switches to (SET ROLE); "" keeps the login role
-	RedisURL           string        // REDIS_URL
-	HTTPAddr           string        // AGENTRY_HTTP_ADDR
-	Env                Environment   // AGENTRY_ENV
-	MasterKey          []byte        // AGENTRY_MASTER_KEY (32 bytes, base64 or hex); nil until set
-	AllowedOrigins     []string      // AGENTRY_ALLOWED_ORIGINS, comma separated
-	DefaultModel       string        // AGENTRY_DEFAULT_MODEL
-	SummaryModel       string        // AGENTRY_SUMMARY_MODEL
-	RetryBaseDelay     time.Duration // AGENTRY_RETRY_BASE_DELAY
-	AnthropicAPIKey    string        // ANTHROPIC_API_KEY
-	AnthropicBaseURL   string        // ANTHROPIC_BASE_URL
-	OpenAIAPIKey       string        // OPENAI_API_KEY
-	OpenAIBaseURL      string        // OPENAI_BASE_URL
-	JWTIssuer          string        // AGENTRY_JWT_ISSUER
-	JWTAudience        string        // AGENTRY_JWT_AUDIENCE
-	ShutdownTimeout    time.Duration // AGENTRY_SHUTDOWN_TIMEOUT: grace for in-flight requests and River's soft stop
-	MaxBodyBytes       int64         // AGENTRY_MAX_BODY_BYTES: cap on a GraphQL request body
-	PasswordHashLimit  int           // AGENTRY_PASSWORD_HASH_CONCURRENCY: concurrent argon2id hashes per process
-	WorkerConcurrency  int           // AGENTRY_WORKER_CONCURRENCY: jobs worked at once per worker process
-	AccessTokenTTL     time.Duration // AGENTRY_ACCESS_TOKEN_TTL: lifetime of access tokens (default 15m)
-	WSInitTimeout      time.Duration // AGENTRY_WS_INIT_TIMEOUT: a WebSocket must send connection_init within this
+	DatabaseURL       string        // DATABASE_URL
+	DBRole            string        // AGENTRY_DB_ROLE: role the application pool switches to (SET ROLE); "" keeps the login role
+	RedisURL          string        // REDIS_URL
+	HTTPAddr          string        // AGENTRY_HTTP_ADDR
+	Env               Environment   // AGENTRY_ENV
+	MasterKey         []byte        // AGENTRY_MASTER_KEY (32 bytes, base64 or hex); nil until set
+	AllowedOrigins    []string      // AGENTRY_ALLOWED_ORIGINS, comma separated
+	DefaultModel      string        // AGENTRY_DEFAULT_MODEL
+	SummaryModel      string        // AGENTRY_SUMMARY_MODEL
+	RetryBaseDelay    time.Duration // AGENTRY_RETRY_BASE_DELAY
+	AnthropicAPIKey   string        // ANTHROPIC_API_KEY
+	AnthropicBaseURL  string        // ANTHROPIC_BASE_URL
+	OpenAIAPIKey      string        // OPENAI_API_KEY
+	OpenAIBaseURL     string        // OPENAI_BASE_URL
+	JWTIssuer         string        // AGENTRY_JWT_ISSUER
+	JWTAudience       string        // AGENTRY_JWT_AUDIENCE
+	ShutdownTimeout   time.Duration // AGENTRY_SHUTDOWN_TIMEOUT: grace for in-flight requests and River's soft stop
+	MaxBodyBytes      int64         // AGENTRY_MAX_BODY_BYTES: cap on a GraphQL request body
+	PasswordHashLimit int           // AGENTRY_PASSWORD_HASH_CONCURRENCY: concurrent argon2id hashes per process
+	WorkerConcurrency int           // AGENTRY_WORKER_CONCURRENCY: jobs worked at once per worker process
+	AccessTokenTTL    time.Duration // AGENTRY_ACCESS_TOKEN_TTL: lifetime of access tokens (default 15m)
+	WSInitTimeout     time.Duration // AGENTRY_WS_INIT_TIMEOUT: a WebSocket must send connection_init within this
 }
 
 // Lookup reads one variable; it matches os.Getenv.

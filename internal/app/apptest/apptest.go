@@ -34,9 +34,9 @@ type Env struct {
 
 // Options change the process under test.
 type Options struct {
-	Env     map[string]string // extra environment (config names)
-	NoWork  bool              // do not start River workers
-	LogTo   io.Writer         // default: discarded unless AGENTRY_TEST_LOG=1
+	Env    map[string]string // extra environment (config names)
+	NoWork bool              // do not start River workers
+	LogTo  io.Writer         // default: discarded unless AGENTRY_TEST_LOG=1
 }
 
 // Start runs agentry for t and stops it when t ends.
