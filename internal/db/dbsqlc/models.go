@@ -36,11 +36,54 @@ type ApiKey struct {
 	RevokedAt  *time.Time
 }
 
+type Conversation struct {
+	TenantID          uuid.UUID
+	ID                uuid.UUID
+	ProjectID         uuid.UUID
+	UserID            uuid.UUID
+	Title             *string
+	Mode              string
+	Model             string
+	SystemPrompt      string
+	Agentic           bool
+	Summary           *string
+	SummarizedThrough uuid.NullUUID
+	ActiveRunID       uuid.NullUUID
+	MessageCount      int64
+	RunCount          int64
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
 type Membership struct {
 	TenantID  uuid.UUID
 	UserID    uuid.UUID
 	Role      string
 	CreatedAt time.Time
+}
+
+type Message struct {
+	TenantID       uuid.UUID
+	ID             uuid.UUID
+	ConversationID uuid.UUID
+	RunID          uuid.NullUUID
+	RunSeq         int64
+	Position       int64
+	Role           string
+	Content        string
+	Parts          []byte
+	TokenEstimate  int32
+	LlmCallIndex   *int32
+	CreatedAt      time.Time
+}
+
+type Project struct {
+	TenantID    uuid.UUID
+	ID          uuid.UUID
+	Name        string
+	Description string
+	IsDefault   bool
+	CreatedAt   time.Time
 }
 
 type RefreshToken struct {
@@ -53,6 +96,46 @@ type RefreshToken struct {
 	ExpiresAt time.Time
 	RotatedAt *time.Time
 	RevokedAt *time.Time
+}
+
+type Run struct {
+	TenantID          uuid.UUID
+	ID                uuid.UUID
+	UserID            uuid.UUID
+	Kind              string
+	Status            string
+	ConversationID    uuid.NullUUID
+	ConversationSeq   int64
+	TriggerMessageID  uuid.NullUUID
+	IdempotencyKey    *string
+	Attempt           int32
+	MaxAttempts       int32
+	Turns             int32
+	LlmCalls          int32
+	FailureClass      *string
+	Error             *string
+	TerminationReason *string
+	InputTokens       int64
+	OutputTokens      int64
+	CostMicros        int64
+	LastSeq           int32
+	JobID             *int64
+	LeaseOwner        *string
+	LeaseExpiresAt    *time.Time
+	CancelRequested   bool
+	CreatedAt         time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+}
+
+type RunEvent struct {
+	TenantID  uuid.UUID
+	RunID     uuid.UUID
+	Seq       int32
+	Type      string
+	Phase     *string
+	Data      []byte
+	CreatedAt time.Time
 }
 
 type SigningKey struct {
@@ -71,6 +154,39 @@ type Tenant struct {
 	CreatedAt time.Time
 }
 
+type ToolCall struct {
+	TenantID   uuid.UUID
+	ID         uuid.UUID
+	RunID      uuid.UUID
+	MessageID  uuid.UUID
+	CallID     string
+	Turn       int32
+	Name       string
+	Arguments  []byte
+	Status     string
+	Risk       int32
+	Output     *string
+	Error      *string
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+}
+
+type UsageRecord struct {
+	TenantID     uuid.UUID
+	ID           uuid.UUID
+	RunID        uuid.UUID
+	UserID       uuid.UUID
+	RunKind      string
+	CallIndex    int32
+	Provider     string
+	Model        string
+	InputTokens  int64
+	OutputTokens int64
+	CachedTokens int64
+	CostMicros   int64
+	CreatedAt    time.Time
+}
+
 type User struct {
 	ID              uuid.UUID
 	Email           string
@@ -78,4 +194,15 @@ type User struct {
 	PasswordHash    *string
 	IsPlatformAdmin bool
 	CreatedAt       time.Time
+}
+
+type WorkspaceFile struct {
+	TenantID  uuid.UUID
+	ProjectID uuid.UUID
+	Path      string
+	Content   string
+	Size      int32
+	Sha256    []byte
+	Version   int32
+	UpdatedAt time.Time
 }

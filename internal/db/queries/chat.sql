@@ -1,0 +1,60 @@
+-- name: ProjectInsert :one
+INSERT INTO projects (tenant_id, id, name, description, is_default) VALUES ($1, $2, $3, $4, $5) RETURNING *;
+
+-- name: ProjectGet :one
+SELECT * FROM projects WHERE tenant_id = $1 AND id = $2;
+
+-- name: ProjectGetDefault :one
+SELECT * FROM projects WHERE tenant_id = $1 AND is_default;
+
+-- name: ConversationInsert :one
+INSERT INTO conversations (tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+RETURNING *;
+
+-- name: ConversationGet :one
+SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2;
+
+-- name: ConversationGetForUpdate :one
+SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
+
+-- name: ConversationList :many
+-- A user's conversations, newest first, after a cursor (uuid.Nil: from the start).
+SELECT * FROM conversations
+WHERE tenant_id = $1 AND user_id = $2 AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR id < sqlc.arg(after)::uuid)
+ORDER BY id DESC
+LIMIT sqlc.arg(lim);
+
+-- name: ConversationNextPositions :one
+-- Reserves n message positions and, when new_run, the next run order number.
+UPDATE conversations SET
+    message_count = message_count + sqlc.arg(n)::bigint,
+    run_count = run_count + CASE WHEN sqlc.arg(new_run)::boolean THEN 1 ELSE 0 END,
+    updated_at = now()
+WHERE tenant_id = $1 AND id = $2
+RETURNING message_count, run_count;
+
+-- name: ConversationSetActiveRun :exec
+UPDATE conversations SET active_run_id = sqlc.narg(run_id) WHERE tenant_id = $1 AND id = $2;
+
+-- name: MessageInsert :one
+INSERT INTO messages (tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+RETURNING *;
+
+-- name: MessageGet :one
+SELECT * FROM messages WHERE tenant_id = $1 AND id = $2;
+
+-- name: MessageListPage :many
+-- A conversation's messages in display order (position), after a position cursor.
+SELECT * FROM messages
+WHERE tenant_id = $1 AND conversation_id = $2 AND position > sqlc.arg(after_position)::bigint
+ORDER BY position
+LIMIT sqlc.arg(lim);
+
+-- name: MessageListContext :many
+-- What the model sees for the run numbered run_seq: every earlier run's messages and its own,
+-- in run order, then position.
+SELECT * FROM messages
+WHERE tenant_id = $1 AND conversation_id = $2 AND run_seq <= sqlc.arg(run_seq)::bigint
+ORDER BY run_seq, position;

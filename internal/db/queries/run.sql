@@ -1,0 +1,119 @@
+-- name: RunInsert :one
+INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, max_attempts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+RETURNING *;
+
+-- name: RunGet :one
+SELECT * FROM runs WHERE tenant_id = $1 AND id = $2;
+
+-- name: RunGetForUpdate :one
+SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
+
+-- name: RunGetByIdempotencyKey :one
+SELECT * FROM runs WHERE tenant_id = $1 AND conversation_id = $2 AND idempotency_key = $3;
+
+-- name: RunSetJob :exec
+UPDATE runs SET job_id = $3 WHERE tenant_id = $1 AND id = $2;
+
+-- name: RunList :many
+-- The tenant's runs, newest first, filtered by status and kind (empty arrays: any).
+SELECT * FROM runs
+WHERE tenant_id = $1
+  AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR id < sqlc.arg(after)::uuid)
+  AND (cardinality(sqlc.arg(statuses)::text[]) = 0 OR status = ANY(sqlc.arg(statuses)::text[]))
+  AND (cardinality(sqlc.arg(kinds)::text[]) = 0 OR kind = ANY(sqlc.arg(kinds)::text[]))
+  AND (sqlc.narg(user_id)::uuid IS NULL OR user_id = sqlc.narg(user_id)::uuid)
+ORDER BY id DESC
+LIMIT sqlc.arg(lim);
+
+-- name: RunListByConversation :many
+SELECT * FROM runs
+WHERE tenant_id = $1 AND conversation_id = $2
+  AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR id < sqlc.arg(after)::uuid)
+ORDER BY id DESC
+LIMIT sqlc.arg(lim);
+
+-- name: RunNextQueued :one
+-- The oldest queued run of a conversation that has no job yet (waiting behind the active one).
+SELECT * FROM runs
+WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
+ORDER BY conversation_seq
+LIMIT 1
+FOR UPDATE;
+
+-- name: RunAcquire :one
+-- A worker takes the run: the attempt is bumped (the new fence) and the lease set. Only a
+-- queued or running (rescued) run can be taken.
+UPDATE runs SET
+    status = 'RUNNING',
+    attempt = attempt + 1,
+    lease_owner = sqlc.arg(owner)::text,
+    lease_expires_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::double precision),
+    started_at = coalesce(started_at, now())
+WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
+RETURNING *;
+
+-- name: RunFence :one
+-- Locks the run if attempt is still current: every write of a worker goes through it, so a
+-- stale worker (its run taken over) writes nothing.
+SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR UPDATE;
+
+-- name: RunAddUsage :exec
+UPDATE runs SET
+    input_tokens = input_tokens + sqlc.arg(input_tokens)::bigint,
+    output_tokens = output_tokens + sqlc.arg(output_tokens)::bigint,
+    cost_micros = cost_micros + sqlc.arg(cost_micros)::bigint,
+    llm_calls = greatest(llm_calls, sqlc.arg(llm_calls)::integer),
+    turns = greatest(turns, sqlc.arg(turns)::integer)
+WHERE tenant_id = $1 AND id = $2 AND attempt = $3;
+
+-- name: RunFinish :one
+-- Ends the run in a terminal state (fenced by attempt unless attempt is 0: a run finished
+-- before any worker took it).
+UPDATE runs SET
+    status = sqlc.arg(status)::text,
+    failure_class = sqlc.narg(failure_class),
+    error = sqlc.narg(error),
+    termination_reason = sqlc.narg(termination_reason),
+    finished_at = now(),
+    lease_owner = NULL,
+    lease_expires_at = NULL
+WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+RETURNING *;
+
+-- name: RunRequestCancel :one
+UPDATE runs SET cancel_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING *;
+
+-- name: RunSetError :exec
+-- Records the failure of an attempt that will be retried.
+UPDATE runs SET failure_class = sqlc.narg(failure_class), error = sqlc.narg(error)
+WHERE tenant_id = $1 AND id = $2 AND attempt = $3;
+
+-- name: ToolCallInsert :one
+INSERT INTO tool_calls (tenant_id, id, run_id, message_id, call_id, turn, name, arguments, status, risk)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+RETURNING *;
+
+-- name: ToolCallListByRun :many
+SELECT * FROM tool_calls WHERE tenant_id = $1 AND run_id = $2 ORDER BY created_at, id;
+
+-- name: ToolCallFinish :one
+UPDATE tool_calls SET status = sqlc.arg(status)::text, output = sqlc.narg(output), error = sqlc.narg(error), finished_at = now()
+WHERE tenant_id = $1 AND id = $2 AND status IN ('PENDING', 'RUNNING')
+RETURNING *;
+
+-- name: ToolCallCancelOpen :many
+-- Gives every unfinished tool call of a run a result (cancelled), so none is left without one.
+UPDATE tool_calls SET status = 'CANCELLED', error = sqlc.arg(reason)::text, finished_at = now()
+WHERE tenant_id = $1 AND run_id = $2 AND status IN ('PENDING', 'RUNNING')
+RETURNING *;
+
+-- name: UsageRecordInsert :one
+-- One record per LLM call of a run; a retried call that was already metered inserts nothing.
+INSERT INTO usage_records (tenant_id, id, run_id, user_id, run_kind, call_index, provider, model, input_tokens, output_tokens, cached_tokens, cost_micros)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (tenant_id, run_id, call_index) DO NOTHING
+RETURNING *;
+
+-- name: UsageRecordListByRun :many
+SELECT * FROM usage_records WHERE tenant_id = $1 AND run_id = $2 ORDER BY call_index;

@@ -1,0 +1,165 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertest"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/db/dbtest"
+)
+
+// seedTokens makes n tenants, each with one user and refresh tokens expiring at now+offset for
+// each offset, and returns the ids of the tokens the purge must keep and must delete.
+func seedTokens(t *testing.T, d *db.DB, n int, offsets []time.Duration) (keep, purge map[uuid.UUID]uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	keep, purge = map[uuid.UUID]uuid.UUID{}, map[uuid.UUID]uuid.UUID{}
+	now := time.Now()
+	for i := range n {
+		tenantID := uuid.New()
+		err := d.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+			if _, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenantID, Name: fmt.Sprintf("tenant %d", i)}); err != nil {
+				return err
+			}
+			u, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: uuid.New(), Email: fmt.Sprintf("u%d-%s@example.com", i, tenantID)})
+			if err != nil {
+				return err
+			}
+			for _, off := range offsets {
+				hash := make([]byte, 32)
+				_, _ = rand.Read(hash)
+				id := uuid.New()
+				if err := tx.Q.RefreshTokenInsert(ctx, dbsqlc.RefreshTokenInsertParams{
+					TenantID: tenantID, ID: id, FamilyID: uuid.New(), UserID: u.ID, TokenHash: hash, ExpiresAt: now.Add(off),
+				}); err != nil {
+					return err
+				}
+				if off < -7*24*time.Hour {
+					purge[id] = tenantID
+				} else {
+					keep[id] = tenantID
+				}
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	return keep, purge
+}
+
+// remaining returns every refresh token left, by id, with its tenant.
+func remaining(t *testing.T, d *db.DB) map[uuid.UUID]uuid.UUID {
+	t.Helper()
+	out := map[uuid.UUID]uuid.UUID{}
+	err := d.InSystemTx(context.Background(), "test: list refresh tokens", func(ctx context.Context, tx *db.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT id, tenant_id FROM refresh_tokens")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, tenant uuid.UUID
+			if err := rows.Scan(&id, &tenant); err != nil {
+				return err
+			}
+			out[id] = tenant
+		}
+		return rows.Err()
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// Offsets from now: two long expired (purged), one expired 6 days ago, one about to pass the
+// 7-day line but not yet, one live (all kept).
+var offsets = []time.Duration{
+	-30 * 24 * time.Hour,
+	-7*24*time.Hour - time.Hour,
+	-7*24*time.Hour + time.Hour,
+	-6 * 24 * time.Hour,
+	time.Hour,
+}
+
+func TestRefreshTokenPurgeWorker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, ownerURL := dbtest.Open(t)
+	keep, purge := seedTokens(t, d, 3, offsets)
+	require.Len(t, purge, 6)
+	require.Len(t, keep, 9)
+	require.Len(t, remaining(t, d), 15)
+
+	// rivertest inserts and works the job inside a transaction on the owner's connection; the
+	// worker opens its own system transaction on the application pool.
+	pool, err := pgxpool.New(ctx, ownerURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+
+	w := rivertest.NewWorker(t, riverpgxv5.New(nil), &river.Config{}, &RefreshTokenPurgeWorker{db: d})
+	res, err := w.Work(ctx, t, tx, RefreshTokenPurgeArgs{}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCompleted, res.EventKind)
+	require.Equal(t, QueueMaintenance, res.Job.Queue)
+
+	require.Equal(t, keep, remaining(t, d), "tokens expired for less than 7 days, and live ones, are kept in every tenant")
+
+	// Working it again finds nothing more to delete.
+	res, err = w.Work(ctx, t, tx, RefreshTokenPurgeArgs{}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCompleted, res.EventKind)
+	require.Equal(t, keep, remaining(t, d))
+}
+
+// The working client registers the purge worker and enqueues it as a periodic job at start.
+func TestClientRunsPurgeOnStart(t *testing.T) {
+	t.Parallel()
+	d, ownerURL := dbtest.Open(t)
+	keep, _ := seedTokens(t, d, 2, offsets)
+
+	client, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	completed, cancelSub := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancelSub()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, client.Stop(stopCtx))
+	})
+
+	select {
+	case ev := <-completed:
+		require.Equal(t, river.EventKindJobCompleted, ev.Kind, "job %s: %v", ev.Job.Kind, ev.Job.Errors)
+		require.Equal(t, RefreshTokenPurgeArgs{}.Kind(), ev.Job.Kind)
+		require.Equal(t, QueueMaintenance, ev.Job.Queue)
+	case <-ctx.Done():
+		t.Fatal("the periodic purge did not run at start")
+	}
+	require.Equal(t, keep, remaining(t, d))
+
+	// The job row is visible to the owner (River's tables are not tenant-scoped).
+	conn, err := pgx.Connect(ctx, ownerURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'refresh_token_purge' AND state = 'completed'").Scan(&n))
+	require.Equal(t, 1, n)
+}
