@@ -20,7 +20,7 @@ func (r *mutationResolver) SignUp(ctx context.Context, input model.SignUpInput) 
 	if err != nil {
 		return nil, err
 	}
-	return authPayload(sess), nil
+	return r.sessionPayload(ctx, sess)
 }
 
 // LogIn is the resolver for the logIn field.
@@ -37,7 +37,7 @@ func (r *mutationResolver) LogIn(ctx context.Context, input model.LogInInput) (*
 	if err != nil {
 		return nil, err
 	}
-	return authPayload(sess), nil
+	return r.sessionPayload(ctx, sess)
 }
 
 // RefreshSession is the resolver for the refreshSession field.
@@ -46,7 +46,7 @@ func (r *mutationResolver) RefreshSession(ctx context.Context, refreshToken stri
 	if err != nil {
 		return nil, err
 	}
-	return authPayload(sess), nil
+	return r.sessionPayload(ctx, sess)
 }
 
 // LogOut is the resolver for the logOut field.

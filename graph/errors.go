@@ -41,6 +41,12 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			gqlErr.Extensions = map[string]any{"code": string(apperr.Internal)}
 			return gqlErr
 		}
+		if parsed != nil && parsed.Err != nil && parsed.Err.Error() == "introspection disabled" {
+			// gqlgen refuses __schema and __type outside development with this plain error.
+			gqlErr.Message = "introspection is disabled in production"
+			gqlErr.Extensions = map[string]any{"code": string(apperr.Forbidden)}
+			return gqlErr
+		}
 		if parsed != nil && parsed.Err == nil && len(gqlErr.Path) == 0 {
 			// Errors gqlgen raises itself outside resolvers (bad variables, limits) are the
 			// caller's to fix.

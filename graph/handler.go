@@ -14,6 +14,8 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/validator"
+	"github.com/vektah/gqlparser/v2/validator/rules"
 
 	"github.com/agentry/agentry/graph/generated"
 	"github.com/agentry/agentry/graph/loader"
@@ -79,16 +81,35 @@ func NewHandler(o HandlerOptions) http.Handler {
 	if o.Development {
 		srv.Use(extension.Introspection{})
 	} else {
+		// gqlgen's switch only covers unknown fields and scalar leaves; arguments, type names,
+		// enum values and input fields would still answer "Did you mean".
 		srv.SetDisableSuggestion(true)
+		srv.SetValidationRulesFn(rulesWithoutSuggestions)
 	}
-	srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
+	// queryLimits first: it bounds fragment expansion, which gqlgen's complexity walker does not.
 	srv.Use(queryLimits{maxDepth: l.MaxDepth, maxAliases: l.MaxAliases})
+	srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
 	srv.SetErrorPresenter(errorPresenter(r.Log))
 	srv.SetRecoverFunc(recoverFunc(r.Log))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		return next(loader.With(ctx, loader.New(r.Tenancy)))
 	})
 	return srv
+}
+
+// rulesWithoutSuggestions is gqlparser's default rule set with every rule that suggests names
+// swapped for its variant that does not.
+func rulesWithoutSuggestions() *rules.Rules {
+	r := rules.NewDefaultRules()
+	for _, swap := range [][2]validator.Rule{
+		{rules.KnownArgumentNamesRule, rules.KnownArgumentNamesRuleWithoutSuggestions},
+		{rules.KnownTypeNamesRule, rules.KnownTypeNamesRuleWithoutSuggestions},
+		{rules.ValuesOfCorrectTypeRule, rules.ValuesOfCorrectTypeRuleWithoutSuggestions},
+	} {
+		r.RemoveRule(swap[0].Name)
+		r.AddRule(swap[1].Name, swap[1].RuleFunc)
+	}
+	return r
 }
 
 // wsInit authenticates a WebSocket in connection_init ({"authorization": "Bearer <token>"}) and
@@ -104,11 +125,11 @@ func wsInit(a *auth.Service) transport.WebsocketInitFunc {
 		}
 		token, ok := strings.CutPrefix(raw, "Bearer ")
 		if !ok || token == "" {
-			return ctx, nil, errUnauthenticatedWS
+			return rejectWS(ctx), nil, errUnauthenticatedWS
 		}
 		actor, expires, err := a.Authenticate(ctx, token)
 		if err != nil {
-			return ctx, nil, errUnauthenticatedWS
+			return rejectWS(ctx), nil, errUnauthenticatedWS
 		}
 		ctx = auth.WithActor(ctx, actor)
 		if !expires.IsZero() {
@@ -125,6 +146,13 @@ type wsError string
 func (e wsError) Error() string { return string(e) }
 
 const errUnauthenticatedWS = wsError("UNAUTHENTICATED: connection_init needs {\"authorization\": \"Bearer <token>\"} with a valid token")
+
+// rejectWS makes the transport close a refused socket with 4403 (graphql-transport-ws's Forbidden)
+// and the reason: that protocol has no message for connection errors, so without it the client
+// would only see a normal closure.
+func rejectWS(ctx context.Context) context.Context {
+	return transport.WithWebsocketCloseCode(transport.AppendCloseReason(ctx, string(errUnauthenticatedWS)), 4403)
+}
 
 // originHosts turns allowed origins (https://app.example.com) into the host patterns the
 // WebSocket library matches; same-origin requests are always allowed.

@@ -11,8 +11,13 @@ import (
 	"github.com/agentry/agentry/internal/apperr"
 )
 
-// queryLimits rejects operations nested too deeply or with too many aliases, after parsing and
-// validation and before any resolver runs.
+// maxExpandedFields bounds the fields an operation selects once its fragments are expanded. Without
+// it, a few hundred bytes of fragments that each spread the next one twice expand exponentially
+// and pin a CPU in gqlgen's complexity walker. queryLimits runs before the complexity limit.
+const maxExpandedFields = 100_000
+
+// queryLimits rejects operations nested too deeply, with too many aliases or expanding to too many
+// fields, after parsing and validation and before any resolver runs.
 type queryLimits struct {
 	maxDepth   int
 	maxAliases int
@@ -29,13 +34,16 @@ func (l queryLimits) MutateOperationContext(_ context.Context, oc *graphql.Opera
 	if oc.Operation == nil {
 		return nil
 	}
-	w := walker{doc: oc.Doc, seen: map[string]bool{}}
-	depth := w.depth(oc.Operation.SelectionSet, 1)
-	if depth > l.maxDepth {
-		return limitError(fmt.Sprintf("operation is nested %d levels deep; the limit is %d", depth, l.maxDepth))
+	w := walker{doc: oc.Doc, frags: map[string]*setStats{}}
+	s := w.walk(oc.Operation.SelectionSet)
+	if s.fields > maxExpandedFields {
+		return limitError(fmt.Sprintf("operation selects more than %d fields once its fragments are spread; that is the limit", maxExpandedFields))
 	}
-	if w.aliases > l.maxAliases {
-		return limitError(fmt.Sprintf("operation uses %d aliases; the limit is %d", w.aliases, l.maxAliases))
+	if s.depth > l.maxDepth {
+		return limitError(fmt.Sprintf("operation is nested %d levels deep; the limit is %d", s.depth, l.maxDepth))
+	}
+	if s.aliases > l.maxAliases {
+		return limitError(fmt.Sprintf("operation uses %d aliases; the limit is %d", s.aliases, l.maxAliases))
 	}
 	return nil
 }
@@ -44,42 +52,61 @@ func limitError(msg string) *gqlerror.Error {
 	return &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": string(apperr.BadUserInput)}}
 }
 
-type walker struct {
-	doc     *ast.QueryDocument
-	seen    map[string]bool
-	aliases int
+// setStats describes a selection set with its fragments expanded: the deepest field level, and the
+// aliases and fields it selects (each spread of a fragment counts its fields again).
+type setStats struct {
+	depth, aliases, fields int
 }
 
-// depth returns the deepest field level under set, counting aliases on the way. Fragments are
-// expanded (validation has ruled out cycles; seen guards anyway).
-func (w *walker) depth(set ast.SelectionSet, level int) int {
-	max := level - 1
+type walker struct {
+	doc   *ast.QueryDocument
+	frags map[string]*setStats // per fragment, computed once; nil while being computed
+}
+
+// satAdd adds without overflowing: counts saturate far above any limit.
+func satAdd(a, b int) int {
+	const ceiling = 1 << 40
+	return min(a+b, ceiling)
+}
+
+// walk measures set. Each fragment is measured once and reused at every spread, so the walk is
+// linear in the document's size however often fragments spread each other (validation has ruled
+// out cycles; the nil marker guards anyway).
+func (w *walker) walk(set ast.SelectionSet) setStats {
+	var out setStats
+	add := func(s setStats) {
+		out.depth = max(out.depth, s.depth)
+		out.aliases = satAdd(out.aliases, s.aliases)
+		out.fields = satAdd(out.fields, s.fields)
+	}
 	for _, sel := range set {
-		var d int
 		switch s := sel.(type) {
 		case *ast.Field:
+			child := w.walk(s.SelectionSet)
+			child.depth++
+			child.fields = satAdd(child.fields, 1)
 			if s.Alias != "" && s.Alias != s.Name {
-				w.aliases++
+				child.aliases = satAdd(child.aliases, 1)
 			}
-			d = level
-			if len(s.SelectionSet) > 0 {
-				d = w.depth(s.SelectionSet, level+1)
-			}
+			add(child)
 		case *ast.InlineFragment:
-			d = w.depth(s.SelectionSet, level)
+			add(w.walk(s.SelectionSet))
 		case *ast.FragmentSpread:
-			if w.seen[s.Name] {
-				continue
+			st, done := w.frags[s.Name]
+			if done && st == nil {
+				continue // cycle
 			}
-			w.seen[s.Name] = true
-			if f := w.doc.Fragments.ForName(s.Name); f != nil {
-				d = w.depth(f.SelectionSet, level)
+			if !done {
+				w.frags[s.Name] = nil
+				var computed setStats
+				if f := w.doc.Fragments.ForName(s.Name); f != nil {
+					computed = w.walk(f.SelectionSet)
+				}
+				st = &computed
+				w.frags[s.Name] = st
 			}
-			delete(w.seen, s.Name)
-		}
-		if d > max {
-			max = d
+			add(*st)
 		}
 	}
-	return max
+	return out
 }

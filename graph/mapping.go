@@ -6,6 +6,8 @@ import (
 	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/settings"
 )
 
@@ -13,6 +15,25 @@ import (
 
 func authPayload(s auth.Session) *model.AuthPayload {
 	return &model.AuthPayload{AccessToken: s.AccessToken, RefreshToken: s.RefreshToken, ExpiresAt: s.ExpiresAt, Viewer: viewer(s.Actor)}
+}
+
+// sessionPayload maps a session opened by signUp, logIn or refreshSession. The request carries no
+// actor (or another credential's), so the viewer's user and tenant are loaded here as the new
+// session's actor: left to their field resolvers they would fail (UNAUTHENTICATED) or be looked
+// up in the wrong tenant.
+func (r *Resolver) sessionPayload(ctx context.Context, s auth.Session) (*model.AuthPayload, error) {
+	p := authPayload(s)
+	ctx = auth.WithActor(ctx, s.Actor)
+	u, err := r.Tenancy.User(ctx, s.Actor.UserID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.Tenancy.Tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.Viewer.User.Row, p.Viewer.Tenant.Row = &u, &t
+	return p, nil
 }
 
 func viewer(a auth.Actor) *model.Viewer {
@@ -45,4 +66,30 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+func runConnection(rows []dbsqlc.Run, n int) *model.RunConnection {
+	conn := &model.RunConnection{Edges: []*model.RunEdge{}, PageInfo: &model.PageInfo{HasNextPage: len(rows) > n}}
+	for i := range rows[:min(n, len(rows))] {
+		c := model.EncodeCursor("r", rows[i].ID.String())
+		conn.Edges = append(conn.Edges, &model.RunEdge{Cursor: c, Node: &model.Run{Row: rows[i]}})
+		conn.PageInfo.EndCursor = &c
+	}
+	return conn
+}
+
+// forward maps a subscription's events onto the edge's type until either side ends.
+func forward(ctx context.Context, in <-chan events.Event) <-chan *model.RunEvent {
+	out := make(chan *model.RunEvent, 1)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			select {
+			case out <- &model.RunEvent{Ev: ev}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }

@@ -7,14 +7,20 @@ import (
 	"log/slog"
 
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/chat"
+	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/tenancy"
 )
 
 // Resolver holds the services the resolvers call. It is the edge's dependency injection.
 type Resolver struct {
-	Auth     *auth.Service
-	Tenancy  *tenancy.Service
-	Settings *settings.Service
-	Log      *slog.Logger
+	Auth       *auth.Service
+	Tenancy    *tenancy.Service
+	Settings   *settings.Service
+	Chat       *chat.Service
+	RunService *run.Service
+	Hub        *events.Hub
+	Log        *slog.Logger
 }

@@ -32,6 +32,7 @@ Usage:
   agentry worker              work River jobs; serves only /livez, /readyz and /metrics
   agentry migrate             apply app and River migrations (idempotent)
   agentry admin grant EMAIL   make a user a platform admin (admin revoke EMAIL undoes it)
+  agentry tail --run ID       stream a run's events (replay, then live) to the terminal
 
 Configuration comes from the environment; see README.md.
 `
@@ -49,6 +50,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		_, _ = io.WriteString(stdout, usage)
 		return nil
+	}
+	if args[0] == "tail" {
+		return tail(ctx, args[1:], getenv, stdout)
 	}
 	cfg, err := config.Load(getenv)
 	if err != nil {
@@ -138,7 +142,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, mode app.M
 		return fmt.Errorf("listen on AGENTRY_HTTP_ADDR=%s: %w", cfg.HTTPAddr, err)
 	}
 	if mode.Work {
-		if err := a.River.Start(ctx); err != nil {
+		// Not ctx itself: cancelling Start's context is River's hard stop (running jobs are
+		// cancelled at once); shutdown below soft-stops first.
+		if err := a.River.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("start River: %w", err)
 		}
 	}

@@ -58,6 +58,16 @@ type AuthPayload struct {
 	Viewer       *Viewer   `json:"viewer"`
 }
 
+type ConversationConnection struct {
+	Edges    []*ConversationEdge `json:"edges"`
+	PageInfo *PageInfo           `json:"pageInfo"`
+}
+
+type ConversationEdge struct {
+	Cursor string        `json:"cursor"`
+	Node   *Conversation `json:"node"`
+}
+
 type CreateAPIKeyInput struct {
 	Name string `json:"name"`
 	Role Role   `json:"role"`
@@ -67,6 +77,19 @@ type CreateAPIKeyPayload struct {
 	APIKey *APIKey `json:"apiKey"`
 	// The key itself. It is shown once and never stored in clear.
 	Secret string `json:"secret"`
+}
+
+type CreateConversationInput struct {
+	Title *string `json:"title,omitempty"`
+	// default DEFAULT
+	Mode *ContextMode `json:"mode,omitempty"`
+	// "provider:model", e.g. "anthropic:claude-sonnet-4-5"; default from config
+	Model        *string `json:"model,omitempty"`
+	SystemPrompt *string `json:"systemPrompt,omitempty"`
+	// tools enabled; default true
+	Agentic *bool `json:"agentic,omitempty"`
+	// the project whose workspace the tools use; default the tenant's default project
+	ProjectID *string `json:"projectId,omitempty"`
 }
 
 type LogInInput struct {
@@ -82,6 +105,16 @@ type Membership struct {
 	Pending bool `json:"pending"`
 }
 
+type MessageConnection struct {
+	Edges    []*MessageEdge `json:"edges"`
+	PageInfo *PageInfo      `json:"pageInfo"`
+}
+
+type MessageEdge struct {
+	Cursor string   `json:"cursor"`
+	Node   *Message `json:"node"`
+}
+
 type Mutation struct {
 }
 
@@ -93,11 +126,38 @@ type PageInfo struct {
 type Query struct {
 }
 
+type RunConnection struct {
+	Edges    []*RunEdge `json:"edges"`
+	PageInfo *PageInfo  `json:"pageInfo"`
+}
+
+type RunEdge struct {
+	Cursor string `json:"cursor"`
+	Node   *Run   `json:"node"`
+}
+
+type SendMessageInput struct {
+	ConversationID string `json:"conversationId"`
+	Content        string `json:"content"`
+	// same key -> same message and run, no second job
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+	// default ENQUEUE
+	IfBusy *BusyPolicy `json:"ifBusy,omitempty"`
+}
+
+type SendMessagePayload struct {
+	Message *Message `json:"message"`
+	Run     *Run     `json:"run"`
+}
+
 type SignUpInput struct {
 	Email      string  `json:"email"`
 	Password   string  `json:"password"`
 	Name       *string `json:"name,omitempty"`
 	TenantName string  `json:"tenantName"`
+}
+
+type Subscription struct {
 }
 
 type Viewer struct {
@@ -106,6 +166,124 @@ type Viewer struct {
 	Role   Role    `json:"role"`
 	// True for platform administrators (cross-tenant dashboards and the job UI).
 	PlatformAdmin bool `json:"platformAdmin"`
+}
+
+type BusyPolicy string
+
+const (
+	BusyPolicyEnqueue   BusyPolicy = "ENQUEUE"
+	BusyPolicyReject    BusyPolicy = "REJECT"
+	BusyPolicyInterrupt BusyPolicy = "INTERRUPT"
+)
+
+var AllBusyPolicy = []BusyPolicy{
+	BusyPolicyEnqueue,
+	BusyPolicyReject,
+	BusyPolicyInterrupt,
+}
+
+func (e BusyPolicy) IsValid() bool {
+	switch e {
+	case BusyPolicyEnqueue, BusyPolicyReject, BusyPolicyInterrupt:
+		return true
+	}
+	return false
+}
+
+func (e BusyPolicy) String() string {
+	return string(e)
+}
+
+func (e *BusyPolicy) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = BusyPolicy(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid BusyPolicy", str)
+	}
+	return nil
+}
+
+func (e BusyPolicy) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *BusyPolicy) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e BusyPolicy) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type ContextMode string
+
+const (
+	ContextModeDefault      ContextMode = "DEFAULT"
+	ContextModeBrainstorm   ContextMode = "BRAINSTORM"
+	ContextModeOutputRefine ContextMode = "OUTPUT_REFINE"
+	ContextModeBrowser      ContextMode = "BROWSER"
+	ContextModeGame         ContextMode = "GAME"
+)
+
+var AllContextMode = []ContextMode{
+	ContextModeDefault,
+	ContextModeBrainstorm,
+	ContextModeOutputRefine,
+	ContextModeBrowser,
+	ContextModeGame,
+}
+
+func (e ContextMode) IsValid() bool {
+	switch e {
+	case ContextModeDefault, ContextModeBrainstorm, ContextModeOutputRefine, ContextModeBrowser, ContextModeGame:
+		return true
+	}
+	return false
+}
+
+func (e ContextMode) String() string {
+	return string(e)
+}
+
+func (e *ContextMode) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ContextMode(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ContextMode", str)
+	}
+	return nil
+}
+
+func (e ContextMode) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ContextMode) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ContextMode) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type ContextStrategy string
@@ -160,6 +338,122 @@ func (e *ContextStrategy) UnmarshalJSON(b []byte) error {
 }
 
 func (e ContextStrategy) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type FailureClass string
+
+const (
+	FailureClassTransient   FailureClass = "TRANSIENT"
+	FailureClassRecoverable FailureClass = "RECOVERABLE"
+	FailureClassTerminal    FailureClass = "TERMINAL"
+)
+
+var AllFailureClass = []FailureClass{
+	FailureClassTransient,
+	FailureClassRecoverable,
+	FailureClassTerminal,
+}
+
+func (e FailureClass) IsValid() bool {
+	switch e {
+	case FailureClassTransient, FailureClassRecoverable, FailureClassTerminal:
+		return true
+	}
+	return false
+}
+
+func (e FailureClass) String() string {
+	return string(e)
+}
+
+func (e *FailureClass) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = FailureClass(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid FailureClass", str)
+	}
+	return nil
+}
+
+func (e FailureClass) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *FailureClass) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e FailureClass) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type MessageRole string
+
+const (
+	MessageRoleUser      MessageRole = "USER"
+	MessageRoleAssistant MessageRole = "ASSISTANT"
+	MessageRoleTool      MessageRole = "TOOL"
+	MessageRoleSystem    MessageRole = "SYSTEM"
+)
+
+var AllMessageRole = []MessageRole{
+	MessageRoleUser,
+	MessageRoleAssistant,
+	MessageRoleTool,
+	MessageRoleSystem,
+}
+
+func (e MessageRole) IsValid() bool {
+	switch e {
+	case MessageRoleUser, MessageRoleAssistant, MessageRoleTool, MessageRoleSystem:
+		return true
+	}
+	return false
+}
+
+func (e MessageRole) String() string {
+	return string(e)
+}
+
+func (e *MessageRole) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MessageRole(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MessageRole", str)
+	}
+	return nil
+}
+
+func (e MessageRole) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MessageRole) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MessageRole) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
@@ -278,6 +572,134 @@ func (e *Role) UnmarshalJSON(b []byte) error {
 }
 
 func (e Role) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type RunKind string
+
+const (
+	RunKindChatTurn RunKind = "CHAT_TURN"
+	RunKindTask     RunKind = "TASK"
+	RunKindRoutine  RunKind = "ROUTINE"
+	RunKindSubagent RunKind = "SUBAGENT"
+	RunKindTeam     RunKind = "TEAM"
+)
+
+var AllRunKind = []RunKind{
+	RunKindChatTurn,
+	RunKindTask,
+	RunKindRoutine,
+	RunKindSubagent,
+	RunKindTeam,
+}
+
+func (e RunKind) IsValid() bool {
+	switch e {
+	case RunKindChatTurn, RunKindTask, RunKindRoutine, RunKindSubagent, RunKindTeam:
+		return true
+	}
+	return false
+}
+
+func (e RunKind) String() string {
+	return string(e)
+}
+
+func (e *RunKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RunKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RunKind", str)
+	}
+	return nil
+}
+
+func (e RunKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RunKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RunKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type RunStatus string
+
+const (
+	RunStatusQueued           RunStatus = "QUEUED"
+	RunStatusRunning          RunStatus = "RUNNING"
+	RunStatusPaused           RunStatus = "PAUSED"
+	RunStatusAwaitingApproval RunStatus = "AWAITING_APPROVAL"
+	RunStatusCompleted        RunStatus = "COMPLETED"
+	RunStatusFailed           RunStatus = "FAILED"
+	RunStatusCancelled        RunStatus = "CANCELLED"
+	RunStatusTimedOut         RunStatus = "TIMED_OUT"
+)
+
+var AllRunStatus = []RunStatus{
+	RunStatusQueued,
+	RunStatusRunning,
+	RunStatusPaused,
+	RunStatusAwaitingApproval,
+	RunStatusCompleted,
+	RunStatusFailed,
+	RunStatusCancelled,
+	RunStatusTimedOut,
+}
+
+func (e RunStatus) IsValid() bool {
+	switch e {
+	case RunStatusQueued, RunStatusRunning, RunStatusPaused, RunStatusAwaitingApproval, RunStatusCompleted, RunStatusFailed, RunStatusCancelled, RunStatusTimedOut:
+		return true
+	}
+	return false
+}
+
+func (e RunStatus) String() string {
+	return string(e)
+}
+
+func (e *RunStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RunStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RunStatus", str)
+	}
+	return nil
+}
+
+func (e RunStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RunStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RunStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

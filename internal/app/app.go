@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,13 +17,20 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/agentry/agentry/graph"
+	"github.com/agentry/agentry/internal/agent"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/chat"
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/jobs"
+	"github.com/agentry/agentry/internal/llm"
+	"github.com/agentry/agentry/internal/llm/providers"
+	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/tenancy"
+	"github.com/agentry/agentry/internal/tool"
 	"github.com/agentry/agentry/web"
 )
 
@@ -42,6 +50,11 @@ type App struct {
 	Auth     *auth.Service
 	Tenancy  *tenancy.Service
 	Settings *settings.Service
+	Chat     *chat.Service
+	Runs     *run.Service
+	Hub      *events.Hub
+	Models   *llm.Registry
+	Executor *agent.Executor
 	Registry *prometheus.Registry
 	Handler  http.Handler
 }
@@ -82,9 +95,26 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, cfg.AccessTokenTTL, nil), log)
 	a.Tenancy = tenancy.NewService(a.DB)
 	a.Settings = settings.NewService(a.DB)
-	if a.River, err = jobs.NewClient(a.DB, jobs.Options{Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log}); err != nil {
+	a.Auth.OnSignUp = chat.CreateDefaultProject
+
+	pub := events.NewPublisher(a.Redis, cfg.RedisPrefix, log)
+	a.Runs = run.NewService(a.DB, pub, log)
+	pcfg := providers.Config{
+		AnthropicAPIKey: cfg.AnthropicAPIKey, AnthropicBaseURL: cfg.AnthropicBaseURL,
+		OpenAIAPIKey: cfg.OpenAIAPIKey, OpenAIBaseURL: cfg.OpenAIBaseURL,
+		DefaultModel: cfg.DefaultModel, Development: cfg.IsDevelopment(),
+	}
+	a.Models = providers.New(pcfg)
+	a.Chat = chat.NewService(a.DB, a.Runs, models{a.Models, providers.DefaultModel(pcfg)}, log)
+	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: tool.NewRegistry()}, log)
+	host, _ := os.Hostname()
+	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
+		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
+		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()),
+	}); err != nil {
 		return nil, err
 	}
+	a.Runs.SetInserter(a.River)
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis})
 	opts := server.Options{
@@ -98,9 +128,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		AllowedOrigins: cfg.AllowedOrigins,
 	}
 	if mode.API {
+		a.Hub = events.NewHub(a.Redis, cfg.RedisPrefix, log)
 		opts.Auth = a.Auth
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
-			Resolver:       &graph.Resolver{Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Log: log},
+			Resolver: &graph.Resolver{
+				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Hub: a.Hub, Log: log,
+			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,
 			Limits:         graph.Limits{WSInitTimeout: cfg.WSInitTimeout},
@@ -115,6 +148,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 // Close releases the connections. River must have been stopped.
 func (a *App) Close() {
 	var errs []error
+	if a.Hub != nil {
+		errs = append(errs, a.Hub.Close())
+	}
 	if a.Redis != nil {
 		errs = append(errs, a.Redis.Close())
 	}
@@ -162,3 +198,11 @@ func (p poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(redisMisses, prometheus.CounterValue, float64(r.Misses))
 	ch <- prometheus.MustNewConstMetric(redisWaits, prometheus.CounterValue, float64(r.Timeouts))
 }
+
+// models is the model registry with the configured default model.
+type models struct {
+	*llm.Registry
+	def string
+}
+
+func (m models) Default() string { return m.def }

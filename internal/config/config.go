@@ -26,6 +26,7 @@ type Config struct {
 	DatabaseURL       string        // DATABASE_URL
 	DBRole            string        // AGENTRY_DB_ROLE: role the application pool switches to (SET ROLE); "" keeps the login role
 	RedisURL          string        // REDIS_URL
+	RedisPrefix       string        // AGENTRY_REDIS_PREFIX: namespaces Redis channels and keys (tests, a shared Redis)
 	HTTPAddr          string        // AGENTRY_HTTP_ADDR
 	Env               Environment   // AGENTRY_ENV
 	MasterKey         []byte        // AGENTRY_MASTER_KEY (32 bytes, base64 or hex); nil until set
@@ -56,6 +57,7 @@ func Load(getenv Lookup) (*Config, error) {
 		DatabaseURL:      or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/agentry?sslmode=disable"),
 		DBRole:           or(getenv("AGENTRY_DB_ROLE"), "agentry_app"),
 		RedisURL:         or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
+		RedisPrefix:      getenv("AGENTRY_REDIS_PREFIX"),
 		HTTPAddr:         or(getenv("AGENTRY_HTTP_ADDR"), "127.0.0.1:8080"),
 		Env:              Environment(or(getenv("AGENTRY_ENV"), string(Development))),
 		DefaultModel:     getenv("AGENTRY_DEFAULT_MODEL"),

@@ -63,6 +63,18 @@ type Tx struct {
 	Q        *dbsqlc.Queries
 	TenantID uuid.UUID
 	system   bool
+	root     *Tx
+	after    []func()
+}
+
+// AfterCommit registers fn to run once the outermost transaction has committed (never when it
+// rolls back). Events are published to Redis this way: only what Postgres holds goes out.
+func (t *Tx) AfterCommit(fn func()) {
+	r := t
+	if t.root != nil {
+		r = t.root
+	}
+	r.after = append(r.after, fn)
 }
 
 type txKey struct{}
@@ -103,7 +115,17 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 		if err != nil {
 			return fmt.Errorf("savepoint: %w", err)
 		}
-		return finish(ctx, &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system}, fn)
+		root := parent
+		if parent.root != nil {
+			root = parent.root
+		}
+		child := &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system, root: root}
+		mark := len(root.after)
+		err = finish(ctx, child, fn)
+		if err != nil {
+			root.after = root.after[:mark] // what a rolled-back savepoint registered never happened
+		}
+		return err
 	}
 	ptx, err := d.Pool.Begin(ctx)
 	if err != nil {
@@ -137,6 +159,11 @@ func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) er
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if tx.root == nil {
+		for _, f := range tx.after {
+			f()
+		}
 	}
 	return nil
 }

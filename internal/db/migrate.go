@@ -32,8 +32,24 @@ func Migrate(ctx context.Context, url string, log *slog.Logger) error {
 	return nil
 }
 
+// migrateLockID is the session advisory lock that serializes whole migrations (app and River):
+// goose's own lock covers only its part, and River's migrator takes none.
+const migrateLockID int64 = 0x61676e74_6d696772 // "agntmigr"
+
 // MigrateSQL is Migrate on an open database/sql handle (the test template uses it).
 func MigrateSQL(ctx context.Context, sqlDB *sql.DB, url string, log *slog.Logger) error {
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", migrateLockID); err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrateLockID)
+	}()
+
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		return fmt.Errorf("goose locker: %w", err)

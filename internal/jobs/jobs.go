@@ -12,7 +12,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/agentry/agentry/internal/agent"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/run"
 )
 
 // Queue names.
@@ -25,9 +27,15 @@ const (
 type Options struct {
 	// Work makes the client work jobs (worker and dev processes); otherwise it only inserts.
 	Work bool
-	// Concurrency is the number of jobs worked at once on the default queue.
+	// Concurrency is the number of jobs worked at once on the default and chat queues.
 	Concurrency int
-	Log         *slog.Logger
+	// Executor works runs (required with Work).
+	Executor *agent.Executor
+	// RetryBaseDelay is the first retry delay of a run attempt (doubling after).
+	RetryBaseDelay time.Duration
+	// Owner names this worker process in run leases.
+	Owner string
+	Log   *slog.Logger
 }
 
 // NewClient returns the River client over d's pool.
@@ -36,12 +44,15 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 	if o.Work {
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &RefreshTokenPurgeWorker{db: d})
+		river.AddWorker(workers, &RunWorker{exec: o.Executor, owner: o.Owner, base: max(o.RetryBaseDelay, time.Millisecond)})
 		if o.Concurrency < 1 {
 			o.Concurrency = 50
 		}
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{
-			QueueDefault:     {MaxWorkers: o.Concurrency},
+			QueueDefault: {MaxWorkers: o.Concurrency},
+			// Chat turns: a user is waiting, so pick up within milliseconds of the insert.
+			run.QueueChat:    {MaxWorkers: o.Concurrency, FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond},
 			QueueMaintenance: {MaxWorkers: 2},
 		}
 		cfg.PeriodicJobs = []*river.PeriodicJob{

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/db"
@@ -79,6 +81,11 @@ func (s *Service) Get(ctx context.Context) (Settings, error) {
 
 // ForUser returns the settings a run of a's uses (inside a's tenant transaction).
 func ForUser(ctx context.Context, tx *db.Tx, a auth.Actor) (Settings, error) { return load(ctx, tx, a) }
+
+// ForUserID returns a user's settings in a tenant (inside that tenant's transaction).
+func ForUserID(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) (Settings, error) {
+	return load(ctx, tx, auth.Actor{TenantID: tenantID, UserID: userID})
+}
 
 func load(ctx context.Context, tx *db.Tx, a auth.Actor) (Settings, error) {
 	row, err := tx.Q.AgentSettingsGet(ctx, dbsqlc.AgentSettingsGetParams{TenantID: a.TenantID, UserID: a.UserID})

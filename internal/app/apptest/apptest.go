@@ -50,6 +50,9 @@ func Start(t testing.TB, o Options) *Env {
 		"AGENTRY_MASTER_KEY": base64.StdEncoding.EncodeToString(key),
 		"AGENTRY_ENV":        "development",
 		"AGENTRY_HTTP_ADDR":  "127.0.0.1:0",
+		// Each test has its own Redis namespace, so parallel tests never see each other's events.
+		"AGENTRY_REDIS_PREFIX":     fmt.Sprintf("test%d-%d:", time.Now().UnixNano(), seq.Add(1)),
+		"AGENTRY_RETRY_BASE_DELAY": "50ms",
 	}
 	if u := os.Getenv("REDIS_URL"); u != "" {
 		env["REDIS_URL"] = u

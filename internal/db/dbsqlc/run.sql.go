@@ -882,6 +882,37 @@ func (q *Queries) ToolCallListByRun(ctx context.Context, arg ToolCallListByRunPa
 	return items, nil
 }
 
+const toolCallStart = `-- name: ToolCallStart :one
+UPDATE tool_calls SET status = 'RUNNING' WHERE tenant_id = $1 AND id = $2 AND status IN ('PENDING', 'RUNNING') RETURNING tenant_id, id, run_id, message_id, call_id, turn, name, arguments, status, risk, output, error, created_at, finished_at
+`
+
+type ToolCallStartParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+func (q *Queries) ToolCallStart(ctx context.Context, arg ToolCallStartParams) (ToolCall, error) {
+	row := q.db.QueryRow(ctx, toolCallStart, arg.TenantID, arg.ID)
+	var i ToolCall
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.RunID,
+		&i.MessageID,
+		&i.CallID,
+		&i.Turn,
+		&i.Name,
+		&i.Arguments,
+		&i.Status,
+		&i.Risk,
+		&i.Output,
+		&i.Error,
+		&i.CreatedAt,
+		&i.FinishedAt,
+	)
+	return i, err
+}
+
 const usageRecordInsert = `-- name: UsageRecordInsert :one
 INSERT INTO usage_records (tenant_id, id, run_id, user_id, run_kind, call_index, provider, model, input_tokens, output_tokens, cached_tokens, cost_micros)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)

@@ -117,3 +117,6 @@ RETURNING *;
 
 -- name: UsageRecordListByRun :many
 SELECT * FROM usage_records WHERE tenant_id = $1 AND run_id = $2 ORDER BY call_index;
+
+-- name: ToolCallStart :one
+UPDATE tool_calls SET status = 'RUNNING' WHERE tenant_id = $1 AND id = $2 AND status IN ('PENDING', 'RUNNING') RETURNING *;

@@ -1,0 +1,412 @@
+package graph_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/app/apptest"
+	"github.com/agentry/agentry/internal/llm/llmtest"
+)
+
+// chatEnv is agentry wired to a test LLM server of one provider.
+type chatEnv struct {
+	*apptest.Env
+	llm   *llmtest.Server
+	model string
+	s     apptest.Session
+}
+
+func newChatEnv(t *testing.T, provider string) *chatEnv {
+	t.Helper()
+	var srv *llmtest.Server
+	env := map[string]string{}
+	model := ""
+	switch provider {
+	case "anthropic":
+		srv = llmtest.NewAnthropicServer(t)
+		env["ANTHROPIC_API_KEY"], env["ANTHROPIC_BASE_URL"] = "test-key", srv.BaseURL()
+		model = "anthropic:claude-sonnet-4-5"
+	case "openai":
+		srv = llmtest.NewOpenAIServer(t)
+		env["OPENAI_API_KEY"], env["OPENAI_BASE_URL"] = "test-key", srv.BaseURL()
+		model = "openai:gpt-4o-mini"
+	default:
+		t.Fatalf("provider %s", provider)
+	}
+	e := apptest.Start(t, apptest.Options{Env: env})
+	return &chatEnv{Env: e, llm: srv, model: model, s: e.SignUp(t, "", "")}
+}
+
+func (c *chatEnv) conversation(t *testing.T, extra map[string]any) string {
+	t.Helper()
+	in := map[string]any{"model": c.model, "title": "test"}
+	for k, v := range extra {
+		in[k] = v
+	}
+	var out struct{ CreateConversation struct{ ID string } }
+	c.Do(t, c.s.AccessToken, `mutation($in: CreateConversationInput!) { createConversation(input: $in) { id } }`, map[string]any{"in": in}).Decode(t, &out)
+	return out.CreateConversation.ID
+}
+
+type sent struct {
+	MessageID, RunID, Status string
+}
+
+func (c *chatEnv) send(t *testing.T, conv, content string, extra map[string]any) (sent, *apptest.Response) {
+	t.Helper()
+	in := map[string]any{"conversationId": conv, "content": content}
+	for k, v := range extra {
+		in[k] = v
+	}
+	res := c.Do(t, c.s.AccessToken, `mutation($in: SendMessageInput!) { sendMessage(input: $in) { message { id } run { id status } } }`, map[string]any{"in": in})
+	if len(res.Errors) > 0 {
+		return sent{}, res
+	}
+	var out struct {
+		SendMessage struct {
+			Message struct{ ID string }
+			Run     struct{ ID, Status string }
+		}
+	}
+	res.Decode(t, &out)
+	return sent{MessageID: out.SendMessage.Message.ID, RunID: out.SendMessage.Run.ID, Status: out.SendMessage.Run.Status}, res
+}
+
+type runView struct {
+	ID, Status        string
+	TerminationReason *string
+	Error             *string
+	Turns             int
+	InputTokens       int64
+	OutputTokens      int64
+	ToolCalls         []struct {
+		Name, Status string
+		Output       *string
+		Error        *string
+	}
+}
+
+func (c *chatEnv) run(t *testing.T, id string) runView {
+	t.Helper()
+	var out struct{ Run runView }
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { id status terminationReason error turns inputTokens outputTokens toolCalls { name status output error } } }`,
+		map[string]any{"id": id}).Decode(t, &out)
+	return out.Run
+}
+
+// waitRun polls until the run is terminal.
+func (c *chatEnv) waitRun(t *testing.T, id string, timeout time.Duration) runView {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		r := c.run(t, id)
+		switch r.Status {
+		case "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT":
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still %s after %s", id, r.Status, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *chatEnv) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.OwnerURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	// The owner is subject to row-level security too: look across tenants explicitly.
+	tx, err := conn.Begin(context.Background())
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, tx.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func eventTypes(evs []apptest.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+func TestChatStreamedReply(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{"anthropic", "openai"} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			c := newChatEnv(t, provider)
+			c.llm.Enqueue(llmtest.Stream(llmtest.Text("Hello there, how can I help you today?"), llmtest.Usage(120, 9, 0)))
+			conv := c.conversation(t, nil)
+			s, _ := c.send(t, conv, "hi", nil)
+			require.Equal(t, "QUEUED", s.Status)
+
+			sub := c.SubscribeRun(t, c.s.AccessToken, s.RunID, 0)
+			evs := sub.Collect(15*time.Second, nil)
+			durable := apptest.Durable(t, evs, 0)
+			types := eventTypes(durable)
+			require.Equal(t, "task.queued", types[0])
+			require.Contains(t, types, "execution.started")
+			require.Contains(t, types, "message.completed")
+			require.Contains(t, types, "usage.recorded")
+			require.Equal(t, "execution.completed", types[len(types)-1])
+
+			var text strings.Builder
+			for _, e := range evs {
+				if e.Type == "message.delta" {
+					var d struct{ Text string }
+					require.NoError(t, json.Unmarshal(e.Data, &d))
+					text.WriteString(d.Text)
+				}
+			}
+			// Deltas may have streamed before the subscription attached; what arrived is a prefix.
+			require.True(t, strings.HasSuffix("Hello there, how can I help you today?", text.String()) || text.Len() == 0 ||
+				strings.HasPrefix("Hello there, how can I help you today?", text.String()), "deltas %q", text.String())
+
+			r := c.run(t, s.RunID)
+			require.Equal(t, "COMPLETED", r.Status)
+			require.Equal(t, int64(120), r.InputTokens)
+			require.Equal(t, int64(9), r.OutputTokens)
+
+			var conv2 struct {
+				Conversation struct {
+					Messages struct {
+						Edges []struct{ Node struct{ Role, Content string } }
+					}
+				}
+			}
+			c.Do(t, c.s.AccessToken, `query($id: ID!) { conversation(id: $id) { messages { edges { node { role content } } } } }`, map[string]any{"id": conv}).Decode(t, &conv2)
+			msgs := conv2.Conversation.Messages.Edges
+			require.Len(t, msgs, 2)
+			require.Equal(t, "USER", msgs[0].Node.Role)
+			require.Equal(t, "ASSISTANT", msgs[1].Node.Role)
+			require.Equal(t, "Hello there, how can I help you today?", msgs[1].Node.Content)
+			require.Equal(t, 1, c.count(t, `SELECT count(*) FROM usage_records`))
+			require.Equal(t, 1, c.llm.Calls())
+		})
+	}
+}
+
+func TestChatToolCallRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{"anthropic", "openai"} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			c := newChatEnv(t, provider)
+			c.llm.Enqueue(
+				llmtest.Stream(llmtest.Text("Writing it."), llmtest.ToolCall("call_1", "write_file", `{"path":"notes/todo.md","content":"buy milk\n"}`)),
+				llmtest.Stream(llmtest.Text("Done: notes/todo.md is written.")),
+			)
+			conv := c.conversation(t, nil)
+			s, _ := c.send(t, conv, "write my todo", nil)
+			r := c.waitRun(t, s.RunID, 15*time.Second)
+			require.Equal(t, "COMPLETED", r.Status, "error: %v", r.Error)
+			require.Len(t, r.ToolCalls, 1)
+			require.Equal(t, "write_file", r.ToolCalls[0].Name)
+			require.Equal(t, "COMPLETED", r.ToolCalls[0].Status)
+
+			// The second request carries the tool's result.
+			reqs := c.llm.Requests()
+			require.Len(t, reqs, 2)
+			raw := string(reqs[1].Raw)
+			require.Contains(t, raw, "call_1")
+			switch provider {
+			case "anthropic":
+				require.Contains(t, raw, `"tool_result"`)
+			case "openai":
+				require.Contains(t, raw, `"role":"tool"`)
+			}
+			// Tools were offered.
+			require.Contains(t, string(reqs[0].Raw), "write_file")
+			// The effect is in the workspace, committed with the call.
+			require.Equal(t, 1, c.count(t, `SELECT count(*) FROM workspace_files WHERE path = 'notes/todo.md' AND content = 'buy milk'||chr(10)`))
+			require.Equal(t, 2, c.count(t, `SELECT count(*) FROM usage_records`))
+
+			evs, err := c.runEvents(t, s.RunID, 0)
+			require.NoError(t, err)
+			types := eventTypes(evs)
+			require.Contains(t, types, "tool.started")
+			require.Contains(t, types, "tool.completed")
+		})
+	}
+}
+
+// runEvents reads run.events through the query API.
+func (c *chatEnv) runEvents(t *testing.T, runID string, after int) ([]apptest.Event, error) {
+	t.Helper()
+	var out struct {
+		Run struct{ Events []apptest.Event }
+	}
+	res := c.Do(t, c.s.AccessToken, `query($id: ID!, $after: Int) { run(id: $id) { events(afterSeq: $after) { seq runId type data } } }`, map[string]any{"id": runID, "after": after})
+	if len(res.Errors) > 0 {
+		return nil, fmt.Errorf("%s", res.Body)
+	}
+	res.Decode(t, &out)
+	return out.Run.Events, nil
+}
+
+func TestChatToolsForeverStopsAtMaxTurns(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{"anthropic", "openai"} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			c := newChatEnv(t, provider)
+			var mu sync.Mutex
+			n := 0
+			c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
+				mu.Lock()
+				defer mu.Unlock()
+				n++
+				return llmtest.Stream(llmtest.ToolCall(fmt.Sprintf("call_%d", n), "list_files", `{}`))
+			})
+			conv := c.conversation(t, nil)
+			s, _ := c.send(t, conv, "loop forever", nil)
+			r := c.waitRun(t, s.RunID, 20*time.Second)
+			require.Equal(t, "COMPLETED", r.Status)
+			require.NotNil(t, r.TerminationReason)
+			require.Equal(t, "max_turns", *r.TerminationReason)
+			require.Equal(t, 10, c.llm.Calls())
+			require.Equal(t, 10, c.count(t, `SELECT count(*) FROM usage_records`))
+			require.Len(t, r.ToolCalls, 10)
+			for _, tc := range r.ToolCalls {
+				require.Equal(t, "COMPLETED", tc.Status)
+			}
+		})
+	}
+}
+
+func TestChatNonAgenticGetsNoTools(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.llm.Enqueue(llmtest.Stream(llmtest.Text("plain answer")))
+	conv := c.conversation(t, map[string]any{"agentic": false})
+	s, _ := c.send(t, conv, "hi", nil)
+	require.Equal(t, "COMPLETED", c.waitRun(t, s.RunID, 10*time.Second).Status)
+	_, hasTools := c.llm.LastRequest(t).Body["tools"]
+	require.False(t, hasTools, "a non-agentic conversation was offered tools")
+}
+
+func TestSendMessageIdempotency(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.llm.SetDefault(llmtest.Stream(llmtest.Text("ok")))
+	conv := c.conversation(t, nil)
+	a, _ := c.send(t, conv, "once", map[string]any{"idempotencyKey": "k-1"})
+	b, _ := c.send(t, conv, "once", map[string]any{"idempotencyKey": "k-1"})
+	require.Equal(t, a.MessageID, b.MessageID)
+	require.Equal(t, a.RunID, b.RunID)
+	c.waitRun(t, a.RunID, 10*time.Second)
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs`))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE role = 'USER'`))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM river_job WHERE kind = 'run'`))
+	require.Equal(t, 1, c.llm.Calls())
+}
+
+func TestSendMessageBusyPolicies(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	release := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce)
+	var mu sync.Mutex
+	var order []string
+	c.llm.SetResponder(func(req llmtest.Request) llmtest.Reply {
+		msgs := req.Messages()
+		last := fmt.Sprint(msgs[len(msgs)-1]["content"])
+		mu.Lock()
+		order = append(order, last)
+		mu.Unlock()
+		if strings.Contains(last, "slow") {
+			<-release
+		}
+		return llmtest.Stream(llmtest.Text("answer"))
+	})
+	conv := c.conversation(t, nil)
+	first, _ := c.send(t, conv, "slow one", nil)
+	// Wait until the first run is working.
+	require.Eventually(t, func() bool { return c.llm.Calls() == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	// REJECT: CONFLICT, nothing stored.
+	_, res := c.send(t, conv, "rejected", map[string]any{"ifBusy": "REJECT"})
+	require.Equal(t, "CONFLICT", res.Code(), "%s", res.Body)
+	require.Equal(t, 0, c.count(t, `SELECT count(*) FROM messages WHERE content = 'rejected'`))
+
+	// ENQUEUE (default): queued behind, in order.
+	second, _ := c.send(t, conv, "second", nil)
+	third, _ := c.send(t, conv, "third", map[string]any{"ifBusy": "ENQUEUE"})
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, "QUEUED", c.run(t, second.RunID).Status)
+	require.Equal(t, "QUEUED", c.run(t, third.RunID).Status)
+	releaseOnce()
+	require.Equal(t, "COMPLETED", c.waitRun(t, first.RunID, 10*time.Second).Status)
+	require.Equal(t, "COMPLETED", c.waitRun(t, second.RunID, 10*time.Second).Status)
+	require.Equal(t, "COMPLETED", c.waitRun(t, third.RunID, 10*time.Second).Status)
+	mu.Lock()
+	require.Len(t, order, 3)
+	require.Contains(t, order[1], "second")
+	require.Contains(t, order[2], "third")
+	mu.Unlock()
+}
+
+func TestSendMessageInterrupt(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.llm.SetResponder(func(req llmtest.Request) llmtest.Reply {
+		if strings.Contains(string(req.Raw), "long task") && !strings.Contains(string(req.Raw), "new question") {
+			return llmtest.Stream(llmtest.Text("working"), llmtest.Delay(30*time.Second), llmtest.Text("never"))
+		}
+		return llmtest.Stream(llmtest.Text("quick answer"))
+	})
+	conv := c.conversation(t, nil)
+	first, _ := c.send(t, conv, "long task", nil)
+	require.Eventually(t, func() bool { return c.llm.Calls() == 1 }, 10*time.Second, 10*time.Millisecond)
+	second, res := c.send(t, conv, "new question", map[string]any{"ifBusy": "INTERRUPT"})
+	require.Empty(t, res.Errors)
+	r1 := c.waitRun(t, first.RunID, 10*time.Second)
+	require.Equal(t, "CANCELLED", r1.Status)
+	require.Equal(t, "COMPLETED", c.waitRun(t, second.RunID, 10*time.Second).Status)
+	require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the interrupted run's model stream was not closed")
+}
+
+func TestCancelStreamingRun(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "openai")
+	c.llm.Enqueue(llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent")))
+	conv := c.conversation(t, nil)
+	s, _ := c.send(t, conv, "go", nil)
+	sub := c.SubscribeRun(t, c.s.AccessToken, s.RunID, 0)
+	// Wait for the first token to reach the subscriber.
+	for {
+		ev, ok := sub.Next(10 * time.Second)
+		require.True(t, ok)
+		if ev.Type == "message.delta" {
+			break
+		}
+	}
+	start := time.Now()
+	var out struct{ CancelRun struct{ Status string } }
+	c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": s.RunID}).Decode(t, &out)
+	require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
+	r := c.waitRun(t, s.RunID, 5*time.Second)
+	t.Logf("cancel took %s", time.Since(start))
+	require.Equal(t, "CANCELLED", r.Status)
+	for _, tc := range r.ToolCalls {
+		require.NotEqual(t, "PENDING", tc.Status)
+		require.NotEqual(t, "RUNNING", tc.Status)
+	}
+	evs := sub.Collect(5*time.Second, nil)
+	require.Equal(t, "execution.cancelled", evs[len(evs)-1].Type)
+}

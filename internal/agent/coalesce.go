@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/agentry/agentry/internal/events"
+)
+
+// Delta coalescing: the first delta of a reply goes out at once (time to first token), later
+// ones are batched until coalesceTokens deltas or coalesceWindow have accumulated.
+const (
+	coalesceTokens = 16
+	coalesceWindow = 50 * time.Millisecond
+)
+
+// coalescer batches a reply's text deltas into message.delta events (ephemeral: Redis only).
+type coalescer struct {
+	pub       *events.Publisher
+	scope     events.Scope
+	callIndex int
+	buf       strings.Builder
+	pending   int
+	sent      int
+	last      time.Time
+}
+
+func newCoalescer(pub *events.Publisher, scope events.Scope, callIndex int) *coalescer {
+	return &coalescer{pub: pub, scope: scope, callIndex: callIndex}
+}
+
+func (c *coalescer) add(ctx context.Context, text string) {
+	c.buf.WriteString(text)
+	c.pending++
+	if c.sent == 0 || c.pending >= coalesceTokens || time.Since(c.last) >= coalesceWindow {
+		c.flush(ctx)
+	}
+}
+
+func (c *coalescer) flush(ctx context.Context) {
+	if c.pending == 0 {
+		return
+	}
+	data := mustJSON(map[string]any{"text": c.buf.String(), "callIndex": c.callIndex, "index": c.sent})
+	c.pub.Publish(ctx, c.scope.TenantID, events.Event{
+		RunID: c.scope.RunID, TenantID: c.scope.TenantID, ConversationID: c.scope.ConversationID,
+		Type: events.MessageDelta, Data: data, Timestamp: time.Now().UTC(),
+	})
+	c.buf.Reset()
+	c.pending = 0
+	c.sent++
+	c.last = time.Now()
+}

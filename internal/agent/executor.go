@@ -1,0 +1,141 @@
+// Package agent is the executor: it works a run by calling the model, streaming its reply to
+// subscribers, executing the tools it calls and feeding their results back, until the model
+// stops or a limit ends the run. Every step is persisted as it completes, so a retried job
+// continues after the last persisted turn. See ARCHITECTURE.md.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/llm"
+	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/settings"
+)
+
+// MaxChatTurns is how many model calls (LLM<->tool turns) one chat message may take.
+const MaxChatTurns = 10
+
+// Models resolves "provider:model" references.
+type Models interface {
+	Resolve(ref string) (llm.Provider, llm.Model, error)
+}
+
+// ToolCall is one call to execute, with the ids of where it runs.
+type ToolCall struct {
+	TenantID, ProjectID, UserID, RunID uuid.UUID
+	Name                               string
+	Args                               json.RawMessage
+}
+
+// Tools offers tools to the model and executes their calls. Run executes inside tx, so a tool's
+// effects commit together with its result; an error is the tool's failure, fed back to the
+// model.
+type Tools interface {
+	Specs() []llm.ToolSpec
+	Risk(name string, args json.RawMessage) int
+	Run(ctx context.Context, tx *db.Tx, call ToolCall) (string, error)
+}
+
+// Executor works runs.
+type Executor struct {
+	db     *db.DB
+	runs   *run.Service
+	pub    *events.Publisher
+	models Models
+	tools  Tools
+	log    *slog.Logger
+	// MaxTurns overrides MaxChatTurns when positive (tests).
+	MaxTurns int
+}
+
+// New returns an executor.
+func New(d *db.DB, runs *run.Service, models Models, tools Tools, log *slog.Logger) *Executor {
+	return &Executor{db: d, runs: runs, pub: runs.Publisher(), models: models, tools: tools, log: log}
+}
+
+// Attempt tells the executor about the job attempt it runs in.
+type Attempt struct {
+	Number, Max int
+	// Owner identifies the worker (for the lease).
+	Owner string
+}
+
+// Retry asks the job system to run the attempt again after (at least) Delay.
+type Retry struct {
+	Class llm.Class
+	Err   error
+	Delay time.Duration
+}
+
+func (r *Retry) Error() string { return fmt.Sprintf("retry (%s): %v", r.Class, r.Err) }
+func (r *Retry) Unwrap() error { return r.Err }
+
+// ErrCancelled is the context cause the worker sets when the run was cancelled remotely.
+var ErrCancelled = errors.New("run cancelled")
+
+// Execute works one attempt of a run. It returns nil when the run reached a terminal state (or
+// was already there, or another attempt owns it), a *Retry when the attempt should be retried,
+// or another error for a failure that was recorded as terminal.
+func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
+	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner)
+	if errors.Is(err, run.ErrFenced) {
+		return nil // already finished or cancelled before we started
+	}
+	if err != nil {
+		return err
+	}
+	log := e.log.With(slog.String("run_id", runID.String()), slog.String("tenant_id", tenantID.String()), slog.Int("attempt", int(lease.Attempt)))
+	t := &turn{e: e, lease: lease, log: log, at: at}
+	outcome, retry := t.work(ctx)
+	if retry != nil && at.Number < at.Max {
+		if err := e.runs.InFence(context.WithoutCancel(ctx), lease, func(ctx context.Context, tx *db.Tx) error {
+			cls, msg := string(retry.Class), retry.Err.Error()
+			if err := tx.Q.RunSetError(ctx, dbsqlc.RunSetErrorParams{TenantID: tenantID, ID: runID, Attempt: lease.Attempt, FailureClass: &cls, Error: &msg}); err != nil {
+				return err
+			}
+			_, err := e.pub.Append(ctx, tx, lease.Scope(), events.New{Type: events.TaskRetrying, Data: map[string]any{
+				"failureClass": retry.Class, "error": msg, "attempt": at.Number, "maxAttempts": at.Max,
+				"nextAttemptAt": time.Now().Add(retry.Delay).UTC(),
+			}})
+			return err
+		}); err != nil && !errors.Is(err, run.ErrFenced) {
+			return err
+		}
+		return retry
+	}
+	if retry != nil {
+		outcome = run.Outcome{Status: run.StatusFailed, FailureClass: string(retry.Class), Error: retry.Err.Error(), TerminationReason: "retries_exhausted"}
+	}
+	if _, err := e.runs.Finish(context.WithoutCancel(ctx), lease, outcome); err != nil && !errors.Is(err, run.ErrFenced) {
+		return fmt.Errorf("finish run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// loadSettings returns the settings of the run's user.
+func (e *Executor) loadSettings(ctx context.Context, r dbsqlc.Run) (settings.Settings, dbsqlc.Conversation, error) {
+	var set settings.Settings
+	var conv dbsqlc.Conversation
+	err := e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID)
+		if err != nil {
+			return err
+		}
+		if r.ConversationID.Valid {
+			conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID})
+		}
+		return err
+	})
+	return set, conv, err
+}

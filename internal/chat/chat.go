@@ -1,0 +1,301 @@
+// Package chat holds conversations and their messages, and the send-message path: the user's
+// message, its run and the run's job are written in one transaction.
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/llm"
+	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/settings"
+)
+
+// Modes of a conversation.
+var Modes = []string{"DEFAULT", "BRAINSTORM", "OUTPUT_REFINE", "BROWSER", "GAME"}
+
+// Busy policies of sendMessage.
+const (
+	BusyEnqueue   = "ENQUEUE"
+	BusyReject    = "REJECT"
+	BusyInterrupt = "INTERRUPT"
+)
+
+// MaxMessageBytes caps a user message.
+const MaxMessageBytes = 200_000
+
+// Models resolves model references ("provider:model") and knows the default.
+type Models interface {
+	Resolve(ref string) (llm.Provider, llm.Model, error)
+	Default() string
+}
+
+// Service is the chat domain.
+type Service struct {
+	db     *db.DB
+	runs   *run.Service
+	models Models
+	log    *slog.Logger
+}
+
+// NewService returns the chat service.
+func NewService(d *db.DB, runs *run.Service, models Models, log *slog.Logger) *Service {
+	return &Service{db: d, runs: runs, models: models, log: log}
+}
+
+// CreateDefaultProject makes a tenant's default project (inside the sign-up transaction).
+func CreateDefaultProject(ctx context.Context, tx *db.Tx, tenantID, _ uuid.UUID) error {
+	_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenantID, ID: uuid.Must(uuid.NewV7()), Name: "Default", IsDefault: true})
+	if err != nil {
+		return fmt.Errorf("create default project: %w", err)
+	}
+	return nil
+}
+
+// NewConversation is the input of CreateConversation; zero fields take the defaults.
+type NewConversation struct {
+	ProjectID    uuid.UUID
+	Title        string
+	Mode         string
+	Model        string
+	SystemPrompt string
+	Agentic      *bool
+}
+
+// CreateConversation starts a conversation in a project (the default one when none is named).
+// MEMBER or higher.
+func (s *Service) CreateConversation(ctx context.Context, in NewConversation) (dbsqlc.Conversation, error) {
+	a, err := auth.Require(ctx, auth.RoleMember)
+	if err != nil {
+		return dbsqlc.Conversation{}, err
+	}
+	if utf8.RuneCountInString(in.Title) > 500 {
+		return dbsqlc.Conversation{}, apperr.Invalid("title", "must be at most 500 characters")
+	}
+	if len(in.SystemPrompt) > 100_000 {
+		return dbsqlc.Conversation{}, apperr.Invalid("systemPrompt", "must be at most 100000 bytes")
+	}
+	mode := in.Mode
+	if mode == "" {
+		mode = "DEFAULT"
+	}
+	model := strings.TrimSpace(in.Model)
+	if model == "" {
+		model = s.models.Default()
+	}
+	if _, _, err := s.models.Resolve(model); err != nil {
+		return dbsqlc.Conversation{}, apperr.Invalid("model", "%v", err)
+	}
+	agentic := true
+	if in.Agentic != nil {
+		agentic = *in.Agentic
+	}
+	var out dbsqlc.Conversation
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var project dbsqlc.Project
+		if in.ProjectID == uuid.Nil {
+			project, err = tx.Q.ProjectGetDefault(ctx, a.TenantID)
+		} else {
+			project, err = tx.Q.ProjectGet(ctx, dbsqlc.ProjectGetParams{TenantID: a.TenantID, ID: in.ProjectID})
+		}
+		if db.IsNoRows(err) {
+			return apperr.NotFoundf("project")
+		}
+		if err != nil {
+			return err
+		}
+		var title *string
+		if t := strings.TrimSpace(in.Title); t != "" {
+			title = &t
+		}
+		out, err = tx.Q.ConversationInsert(ctx, dbsqlc.ConversationInsertParams{
+			TenantID: a.TenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: project.ID, UserID: a.UserID,
+			Title: title, Mode: mode, Model: model, SystemPrompt: in.SystemPrompt, Agentic: agentic,
+		})
+		return err
+	})
+	return out, err
+}
+
+// Conversation returns one of the tenant's conversations; any other is NOT_FOUND.
+func (s *Service) Conversation(ctx context.Context, id uuid.UUID) (dbsqlc.Conversation, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return dbsqlc.Conversation{}, err
+	}
+	var out dbsqlc.Conversation
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		out, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: a.TenantID, ID: id})
+		return err
+	})
+	if db.IsNoRows(err) {
+		return out, apperr.NotFoundf("conversation")
+	}
+	return out, err
+}
+
+// Conversations lists the caller's conversations, newest first, after the cursor id.
+func (s *Service) Conversations(ctx context.Context, after uuid.UUID, limit int) ([]dbsqlc.Conversation, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return nil, err
+	}
+	var out []dbsqlc.Conversation
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		out, err = tx.Q.ConversationList(ctx, dbsqlc.ConversationListParams{TenantID: a.TenantID, UserID: a.UserID, After: after, Lim: int32(limit)})
+		return err
+	})
+	return out, err
+}
+
+// Messages pages a conversation's messages in display order after a position.
+func (s *Service) Messages(ctx context.Context, conversationID uuid.UUID, afterPosition int64, limit int) ([]dbsqlc.Message, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return nil, err
+	}
+	var out []dbsqlc.Message
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		out, err = tx.Q.MessageListPage(ctx, dbsqlc.MessageListPageParams{TenantID: a.TenantID, ConversationID: conversationID, AfterPosition: afterPosition, Lim: int32(limit)})
+		return err
+	})
+	return out, err
+}
+
+// Send is the input of SendMessage.
+type Send struct {
+	ConversationID uuid.UUID
+	Content        string
+	IdempotencyKey string
+	IfBusy         string
+}
+
+// Sent is what SendMessage made (or found, for a repeated idempotency key).
+type Sent struct {
+	Message dbsqlc.Message
+	Run     dbsqlc.Run
+}
+
+// SendMessage stores the user's message and a CHAT_TURN run for it, in one transaction with
+// the run's task.queued event and, when the conversation is idle, the run's job. A busy
+// conversation queues the run (ENQUEUE, the default), refuses (REJECT: CONFLICT) or cancels the
+// active run first (INTERRUPT). The same idempotency key returns the same message and run.
+func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
+	a, err := auth.Require(ctx, auth.RoleMember)
+	if err != nil {
+		return Sent{}, err
+	}
+	if strings.TrimSpace(in.Content) == "" {
+		return Sent{}, apperr.Invalid("content", "must not be empty")
+	}
+	if len(in.Content) > MaxMessageBytes {
+		return Sent{}, apperr.Invalid("content", "must be at most %d bytes", MaxMessageBytes)
+	}
+	if !utf8.ValidString(in.Content) {
+		return Sent{}, apperr.Invalid("content", "must be valid UTF-8")
+	}
+	if len(in.IdempotencyKey) > 200 {
+		return Sent{}, apperr.Invalid("idempotencyKey", "must be at most 200 characters")
+	}
+	policy := in.IfBusy
+	if policy == "" {
+		policy = BusyEnqueue
+	}
+	var out Sent
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: in.ConversationID})
+		if db.IsNoRows(err) {
+			return apperr.NotFoundf("conversation")
+		}
+		if err != nil {
+			return err
+		}
+		if in.IdempotencyKey != "" {
+			prev, err := tx.Q.RunGetByIdempotencyKey(ctx, dbsqlc.RunGetByIdempotencyKeyParams{TenantID: a.TenantID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, IdempotencyKey: &in.IdempotencyKey})
+			if err == nil {
+				msg, err := tx.Q.MessageGet(ctx, dbsqlc.MessageGetParams{TenantID: a.TenantID, ID: prev.TriggerMessageID.UUID})
+				out = Sent{Message: msg, Run: prev}
+				return err
+			}
+			if !db.IsNoRows(err) {
+				return err
+			}
+		}
+		busy := conv.ActiveRunID.Valid
+		if busy {
+			switch policy {
+			case BusyReject:
+				return apperr.New(apperr.Conflict, "a run is already active in this conversation").With("activeRunId", conv.ActiveRunID.UUID.String())
+			case BusyInterrupt:
+				if err := s.runs.CancelActive(ctx, tx, conv, "interrupted by a new message"); err != nil {
+					return err
+				}
+				busy = false
+			}
+		}
+		set, err := settings.ForUser(ctx, tx, a)
+		if err != nil {
+			return err
+		}
+		pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true})
+		if err != nil {
+			return err
+		}
+		runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+		var key *string
+		if in.IdempotencyKey != "" {
+			key = &in.IdempotencyKey
+		}
+		r, err := tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{
+			TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
+			ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
+			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: int32(set.MaxRetries + 1),
+		})
+		if err != nil {
+			return fmt.Errorf("insert run: %w", err)
+		}
+		parts, _ := json.Marshal([]llm.Block{{Type: llm.BlockText, Text: in.Content}})
+		msg, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
+			RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
+			TokenEstimate: int32(EstimateTokens(in.Content)),
+		})
+		if err != nil {
+			return fmt.Errorf("insert message: %w", err)
+		}
+		if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), events.New{Type: events.TaskQueued, Data: map[string]any{
+			"kind": r.Kind, "messageId": msg.ID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
+		}}); err != nil {
+			return err
+		}
+		if !busy {
+			if err := s.runs.Enqueue(ctx, tx, r); err != nil {
+				return err
+			}
+		}
+		out = Sent{Message: msg, Run: r}
+		return nil
+	})
+	return out, err
+}
+
+func nullableRun(busy bool, id uuid.NullUUID) any {
+	if !busy || !id.Valid {
+		return nil
+	}
+	return id.UUID
+}
+
+// EstimateTokens is the rough token count of text (about 4 characters per token).
+func EstimateTokens(text string) int { return (len(text) + 3) / 4 }

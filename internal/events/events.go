@@ -1,0 +1,170 @@
+// Package events is agentry's event system: one envelope for every event, a per-run gapless
+// event log in Postgres (run_events) written in the transaction of the state it describes, and a
+// Redis fan-out (one channel per tenant, batches of events per message) that API processes
+// subscribe to through one connection each and fan out in memory.
+//
+// Durable events have seq >= 1 and can always be replayed from Postgres; ephemeral events
+// (message.delta) have seq 0 and only ever travel through Redis.
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+)
+
+// Event types.
+const (
+	TaskQueued           = "task.queued"
+	TaskStarted          = "task.started"
+	TaskCompleted        = "task.completed"
+	TaskFailed           = "task.failed"
+	TaskRetrying         = "task.retrying"
+	ExecutionStarted     = "execution.started"
+	ExecutionCompleted   = "execution.completed"
+	ExecutionFailed      = "execution.failed"
+	ExecutionCancelled   = "execution.cancelled"
+	ExecutionTimedOut    = "execution.timed_out"
+	MessageDelta         = "message.delta"
+	MessageCompleted     = "message.completed"
+	ToolStarted          = "tool.started"
+	ToolCompleted        = "tool.completed"
+	ToolFailed           = "tool.failed"
+	UsageRecorded        = "usage.recorded"
+	ContextWindowApplied = "context.window.applied"
+)
+
+// Terminal reports whether an event of type t ends its run (no later event follows).
+func Terminal(t string) bool {
+	switch t {
+	case ExecutionCompleted, ExecutionFailed, ExecutionCancelled, ExecutionTimedOut:
+		return true
+	}
+	return false
+}
+
+// Event is the envelope of every event.
+type Event struct {
+	Seq            int             `json:"seq"`
+	RunID          uuid.UUID       `json:"runId"`
+	TenantID       uuid.UUID       `json:"tenantId"`
+	ConversationID uuid.UUID       `json:"conversationId,omitzero"`
+	Type           string          `json:"type"`
+	Phase          string          `json:"phase,omitempty"`
+	Data           json.RawMessage `json:"data"`
+	Timestamp      time.Time       `json:"timestamp"`
+}
+
+// Durable reports whether e is stored in Postgres (has a seq).
+func (e Event) Durable() bool { return e.Seq > 0 }
+
+// New is an event to append: its type, optional phase and data (marshalled to JSON).
+type New struct {
+	Type  string
+	Phase string
+	Data  any
+}
+
+// Scope names the run an event belongs to.
+type Scope struct {
+	TenantID       uuid.UUID
+	RunID          uuid.UUID
+	ConversationID uuid.UUID // uuid.Nil when the run has no conversation
+}
+
+// Publisher sends events to Redis.
+type Publisher struct {
+	rdb    redis.UniversalClient
+	prefix string
+	log    *slog.Logger
+}
+
+// NewPublisher returns a publisher. prefix namespaces the channels (tests use one per test).
+func NewPublisher(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Publisher {
+	return &Publisher{rdb: rdb, prefix: prefix, log: log}
+}
+
+// Channel is the Redis channel of a tenant's events.
+func Channel(prefix string, tenantID uuid.UUID) string {
+	return prefix + "agentry:t:" + tenantID.String()
+}
+
+// Append stores events of scope's run in tx with the next seqs and publishes them once tx
+// commits. The run row is locked until commit, so seqs are gapless and commit in order.
+func (p *Publisher) Append(ctx context.Context, tx *db.Tx, scope Scope, news ...New) ([]Event, error) {
+	if len(news) == 0 {
+		return nil, nil
+	}
+	last, err := tx.Q.RunNextSeq(ctx, dbsqlc.RunNextSeqParams{TenantID: scope.TenantID, ID: scope.RunID, N: int32(len(news))})
+	if err != nil {
+		return nil, fmt.Errorf("next event seq of run %s: %w", scope.RunID, err)
+	}
+	now := time.Now().UTC()
+	out := make([]Event, len(news))
+	for i, n := range news {
+		data, err := json.Marshal(n.Data)
+		if err != nil {
+			return nil, fmt.Errorf("marshal %s: %w", n.Type, err)
+		}
+		if n.Data == nil {
+			data = []byte("{}")
+		}
+		ev := Event{
+			Seq: int(last) - len(news) + i + 1, RunID: scope.RunID, TenantID: scope.TenantID,
+			ConversationID: scope.ConversationID, Type: n.Type, Phase: n.Phase, Data: data, Timestamp: now,
+		}
+		var phase *string
+		if n.Phase != "" {
+			phase = &ev.Phase
+		}
+		if err := tx.Q.RunEventInsert(ctx, dbsqlc.RunEventInsertParams{
+			TenantID: scope.TenantID, RunID: scope.RunID, Seq: int32(ev.Seq), Type: ev.Type, Phase: phase, Data: data, CreatedAt: now,
+		}); err != nil {
+			return nil, fmt.Errorf("insert event %s: %w", n.Type, err)
+		}
+		out[i] = ev
+	}
+	tx.AfterCommit(func() { p.Publish(context.WithoutCancel(ctx), scope.TenantID, out...) })
+	return out, nil
+}
+
+// Publish sends events (durable ones after their commit, or ephemeral ones) in one message.
+// A failure is logged, not returned: subscribers refill durable events from Postgres, and
+// ephemeral ones are best effort by definition.
+func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Event) {
+	if len(evs) == 0 {
+		return
+	}
+	payload, err := json.Marshal(evs)
+	if err != nil {
+		p.log.ErrorContext(ctx, "marshal events", slog.Any("error", err))
+		return
+	}
+	if err := p.rdb.Publish(ctx, Channel(p.prefix, tenantID), payload).Err(); err != nil {
+		p.log.WarnContext(ctx, "publish events", slog.Any("error", err), slog.String("tenant_id", tenantID.String()))
+	}
+}
+
+// List reads a run's stored events after afterSeq (at most limit).
+func List(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, afterSeq, limit int) ([]Event, error) {
+	rows, err := tx.Q.RunEventList(ctx, dbsqlc.RunEventListParams{TenantID: tenantID, RunID: runID, AfterSeq: int32(afterSeq), Lim: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Event, len(rows))
+	for i, r := range rows {
+		out[i] = Event{Seq: int(r.Seq), RunID: r.RunID, TenantID: r.TenantID, Type: r.Type, Data: r.Data, Timestamp: r.CreatedAt.UTC()}
+		if r.Phase != nil {
+			out[i].Phase = *r.Phase
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,141 @@
+package events
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Source reads a run's stored events after a seq (at most limit), in seq order.
+type Source func(ctx context.Context, afterSeq, limit int) ([]Event, error)
+
+// idleRefill is how long a run subscription waits without any event before it checks Postgres
+// anyway: the last line of defence against a lost publish.
+const idleRefill = 3 * time.Second
+
+// SubscribeRun streams a run's events: first it subscribes to Redis, then replays the stored
+// events after afterSeq, then forwards live ones. Durable events come out in seq order with no
+// gap and no duplicate (a gap is refilled from Postgres); ephemeral ones (token deltas) are
+// forwarded as they come. The channel closes after the run's terminal event or when ctx ends.
+func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID uuid.UUID, afterSeq int, src Source) (<-chan Event, error) {
+	sub, err := h.Subscribe(ctx, tenantID, func(e Event) bool { return e.RunID == runID })
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan Event, 64)
+	go func() {
+		defer close(out)
+		defer sub.Close()
+		last := afterSeq
+		send := func(e Event) bool {
+			if e.ConversationID == uuid.Nil {
+				e.ConversationID = conversationID
+			}
+			select {
+			case out <- e:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		// refill delivers stored events after last; it reports false when the stream is over.
+		refill := func() bool {
+			for {
+				evs, err := src(ctx, last, 500)
+				if err != nil {
+					h.log.WarnContext(ctx, "refill run events", "run_id", runID.String(), "error", err)
+					return ctx.Err() == nil // try again on the next trigger
+				}
+				for _, e := range evs {
+					if !send(e) {
+						return false
+					}
+					last = e.Seq
+					if Terminal(e.Type) {
+						return false
+					}
+				}
+				if len(evs) < 500 {
+					return true
+				}
+			}
+		}
+		if !refill() {
+			return
+		}
+		idle := time.NewTimer(idleRefill)
+		defer idle.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sub.Resync:
+				if !refill() {
+					return
+				}
+			case <-idle.C:
+				if !refill() {
+					return
+				}
+			case e := <-sub.C:
+				switch {
+				case !e.Durable():
+					if !send(e) {
+						return
+					}
+				case e.Seq <= last:
+					// already delivered (replayed or duplicated)
+				case e.Seq == last+1:
+					if !send(e) {
+						return
+					}
+					last = e.Seq
+					if Terminal(e.Type) {
+						return
+					}
+				default:
+					if !refill() {
+						return
+					}
+				}
+			}
+			if !idle.Stop() {
+				select {
+				case <-idle.C:
+				default:
+				}
+			}
+			idle.Reset(idleRefill)
+		}
+	}()
+	return out, nil
+}
+
+// SubscribeConversation streams the live events (token deltas included) of every run of a
+// conversation until ctx ends. It does not replay: runEvents does.
+func (h *Hub) SubscribeConversation(ctx context.Context, tenantID, conversationID uuid.UUID) (<-chan Event, error) {
+	sub, err := h.Subscribe(ctx, tenantID, func(e Event) bool { return e.ConversationID == conversationID })
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan Event, 64)
+	go func() {
+		defer close(out)
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sub.Resync:
+			case e := <-sub.C:
+				select {
+				case out <- e:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}

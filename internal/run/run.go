@@ -1,0 +1,335 @@
+// Package run owns run records: their state machine, the lease a worker holds with the run's
+// attempt as a fence, terminal transitions with their events, cancellation, and the queue of
+// runs waiting behind a conversation's active run. See ARCHITECTURE.md.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/events"
+)
+
+// Kinds of run.
+const (
+	KindChatTurn = "CHAT_TURN"
+	KindTask     = "TASK"
+)
+
+// Statuses of a run.
+const (
+	StatusQueued           = "QUEUED"
+	StatusRunning          = "RUNNING"
+	StatusPaused           = "PAUSED"
+	StatusAwaitingApproval = "AWAITING_APPROVAL"
+	StatusCompleted        = "COMPLETED"
+	StatusFailed           = "FAILED"
+	StatusCancelled        = "CANCELLED"
+	StatusTimedOut         = "TIMED_OUT"
+)
+
+// IsTerminal reports whether status is final.
+func IsTerminal(status string) bool {
+	switch status {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut:
+		return true
+	}
+	return false
+}
+
+// Queue names.
+const (
+	// QueueChat works chat turns; it is tuned for pickup latency.
+	QueueChat = "chat"
+)
+
+// Args is the River job of a run: ids only; the worker reloads everything from Postgres.
+type Args struct {
+	TenantID uuid.UUID `json:"tenant_id"`
+	RunID    uuid.UUID `json:"run_id"`
+}
+
+// Kind names the job.
+func (Args) Kind() string { return "run" }
+
+// Inserter enqueues jobs in a transaction (the River client).
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	JobCancelTx(ctx context.Context, tx pgx.Tx, jobID int64) (*rivertype.JobRow, error)
+}
+
+// ErrFenced means the run was taken over by another attempt (or finished): the caller's lease is
+// stale and it must stop without writing.
+var ErrFenced = errors.New("run lease lost: a newer attempt owns the run")
+
+// LeaseDuration is how long a lease lasts without renewal.
+const LeaseDuration = 30 * time.Second
+
+// Service manages runs.
+type Service struct {
+	db   *db.DB
+	pub  *events.Publisher
+	jobs Inserter
+	log  *slog.Logger
+}
+
+// NewService returns the run service. jobs may be set later with SetInserter (the River client
+// needs the workers, which need this service).
+func NewService(d *db.DB, pub *events.Publisher, log *slog.Logger) *Service {
+	return &Service{db: d, pub: pub, log: log}
+}
+
+// SetInserter sets the job inserter.
+func (s *Service) SetInserter(jobs Inserter) { s.jobs = jobs }
+
+// Publisher returns the event publisher.
+func (s *Service) Publisher() *events.Publisher { return s.pub }
+
+// ScopeOf returns the event scope of r.
+func ScopeOf(r dbsqlc.Run) events.Scope {
+	return events.Scope{TenantID: r.TenantID, RunID: r.ID, ConversationID: r.ConversationID.UUID}
+}
+
+// Enqueue inserts r's job in tx and records it on the run. Chat turns go to the chat queue.
+func (s *Service) Enqueue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	opts := &river.InsertOpts{MaxAttempts: int(r.MaxAttempts)}
+	if r.Kind == KindChatTurn {
+		opts.Queue = QueueChat
+	}
+	res, err := s.jobs.InsertTx(ctx, tx.Tx, Args{TenantID: r.TenantID, RunID: r.ID}, opts)
+	if err != nil {
+		return fmt.Errorf("enqueue run %s: %w", r.ID, err)
+	}
+	if err := tx.Q.RunSetJob(ctx, dbsqlc.RunSetJobParams{TenantID: r.TenantID, ID: r.ID, JobID: &res.Job.ID}); err != nil {
+		return fmt.Errorf("record job of run %s: %w", r.ID, err)
+	}
+	if r.ConversationID.Valid {
+		return tx.Q.ConversationSetActiveRun(ctx, dbsqlc.ConversationSetActiveRunParams{TenantID: r.TenantID, ID: r.ConversationID.UUID, RunID: uuid.NullUUID{UUID: r.ID, Valid: true}})
+	}
+	return nil
+}
+
+// Lease is a worker's hold on a run: Attempt is the fence every write names.
+type Lease struct {
+	Run     dbsqlc.Run
+	Attempt int32
+	Owner   string
+}
+
+// Scope is the event scope of the leased run.
+func (l Lease) Scope() events.Scope { return ScopeOf(l.Run) }
+
+// Acquire takes a run for a worker: the attempt is bumped (fencing out any older worker) and
+// execution.started appended. It returns ErrFenced when the run is already terminal.
+func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string) (Lease, error) {
+	var l Lease
+	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		r, err := tx.Q.RunAcquire(ctx, dbsqlc.RunAcquireParams{TenantID: tenantID, ID: runID, Owner: owner, LeaseSeconds: LeaseDuration.Seconds()})
+		if db.IsNoRows(err) {
+			return ErrFenced
+		}
+		if err != nil {
+			return fmt.Errorf("acquire run %s: %w", runID, err)
+		}
+		l = Lease{Run: r, Attempt: r.Attempt, Owner: owner}
+		news := []events.New{{Type: events.ExecutionStarted, Data: map[string]any{"attempt": r.Attempt, "kind": r.Kind}}}
+		if r.Attempt == 1 {
+			news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": r.Kind}})
+		}
+		_, err = s.pub.Append(ctx, tx, l.Scope(), news...)
+		return err
+	})
+	return l, err
+}
+
+// InFence runs fn in a transaction that first checks (and locks) the lease: when the run's
+// attempt moved on, fn does not run and ErrFenced is returned.
+func (s *Service) InFence(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
+	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		if _, err := tx.Q.RunFence(ctx, dbsqlc.RunFenceParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt}); err != nil {
+			if db.IsNoRows(err) {
+				return ErrFenced
+			}
+			return fmt.Errorf("fence run %s: %w", l.Run.ID, err)
+		}
+		return fn(ctx, tx)
+	})
+}
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Status            string // COMPLETED, FAILED, CANCELLED or TIMED_OUT
+	FailureClass      string // for FAILED
+	Error             string
+	TerminationReason string
+	Data              map[string]any // extra fields of the terminal event
+}
+
+// Finish ends the leased run: open tool calls get a result (cancelled), the terminal status and
+// its events are written, and the conversation's next queued run (if any) is enqueued, all in
+// one fenced transaction.
+func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, error) {
+	var out dbsqlc.Run
+	err := s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		out, err = s.finishTx(ctx, tx, l.Run, l.Attempt, o, true)
+		return err
+	})
+	return out, err
+}
+
+func (s *Service) finishTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, o Outcome, next bool) (dbsqlc.Run, error) {
+	if _, err := tx.Q.ToolCallCancelOpen(ctx, dbsqlc.ToolCallCancelOpenParams{TenantID: r.TenantID, RunID: r.ID, Reason: "run ended: " + o.Status}); err != nil {
+		return r, fmt.Errorf("close tool calls: %w", err)
+	}
+	fin, err := tx.Q.RunFinish(ctx, dbsqlc.RunFinishParams{
+		TenantID: r.TenantID, ID: r.ID, Attempt: attempt, Status: o.Status,
+		FailureClass: nilIfEmpty(o.FailureClass), Error: nilIfEmpty(o.Error), TerminationReason: nilIfEmpty(o.TerminationReason),
+	})
+	if db.IsNoRows(err) {
+		return r, ErrFenced
+	}
+	if err != nil {
+		return r, fmt.Errorf("finish run %s: %w", r.ID, err)
+	}
+	data := map[string]any{"status": o.Status}
+	if o.TerminationReason != "" {
+		data["terminationReason"] = o.TerminationReason
+	}
+	if o.Error != "" {
+		data["error"] = o.Error
+	}
+	if o.FailureClass != "" {
+		data["failureClass"] = o.FailureClass
+	}
+	for k, v := range o.Data {
+		data[k] = v
+	}
+	data["inputTokens"], data["outputTokens"], data["costMicros"] = fin.InputTokens, fin.OutputTokens, fin.CostMicros
+	var news []events.New
+	switch o.Status {
+	case StatusCompleted:
+		news = []events.New{{Type: events.ExecutionCompleted, Data: data}, {Type: events.TaskCompleted, Data: data}}
+	case StatusCancelled:
+		news = []events.New{{Type: events.TaskFailed, Data: data}, {Type: events.ExecutionCancelled, Data: data}}
+	case StatusTimedOut:
+		news = []events.New{{Type: events.TaskFailed, Data: data}, {Type: events.ExecutionTimedOut, Data: data}}
+	default:
+		news = []events.New{{Type: events.TaskFailed, Data: data}, {Type: events.ExecutionFailed, Data: data}}
+	}
+	if _, err := s.pub.Append(ctx, tx, ScopeOf(fin), news...); err != nil {
+		return fin, err
+	}
+	if next && fin.ConversationID.Valid {
+		if err := s.startNext(ctx, tx, fin); err != nil {
+			return fin, err
+		}
+	}
+	return fin, nil
+}
+
+// startNext hands the conversation to its oldest queued run, or marks it idle.
+func (s *Service) startNext(ctx context.Context, tx *db.Tx, done dbsqlc.Run) error {
+	conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: done.TenantID, ID: done.ConversationID.UUID})
+	if err != nil {
+		return fmt.Errorf("lock conversation: %w", err)
+	}
+	if conv.ActiveRunID.Valid && conv.ActiveRunID.UUID != done.ID {
+		return nil // another run is active already
+	}
+	next, err := tx.Q.RunNextQueued(ctx, dbsqlc.RunNextQueuedParams{TenantID: done.TenantID, ConversationID: done.ConversationID})
+	if db.IsNoRows(err) {
+		return tx.Q.ConversationSetActiveRun(ctx, dbsqlc.ConversationSetActiveRunParams{TenantID: done.TenantID, ID: conv.ID})
+	}
+	if err != nil {
+		return fmt.Errorf("next queued run: %w", err)
+	}
+	return s.Enqueue(ctx, tx, next)
+}
+
+// Cancel stops a run now. A queued run ends CANCELLED at once; a running one has its job
+// cancelled through River, which cancels the worker's context wherever it runs: the worker
+// then closes the model stream and records CANCELLED. Terminal runs are returned unchanged.
+func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
+	a, err := auth.Require(ctx, auth.RoleMember)
+	if err != nil {
+		return dbsqlc.Run{}, err
+	}
+	var out dbsqlc.Run
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: runID})
+		if db.IsNoRows(err) {
+			return apperr.NotFoundf("run")
+		}
+		if err != nil {
+			return err
+		}
+		out = r
+		return s.cancelTx(ctx, tx, r, "cancelled by the user", true)
+	})
+	if err != nil {
+		return out, err
+	}
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		out, err = tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: a.TenantID, ID: runID})
+		return err
+	})
+	return out, err
+}
+
+// cancelTx cancels r (locked by the caller) inside tx.
+// next says whether the conversation moves on to its next queued run.
+func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason string, next bool) error {
+	if IsTerminal(r.Status) {
+		return nil
+	}
+	if _, err := tx.Q.RunRequestCancel(ctx, dbsqlc.RunRequestCancelParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
+		return err
+	}
+	if r.JobID != nil {
+		if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, *r.JobID); err != nil && !errors.Is(err, river.ErrNotFound) {
+			return fmt.Errorf("cancel job of run %s: %w", r.ID, err)
+		}
+	}
+	if r.Status == StatusRunning {
+		return nil // the worker records the end
+	}
+	// Nobody works the run: end it here.
+	_, err := s.finishTx(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: "user_cancel", Error: reason}, next)
+	return err
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// CancelActive cancels the conversation's active run inside tx (sendMessage with INTERRUPT)
+// and leaves the conversation idle for the caller's new run.
+func (s *Service) CancelActive(ctx context.Context, tx *db.Tx, conv dbsqlc.Conversation, reason string) error {
+	if !conv.ActiveRunID.Valid {
+		return nil
+	}
+	r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: conv.TenantID, ID: conv.ActiveRunID.UUID})
+	if err != nil {
+		return fmt.Errorf("load active run: %w", err)
+	}
+	if err := s.cancelTx(ctx, tx, r, reason, false); err != nil {
+		return err
+	}
+	return tx.Q.ConversationSetActiveRun(ctx, dbsqlc.ConversationSetActiveRunParams{TenantID: conv.TenantID, ID: conv.ID})
+}
