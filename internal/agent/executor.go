@@ -56,6 +56,15 @@ type Executor struct {
 	log    *slog.Logger
 	// MaxTurns overrides MaxChatTurns when positive (tests).
 	MaxTurns int
+	hooks    map[string]KindHooks
+}
+
+// Register adds the hooks of a run kind. Call it while wiring, before runs start.
+func (e *Executor) Register(kind string, h KindHooks) {
+	if e.hooks == nil {
+		e.hooks = map[string]KindHooks{}
+	}
+	e.hooks[kind] = h
 }
 
 // New returns an executor.
@@ -68,6 +77,26 @@ type Attempt struct {
 	Number, Max int
 	// Owner identifies the worker (for the lease).
 	Owner string
+	// JobID is the River job; only the run's current job may work it.
+	JobID int64
+}
+
+// Limits bound one run. Zero fields mean no limit.
+type Limits struct {
+	// MaxTurns is the most model calls the run may make.
+	MaxTurns int
+	// MaxDuration bounds the run's wall-clock time from its first start.
+	MaxDuration time.Duration
+	// ConfirmAfter pauses the run for the user's confirmation (an approval of kind "continue")
+	// every this many turns.
+	ConfirmAfter int
+}
+
+// KindHooks is what a kind of run (a task run, ...) adds to the executor: its limits and what
+// happens when it starts. (Work that commits with the run's end is a run.FinishHook.)
+type KindHooks interface {
+	Limits(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (Limits, error)
+	Started(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error
 }
 
 // Retry asks the job system to run the attempt again after (at least) Delay.
@@ -87,7 +116,7 @@ var ErrCancelled = errors.New("run cancelled")
 // was already there, or another attempt owns it), a *Retry when the attempt should be retried,
 // or another error for a failure that was recorded as terminal.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
-	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner)
+	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID)
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started
 	}

@@ -276,7 +276,7 @@ func (t *turn) runTools(ctx context.Context, conv dbsqlc.Conversation, calls []d
 				return fmt.Errorf("start tool call: %w", err)
 			}
 			_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: events.ToolStarted, Data: map[string]any{
-				"toolCallId": c.ID, "name": c.Name, "arguments": c.Arguments,
+				"toolCallId": c.ID, "name": c.Name, "arguments": json.RawMessage(c.Arguments),
 			}})
 			return err
 		}); err != nil {

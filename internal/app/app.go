@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,6 +104,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		AnthropicAPIKey: cfg.AnthropicAPIKey, AnthropicBaseURL: cfg.AnthropicBaseURL,
 		OpenAIAPIKey: cfg.OpenAIAPIKey, OpenAIBaseURL: cfg.OpenAIBaseURL,
 		DefaultModel: cfg.DefaultModel, Development: cfg.IsDevelopment(),
+		// The demo streams at a readable pace, so `agentry tail` shows tokens arriving.
+		DemoWordDelay: 20 * time.Millisecond,
 	}
 	a.Models = providers.New(pcfg)
 	a.Chat = chat.NewService(a.DB, a.Runs, models{a.Models, providers.DefaultModel(pcfg)}, log)

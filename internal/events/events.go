@@ -40,6 +40,12 @@ const (
 	ToolFailed           = "tool.failed"
 	UsageRecorded        = "usage.recorded"
 	ContextWindowApplied = "context.window.applied"
+	ExecutionPaused      = "execution.paused"
+	ExecutionResumed     = "execution.resumed"
+	ApprovalRequested    = "approval.requested"
+	ApprovalResolved     = "approval.resolved"
+	ExecutionReflected   = "execution.reflected"
+	ExecutionBacktracked = "execution.backtracked"
 )
 
 // Terminal reports whether an event of type t ends its run (no later event follows).

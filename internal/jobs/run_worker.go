@@ -39,7 +39,7 @@ func (w *RunWorker) Work(ctx context.Context, job *river.Job[run.Args]) error {
 		cancel(context.Cause(ctx))
 	})
 	defer stop()
-	err := w.exec.Execute(runCtx, job.Args.TenantID, job.Args.RunID, agent.Attempt{Number: job.Attempt, Max: job.MaxAttempts, Owner: w.owner})
+	err := w.exec.Execute(runCtx, job.Args.TenantID, job.Args.RunID, agent.Attempt{Number: job.Attempt, Max: job.MaxAttempts, Owner: w.owner, JobID: job.ID})
 	var retry *agent.Retry
 	if errors.As(err, &retry) {
 		if retry.Delay > 0 {

@@ -70,12 +70,18 @@ type Inserter interface {
 	JobCancelTx(ctx context.Context, tx pgx.Tx, jobID int64) (*rivertype.JobRow, error)
 }
 
+var errNotFound = river.ErrNotFound
+
 // ErrFenced means the run was taken over by another attempt (or finished): the caller's lease is
 // stale and it must stop without writing.
 var ErrFenced = errors.New("run lease lost: a newer attempt owns the run")
 
-// LeaseDuration is how long a lease lasts without renewal.
-const LeaseDuration = 30 * time.Second
+// LeaseDuration is how long a lease lasts without renewal; the worker renews it every
+// LeaseRenewEvery, and the reaper takes over runs whose lease expired (their worker died).
+const (
+	LeaseDuration   = 15 * time.Second
+	LeaseRenewEvery = 5 * time.Second
+)
 
 // Service manages runs.
 type Service struct {
@@ -83,6 +89,19 @@ type Service struct {
 	pub  *events.Publisher
 	jobs Inserter
 	log  *slog.Logger
+	// onFinish holds, per run kind, work that must commit with the run's end (a task's status).
+	onFinish map[string]FinishHook
+}
+
+// FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
+type FinishHook func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
+
+// OnFinish registers the finish hook of a run kind. Call it while wiring, before runs start.
+func (s *Service) OnFinish(kind string, h FinishHook) {
+	if s.onFinish == nil {
+		s.onFinish = map[string]FinishHook{}
+	}
+	s.onFinish[kind] = h
 }
 
 // NewService returns the run service. jobs may be set later with SetInserter (the River client
@@ -133,10 +152,10 @@ func (l Lease) Scope() events.Scope { return ScopeOf(l.Run) }
 
 // Acquire takes a run for a worker: the attempt is bumped (fencing out any older worker) and
 // execution.started appended. It returns ErrFenced when the run is already terminal.
-func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string) (Lease, error) {
+func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64) (Lease, error) {
 	var l Lease
 	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		r, err := tx.Q.RunAcquire(ctx, dbsqlc.RunAcquireParams{TenantID: tenantID, ID: runID, Owner: owner, LeaseSeconds: LeaseDuration.Seconds()})
+		r, err := tx.Q.RunAcquire(ctx, dbsqlc.RunAcquireParams{TenantID: tenantID, ID: runID, Owner: owner, LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID})
 		if db.IsNoRows(err) {
 			return ErrFenced
 		}
@@ -232,6 +251,11 @@ func (s *Service) finishTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt
 	if _, err := s.pub.Append(ctx, tx, ScopeOf(fin), news...); err != nil {
 		return fin, err
 	}
+	if h := s.onFinish[fin.Kind]; h != nil {
+		if err := h(ctx, tx, fin); err != nil {
+			return fin, fmt.Errorf("finish hook of %s: %w", fin.Kind, err)
+		}
+	}
 	if next && fin.ConversationID.Valid {
 		if err := s.startNext(ctx, tx, fin); err != nil {
 			return fin, err
@@ -299,7 +323,7 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 		return err
 	}
 	if r.JobID != nil {
-		if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, *r.JobID); err != nil && !errors.Is(err, river.ErrNotFound) {
+		if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, *r.JobID); err != nil && !errors.Is(err, errNotFound) {
 			return fmt.Errorf("cancel job of run %s: %w", r.ID, err)
 		}
 	}

@@ -236,7 +236,7 @@ func (q *Queries) ConversationSetActiveRun(ctx context.Context, arg Conversation
 }
 
 const messageGet = `-- name: MessageGet :one
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at FROM messages WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages WHERE tenant_id = $1 AND id = $2
 `
 
 type MessageGetParams struct {
@@ -260,6 +260,7 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 		&i.TokenEstimate,
 		&i.LlmCallIndex,
 		&i.CreatedAt,
+		&i.Excluded,
 	)
 	return i, err
 }
@@ -267,7 +268,7 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 const messageInsert = `-- name: MessageInsert :one
 INSERT INTO messages (tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-RETURNING tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at
+RETURNING tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded
 `
 
 type MessageInsertParams struct {
@@ -312,12 +313,13 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (M
 		&i.TokenEstimate,
 		&i.LlmCallIndex,
 		&i.CreatedAt,
+		&i.Excluded,
 	)
 	return i, err
 }
 
 const messageListContext = `-- name: MessageListContext :many
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at FROM messages
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
 WHERE tenant_id = $1 AND conversation_id = $2 AND run_seq <= $3::bigint
 ORDER BY run_seq, position
 `
@@ -352,6 +354,7 @@ func (q *Queries) MessageListContext(ctx context.Context, arg MessageListContext
 			&i.TokenEstimate,
 			&i.LlmCallIndex,
 			&i.CreatedAt,
+			&i.Excluded,
 		); err != nil {
 			return nil, err
 		}
@@ -364,7 +367,7 @@ func (q *Queries) MessageListContext(ctx context.Context, arg MessageListContext
 }
 
 const messageListPage = `-- name: MessageListPage :many
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at FROM messages
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
 WHERE tenant_id = $1 AND conversation_id = $2 AND position > $3::bigint
 ORDER BY position
 LIMIT $4
@@ -405,6 +408,7 @@ func (q *Queries) MessageListPage(ctx context.Context, arg MessageListPageParams
 			&i.TokenEstimate,
 			&i.LlmCallIndex,
 			&i.CreatedAt,
+			&i.Excluded,
 		); err != nil {
 			return nil, err
 		}

@@ -75,6 +75,7 @@ type Message struct {
 	TokenEstimate  int32
 	LlmCallIndex   *int32
 	CreatedAt      time.Time
+	Excluded       bool
 }
 
 type Project struct {
@@ -99,33 +100,37 @@ type RefreshToken struct {
 }
 
 type Run struct {
-	TenantID          uuid.UUID
-	ID                uuid.UUID
-	UserID            uuid.UUID
-	Kind              string
-	Status            string
-	ConversationID    uuid.NullUUID
-	ConversationSeq   int64
-	TriggerMessageID  uuid.NullUUID
-	IdempotencyKey    *string
-	Attempt           int32
-	MaxAttempts       int32
-	Turns             int32
-	LlmCalls          int32
-	FailureClass      *string
-	Error             *string
-	TerminationReason *string
-	InputTokens       int64
-	OutputTokens      int64
-	CostMicros        int64
-	LastSeq           int32
-	JobID             *int64
-	LeaseOwner        *string
-	LeaseExpiresAt    *time.Time
-	CancelRequested   bool
-	CreatedAt         time.Time
-	StartedAt         *time.Time
-	FinishedAt        *time.Time
+	TenantID            uuid.UUID
+	ID                  uuid.UUID
+	UserID              uuid.UUID
+	Kind                string
+	Status              string
+	ConversationID      uuid.NullUUID
+	ConversationSeq     int64
+	TriggerMessageID    uuid.NullUUID
+	IdempotencyKey      *string
+	Attempt             int32
+	MaxAttempts         int32
+	Turns               int32
+	LlmCalls            int32
+	FailureClass        *string
+	Error               *string
+	TerminationReason   *string
+	InputTokens         int64
+	OutputTokens        int64
+	CostMicros          int64
+	LastSeq             int32
+	JobID               *int64
+	LeaseOwner          *string
+	LeaseExpiresAt      *time.Time
+	CancelRequested     bool
+	CreatedAt           time.Time
+	StartedAt           *time.Time
+	FinishedAt          *time.Time
+	StopRequested       bool
+	PauseRequested      bool
+	ConsecutiveFailures int32
+	Backtracks          int32
 }
 
 type RunEvent struct {

@@ -19,7 +19,10 @@ UPDATE runs SET
     lease_expires_at = now() + make_interval(secs => $4::double precision),
     started_at = coalesce(started_at, now())
 WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at
+  -- Only the run's current job may take it: a job the reaper replaced (its worker died) and
+  -- River later rescued finds the run handed on and stops.
+  AND (job_id IS NULL OR job_id = $5::bigint)
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
 `
 
 type RunAcquireParams struct {
@@ -27,6 +30,7 @@ type RunAcquireParams struct {
 	ID           uuid.UUID
 	Owner        string
 	LeaseSeconds float64
+	JobID        int64
 }
 
 // A worker takes the run: the attempt is bumped (the new fence) and the lease set. Only a
@@ -37,6 +41,7 @@ func (q *Queries) RunAcquire(ctx context.Context, arg RunAcquireParams) (Run, er
 		arg.ID,
 		arg.Owner,
 		arg.LeaseSeconds,
+		arg.JobID,
 	)
 	var i Run
 	err := row.Scan(
@@ -67,6 +72,10 @@ func (q *Queries) RunAcquire(ctx context.Context, arg RunAcquireParams) (Run, er
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
 	)
 	return i, err
 }
@@ -107,7 +116,7 @@ func (q *Queries) RunAddUsage(ctx context.Context, arg RunAddUsageParams) error 
 }
 
 const runFence = `-- name: RunFence :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR UPDATE
 `
 
 type RunFenceParams struct {
@@ -149,6 +158,10 @@ func (q *Queries) RunFence(ctx context.Context, arg RunFenceParams) (Run, error)
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
 	)
 	return i, err
 }
@@ -163,7 +176,7 @@ UPDATE runs SET
     lease_owner = NULL,
     lease_expires_at = NULL
 WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
 `
 
 type RunFinishParams struct {
@@ -217,12 +230,16 @@ func (q *Queries) RunFinish(ctx context.Context, arg RunFinishParams) (Run, erro
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
 	)
 	return i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at FROM runs WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs WHERE tenant_id = $1 AND id = $2
 `
 
 type RunGetParams struct {
@@ -261,12 +278,16 @@ func (q *Queries) RunGet(ctx context.Context, arg RunGetParams) (Run, error) {
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
 	)
 	return i, err
 }
 
 const runGetByIdempotencyKey = `-- name: RunGetByIdempotencyKey :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at FROM runs WHERE tenant_id = $1 AND conversation_id = $2 AND idempotency_key = $3
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs WHERE tenant_id = $1 AND conversation_id = $2 AND idempotency_key = $3
 `
 
 type RunGetByIdempotencyKeyParams struct {
@@ -306,12 +327,16 @@ func (q *Queries) RunGetByIdempotencyKey(ctx context.Context, arg RunGetByIdempo
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
 	)
 	return i, err
 }
 
 const runGetForUpdate = `-- name: RunGetForUpdate :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type RunGetForUpdateParams struct {
@@ -350,6 +375,10 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, arg RunGetForUpdateParams
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
 	)
 	return i, err
 }
@@ -357,7 +386,7 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, arg RunGetForUpdateParams
 const runInsert = `-- name: RunInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, max_attempts)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
 `
 
 type RunInsertParams struct {
@@ -415,12 +444,16 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (Run, erro
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
 	)
 	return i, err
 }
 
 const runList = `-- name: RunList :many
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid = '00000000-0000-0000-0000-000000000000' OR id < $2::uuid)
   AND (cardinality($3::text[]) = 0 OR status = ANY($3::text[]))
@@ -484,6 +517,10 @@ func (q *Queries) RunList(ctx context.Context, arg RunListParams) ([]Run, error)
 			&i.CreatedAt,
 			&i.StartedAt,
 			&i.FinishedAt,
+			&i.StopRequested,
+			&i.PauseRequested,
+			&i.ConsecutiveFailures,
+			&i.Backtracks,
 		); err != nil {
 			return nil, err
 		}
@@ -496,7 +533,7 @@ func (q *Queries) RunList(ctx context.Context, arg RunListParams) ([]Run, error)
 }
 
 const runListByConversation = `-- name: RunListByConversation :many
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2
   AND ($3::uuid = '00000000-0000-0000-0000-000000000000' OR id < $3::uuid)
 ORDER BY id DESC
@@ -552,6 +589,10 @@ func (q *Queries) RunListByConversation(ctx context.Context, arg RunListByConver
 			&i.CreatedAt,
 			&i.StartedAt,
 			&i.FinishedAt,
+			&i.StopRequested,
+			&i.PauseRequested,
+			&i.ConsecutiveFailures,
+			&i.Backtracks,
 		); err != nil {
 			return nil, err
 		}
@@ -563,8 +604,41 @@ func (q *Queries) RunListByConversation(ctx context.Context, arg RunListByConver
 	return items, nil
 }
 
+const runListExpiredLeases = `-- name: RunListExpiredLeases :many
+SELECT tenant_id, id FROM runs
+WHERE status = 'RUNNING' AND lease_expires_at < now()
+ORDER BY lease_expires_at
+LIMIT $1
+`
+
+type RunListExpiredLeasesRow struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Running runs whose worker stopped renewing the lease (system transaction: every tenant).
+func (q *Queries) RunListExpiredLeases(ctx context.Context, lim int32) ([]RunListExpiredLeasesRow, error) {
+	rows, err := q.db.Query(ctx, runListExpiredLeases, lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RunListExpiredLeasesRow{}
+	for rows.Next() {
+		var i RunListExpiredLeasesRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runNextQueued = `-- name: RunNextQueued :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
 ORDER BY conversation_seq
 LIMIT 1
@@ -608,12 +682,42 @@ func (q *Queries) RunNextQueued(ctx context.Context, arg RunNextQueuedParams) (R
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
 	)
 	return i, err
 }
 
+const runRenewLease = `-- name: RunRenewLease :execrows
+UPDATE runs SET lease_expires_at = now() + make_interval(secs => $4::double precision)
+WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'
+`
+
+type RunRenewLeaseParams struct {
+	TenantID     uuid.UUID
+	ID           uuid.UUID
+	Attempt      int32
+	LeaseSeconds float64
+}
+
+// The worker's heartbeat: extends the lease while the attempt still owns the run.
+func (q *Queries) RunRenewLease(ctx context.Context, arg RunRenewLeaseParams) (int64, error) {
+	result, err := q.db.Exec(ctx, runRenewLease,
+		arg.TenantID,
+		arg.ID,
+		arg.Attempt,
+		arg.LeaseSeconds,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const runRequestCancel = `-- name: RunRequestCancel :one
-UPDATE runs SET cancel_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at
+UPDATE runs SET cancel_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
 `
 
 type RunRequestCancelParams struct {
@@ -652,6 +756,63 @@ func (q *Queries) RunRequestCancel(ctx context.Context, arg RunRequestCancelPara
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
+	)
+	return i, err
+}
+
+const runRequeue = `-- name: RunRequeue :one
+UPDATE runs SET status = 'QUEUED', attempt = attempt + 1, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
+WHERE tenant_id = $1 AND id = $2 AND status = ANY($3::text[])
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+`
+
+type RunRequeueParams struct {
+	TenantID     uuid.UUID
+	ID           uuid.UUID
+	FromStatuses []string
+}
+
+// Makes a parked (or orphaned) run workable again; the caller enqueues its continuation job.
+// Bumping the attempt fences out any worker still holding the old one.
+func (q *Queries) RunRequeue(ctx context.Context, arg RunRequeueParams) (Run, error) {
+	row := q.db.QueryRow(ctx, runRequeue, arg.TenantID, arg.ID, arg.FromStatuses)
+	var i Run
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.UserID,
+		&i.Kind,
+		&i.Status,
+		&i.ConversationID,
+		&i.ConversationSeq,
+		&i.TriggerMessageID,
+		&i.IdempotencyKey,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Turns,
+		&i.LlmCalls,
+		&i.FailureClass,
+		&i.Error,
+		&i.TerminationReason,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CostMicros,
+		&i.LastSeq,
+		&i.JobID,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
 	)
 	return i, err
 }
@@ -694,6 +855,210 @@ type RunSetJobParams struct {
 func (q *Queries) RunSetJob(ctx context.Context, arg RunSetJobParams) error {
 	_, err := q.db.Exec(ctx, runSetJob, arg.TenantID, arg.ID, arg.JobID)
 	return err
+}
+
+const runSetPauseRequested = `-- name: RunSetPauseRequested :one
+UPDATE runs SET pause_requested = $3::boolean WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+`
+
+type RunSetPauseRequestedParams struct {
+	TenantID       uuid.UUID
+	ID             uuid.UUID
+	PauseRequested bool
+}
+
+func (q *Queries) RunSetPauseRequested(ctx context.Context, arg RunSetPauseRequestedParams) (Run, error) {
+	row := q.db.QueryRow(ctx, runSetPauseRequested, arg.TenantID, arg.ID, arg.PauseRequested)
+	var i Run
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.UserID,
+		&i.Kind,
+		&i.Status,
+		&i.ConversationID,
+		&i.ConversationSeq,
+		&i.TriggerMessageID,
+		&i.IdempotencyKey,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Turns,
+		&i.LlmCalls,
+		&i.FailureClass,
+		&i.Error,
+		&i.TerminationReason,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CostMicros,
+		&i.LastSeq,
+		&i.JobID,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
+	)
+	return i, err
+}
+
+const runSetStopRequested = `-- name: RunSetStopRequested :one
+UPDATE runs SET stop_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+`
+
+type RunSetStopRequestedParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+func (q *Queries) RunSetStopRequested(ctx context.Context, arg RunSetStopRequestedParams) (Run, error) {
+	row := q.db.QueryRow(ctx, runSetStopRequested, arg.TenantID, arg.ID)
+	var i Run
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.UserID,
+		&i.Kind,
+		&i.Status,
+		&i.ConversationID,
+		&i.ConversationSeq,
+		&i.TriggerMessageID,
+		&i.IdempotencyKey,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Turns,
+		&i.LlmCalls,
+		&i.FailureClass,
+		&i.Error,
+		&i.TerminationReason,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CostMicros,
+		&i.LastSeq,
+		&i.JobID,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
+	)
+	return i, err
+}
+
+const runSuspend = `-- name: RunSuspend :one
+UPDATE runs SET status = $4::text, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
+WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+`
+
+type RunSuspendParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+	Attempt  int32
+	Status   string
+}
+
+// Parks a running run (AWAITING_APPROVAL, PAUSED) without a worker: its job ends, the lease is
+// released, the conversation stays held by it.
+func (q *Queries) RunSuspend(ctx context.Context, arg RunSuspendParams) (Run, error) {
+	row := q.db.QueryRow(ctx, runSuspend,
+		arg.TenantID,
+		arg.ID,
+		arg.Attempt,
+		arg.Status,
+	)
+	var i Run
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.UserID,
+		&i.Kind,
+		&i.Status,
+		&i.ConversationID,
+		&i.ConversationSeq,
+		&i.TriggerMessageID,
+		&i.IdempotencyKey,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Turns,
+		&i.LlmCalls,
+		&i.FailureClass,
+		&i.Error,
+		&i.TerminationReason,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CostMicros,
+		&i.LastSeq,
+		&i.JobID,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
+	)
+	return i, err
+}
+
+const runSuspendQueued = `-- name: RunSuspendQueued :one
+UPDATE runs SET status = 'PAUSED', job_id = NULL WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED' RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+`
+
+type RunSuspendQueuedParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+func (q *Queries) RunSuspendQueued(ctx context.Context, arg RunSuspendQueuedParams) (Run, error) {
+	row := q.db.QueryRow(ctx, runSuspendQueued, arg.TenantID, arg.ID)
+	var i Run
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.UserID,
+		&i.Kind,
+		&i.Status,
+		&i.ConversationID,
+		&i.ConversationSeq,
+		&i.TriggerMessageID,
+		&i.IdempotencyKey,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Turns,
+		&i.LlmCalls,
+		&i.FailureClass,
+		&i.Error,
+		&i.TerminationReason,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CostMicros,
+		&i.LastSeq,
+		&i.JobID,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
+	)
+	return i, err
 }
 
 const toolCallCancelOpen = `-- name: ToolCallCancelOpen :many

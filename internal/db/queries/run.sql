@@ -51,6 +51,9 @@ UPDATE runs SET
     lease_expires_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::double precision),
     started_at = coalesce(started_at, now())
 WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
+  -- Only the run's current job may take it: a job the reaper replaced (its worker died) and
+  -- River later rescued finds the run handed on and stops.
+  AND (job_id IS NULL OR job_id = sqlc.arg(job_id)::bigint)
 RETURNING *;
 
 -- name: RunFence :one
@@ -120,3 +123,38 @@ SELECT * FROM usage_records WHERE tenant_id = $1 AND run_id = $2 ORDER BY call_i
 
 -- name: ToolCallStart :one
 UPDATE tool_calls SET status = 'RUNNING' WHERE tenant_id = $1 AND id = $2 AND status IN ('PENDING', 'RUNNING') RETURNING *;
+
+-- name: RunRenewLease :execrows
+-- The worker's heartbeat: extends the lease while the attempt still owns the run.
+UPDATE runs SET lease_expires_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::double precision)
+WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING';
+
+-- name: RunSuspend :one
+-- Parks a running run (AWAITING_APPROVAL, PAUSED) without a worker: its job ends, the lease is
+-- released, the conversation stays held by it.
+UPDATE runs SET status = sqlc.arg(status)::text, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
+WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'
+RETURNING *;
+
+-- name: RunRequeue :one
+-- Makes a parked (or orphaned) run workable again; the caller enqueues its continuation job.
+-- Bumping the attempt fences out any worker still holding the old one.
+UPDATE runs SET status = 'QUEUED', attempt = attempt + 1, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
+WHERE tenant_id = $1 AND id = $2 AND status = ANY(sqlc.arg(from_statuses)::text[])
+RETURNING *;
+
+-- name: RunListExpiredLeases :many
+-- Running runs whose worker stopped renewing the lease (system transaction: every tenant).
+SELECT tenant_id, id FROM runs
+WHERE status = 'RUNNING' AND lease_expires_at < now()
+ORDER BY lease_expires_at
+LIMIT sqlc.arg(lim);
+
+-- name: RunSetStopRequested :one
+UPDATE runs SET stop_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING *;
+
+-- name: RunSetPauseRequested :one
+UPDATE runs SET pause_requested = sqlc.arg(pause_requested)::boolean WHERE tenant_id = $1 AND id = $2 RETURNING *;
+
+-- name: RunSuspendQueued :one
+UPDATE runs SET status = 'PAUSED', job_id = NULL WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED' RETURNING *;

@@ -1,0 +1,207 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/events"
+)
+
+// Heartbeat renews l's lease every LeaseRenewEvery until ctx ends. When the lease is lost (the
+// reaper or a newer attempt took the run) it calls lost once and returns.
+func (s *Service) Heartbeat(ctx context.Context, l Lease, lost func()) {
+	t := time.NewTicker(LeaseRenewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var n int64
+		err := s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			var err error
+			n, err = tx.Q.RunRenewLease(ctx, dbsqlc.RunRenewLeaseParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt, LeaseSeconds: LeaseDuration.Seconds()})
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "renew run lease", "run_id", l.Run.ID.String(), "error", err)
+			}
+			continue
+		}
+		if n == 0 {
+			lost()
+			return
+		}
+	}
+}
+
+// Suspend parks the leased run in status (AWAITING_APPROVAL or PAUSED) inside tx, with its
+// events: the job ends and no worker holds the run until Resume.
+func (s *Service) Suspend(ctx context.Context, tx *db.Tx, l Lease, status string, news ...events.New) (dbsqlc.Run, error) {
+	r, err := tx.Q.RunSuspend(ctx, dbsqlc.RunSuspendParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt, Status: status})
+	if db.IsNoRows(err) {
+		return r, ErrFenced
+	}
+	if err != nil {
+		return r, fmt.Errorf("suspend run %s: %w", l.Run.ID, err)
+	}
+	_, err = s.pub.Append(ctx, tx, ScopeOf(r), news...)
+	return r, err
+}
+
+// Resume makes a run that is in one of from workable again inside tx and enqueues its
+// continuation job (the executor picks up where the run stopped).
+func (s *Service) Resume(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, from []string, news ...events.New) (dbsqlc.Run, error) {
+	r, err := tx.Q.RunRequeue(ctx, dbsqlc.RunRequeueParams{TenantID: tenantID, ID: runID, FromStatuses: from})
+	if db.IsNoRows(err) {
+		return r, apperr.New(apperr.Conflict, "the run cannot be resumed from its current state")
+	}
+	if err != nil {
+		return r, fmt.Errorf("requeue run %s: %w", runID, err)
+	}
+	if _, err := s.pub.Append(ctx, tx, ScopeOf(r), news...); err != nil {
+		return r, err
+	}
+	return r, s.Enqueue(ctx, tx, r)
+}
+
+// ReapExpired takes over running runs whose lease expired (their worker died): each is fenced
+// (attempt += 1) and re-enqueued, so it resumes after its last persisted step within seconds
+// instead of waiting for River's stuck-job rescue. It returns how many runs it took over.
+func (s *Service) ReapExpired(ctx context.Context) (int, error) {
+	var expired []dbsqlc.RunListExpiredLeasesRow
+	err := s.db.InSystemTx(ctx, "reaper: find runs of every tenant whose lease expired", func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		expired, err = tx.Q.RunListExpiredLeases(ctx, 100)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range expired {
+		err := s.db.InTx(ctx, e.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: e.TenantID, ID: e.ID})
+			if err != nil {
+				return err
+			}
+			if r.Status != StatusRunning || r.LeaseExpiresAt == nil || r.LeaseExpiresAt.After(time.Now()) {
+				return nil // renewed or finished meanwhile
+			}
+			if r.JobID != nil {
+				// The dead worker's job would be rescued by River much later; it must not run.
+				if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, *r.JobID); err != nil && !errors.Is(err, errNotFound) {
+					return fmt.Errorf("cancel orphaned job: %w", err)
+				}
+			}
+			_, err = s.Resume(ctx, tx, e.TenantID, e.ID, []string{StatusRunning}, events.New{Type: events.ExecutionResumed, Data: map[string]any{
+				"reason": "worker lost: lease expired", "previousAttempt": r.Attempt, "previousOwner": r.LeaseOwner,
+			}})
+			if err == nil {
+				n++
+			}
+			return err
+		})
+		if err != nil {
+			s.log.WarnContext(ctx, "reap run", "run_id", e.ID.String(), "error", err)
+		}
+	}
+	return n, nil
+}
+
+// RequestStop asks a run to stop gracefully: it finishes its current step, summarises what it
+// did and ends COMPLETED (terminationReason user_stop). A queued or parked run stops at once.
+func (s *Service) RequestStop(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
+	return s.control(ctx, runID, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+		if r.Status == StatusRunning {
+			_, err := tx.Q.RunSetStopRequested(ctx, dbsqlc.RunSetStopRequestedParams{TenantID: r.TenantID, ID: r.ID})
+			return err
+		}
+		_, err := s.finishTx(ctx, tx, r, r.Attempt, Outcome{Status: StatusCompleted, TerminationReason: "user_stop"}, true)
+		return err
+	})
+}
+
+// RequestPause asks a running run to pause after its current step (execution.paused); a queued
+// run is parked at once.
+func (s *Service) RequestPause(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
+	return s.control(ctx, runID, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+		switch r.Status {
+		case StatusRunning:
+			_, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: true})
+			return err
+		case StatusQueued:
+			if r.JobID != nil {
+				if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, *r.JobID); err != nil && !errors.Is(err, errNotFound) {
+					return err
+				}
+			}
+			p, err := tx.Q.RunSuspendQueued(ctx, dbsqlc.RunSuspendQueuedParams{TenantID: r.TenantID, ID: r.ID})
+			if err != nil {
+				return err
+			}
+			_, err = s.pub.Append(ctx, tx, ScopeOf(p), events.New{Type: events.ExecutionPaused, Data: map[string]any{"reason": "paused by the user"}})
+			return err
+		case StatusPaused:
+			return nil
+		}
+		return apperr.New(apperr.Conflict, "a %s run cannot be paused", r.Status)
+	})
+}
+
+// ResumePaused resumes a paused run (execution.resumed).
+func (s *Service) ResumePaused(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
+	return s.control(ctx, runID, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+		if r.Status == StatusRunning && r.PauseRequested {
+			_, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: false})
+			return err
+		}
+		if r.Status != StatusPaused {
+			return apperr.New(apperr.Conflict, "only a paused run can be resumed (this one is %s)", r.Status)
+		}
+		if _, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: false}); err != nil {
+			return err
+		}
+		_, err := s.Resume(ctx, tx, r.TenantID, r.ID, []string{StatusPaused}, events.New{Type: events.ExecutionResumed, Data: map[string]any{"reason": "resumed by the user"}})
+		return err
+	})
+}
+
+// control runs fn on a locked run of the caller's tenant (MEMBER or higher) and returns the run
+// afterwards.
+func (s *Service) control(ctx context.Context, runID uuid.UUID, fn func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error) (dbsqlc.Run, error) {
+	a, err := auth.Require(ctx, auth.RoleMember)
+	if err != nil {
+		return dbsqlc.Run{}, err
+	}
+	var out dbsqlc.Run
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: runID})
+		if db.IsNoRows(err) {
+			return apperr.NotFoundf("run")
+		}
+		if err != nil {
+			return err
+		}
+		if IsTerminal(r.Status) {
+			out = r
+			return nil
+		}
+		if err := fn(ctx, tx, r); err != nil {
+			return err
+		}
+		out, err = tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: a.TenantID, ID: runID})
+		return err
+	})
+	return out, err
+}
