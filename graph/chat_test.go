@@ -184,7 +184,9 @@ func TestChatStreamedReply(t *testing.T) {
 			var conv2 struct {
 				Conversation struct {
 					Messages struct {
-						Edges []struct{ Node struct{ Role, Content string } }
+						Edges []struct {
+							Node struct{ Role, Content string }
+						}
 					}
 				}
 			}

@@ -40,6 +40,9 @@ type HandlerOptions struct {
 	// AllowedOrigins are the browser origins allowed to open WebSockets (besides same-origin).
 	AllowedOrigins []string
 	Limits         Limits
+	// Sockets, when it ends, closes every open WebSocket (graceful shutdown: http.Server's
+	// Shutdown does not track hijacked connections).
+	Sockets context.Context
 }
 
 // NewHandler returns the /graphql handler: POST, GET (queries only), WebSocket
@@ -68,7 +71,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: originHosts(o.AllowedOrigins),
 		}},
-		InitFunc:              wsInit(r.Auth),
+		InitFunc:              wsInit(r.Auth, o.Sockets),
 		InitTimeout:           l.WSInitTimeout,
 		KeepAlivePingInterval: l.WSPingInterval,
 	})
@@ -115,7 +118,7 @@ func rulesWithoutSuggestions() *rules.Rules {
 // wsInit authenticates a WebSocket in connection_init ({"authorization": "Bearer <token>"}) and
 // bounds the connection's life by the credential's expiry: when an access token expires the
 // socket is closed.
-func wsInit(a *auth.Service) transport.WebsocketInitFunc {
+func wsInit(a *auth.Service, sockets context.Context) transport.WebsocketInitFunc {
 	return func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		raw := p.Authorization()
 		if raw == "" {
@@ -132,6 +135,11 @@ func wsInit(a *auth.Service) transport.WebsocketInitFunc {
 			return rejectWS(ctx), nil, errUnauthenticatedWS
 		}
 		ctx = auth.WithActor(ctx, actor)
+		if sockets != nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			context.AfterFunc(sockets, cancel)
+		}
 		if !expires.IsZero() {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, expires)

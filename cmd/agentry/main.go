@@ -126,17 +126,16 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, mode app.M
 	}
 	defer a.Close()
 
-	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
 	srv := &http.Server{
 		Addr:              cfg.HTTPAddr,
 		Handler:           a.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
-	// Hijacked connections (WebSockets) are not tracked by Shutdown: cancelling their base
-	// context closes them.
-	srv.RegisterOnShutdown(cancelBase)
+	// Hijacked connections (WebSockets) are not tracked by Shutdown: close them explicitly, while
+	// ordinary in-flight requests finish.
+	if a.CloseSockets != nil {
+		srv.RegisterOnShutdown(a.CloseSockets)
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on AGENTRY_HTTP_ADDR=%s: %w", cfg.HTTPAddr, err)

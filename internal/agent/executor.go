@@ -42,6 +42,8 @@ type ToolCall struct {
 // model.
 type Tools interface {
 	Specs() []llm.ToolSpec
+	// Info reports whether a tool exists and whether it only reads.
+	Info(name string) (known, readOnly bool)
 	Risk(name string, args json.RawMessage) int
 	Run(ctx context.Context, tx *db.Tx, call ToolCall) (string, error)
 }
@@ -55,9 +57,18 @@ type Executor struct {
 	tools  Tools
 	log    *slog.Logger
 	// MaxTurns overrides MaxChatTurns when positive (tests).
-	MaxTurns int
-	hooks    map[string]KindHooks
+	MaxTurns  int
+	hooks     map[string]KindHooks
+	approvals Approvals
+	now       func() time.Time
+	retryBase time.Duration
 }
+
+// SetApprovals connects human-in-the-loop approvals.
+func (e *Executor) SetApprovals(a Approvals) { e.approvals = a }
+
+// SetClock replaces the clock of the duration limit (tests).
+func (e *Executor) SetClock(now func() time.Time) { e.now = now }
 
 // Register adds the hooks of a run kind. Call it while wiring, before runs start.
 func (e *Executor) Register(kind string, h KindHooks) {
@@ -104,6 +115,8 @@ type Retry struct {
 	Class llm.Class
 	Err   error
 	Delay time.Duration
+	// Fenced is set when the attempt lost its lease: nothing is written, the job just ends.
+	Fenced bool
 }
 
 func (r *Retry) Error() string { return fmt.Sprintf("retry (%s): %v", r.Class, r.Err) }
@@ -124,17 +137,36 @@ func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at At
 		return err
 	}
 	log := e.log.With(slog.String("run_id", runID.String()), slog.String("tenant_id", tenantID.String()), slog.Int("attempt", int(lease.Attempt)))
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	workCtx, lose := context.WithCancelCause(ctx)
+	defer lose(nil)
+	go e.runs.Heartbeat(hbCtx, lease, func() { lose(run.ErrFenced) })
+
 	t := &turn{e: e, lease: lease, log: log, at: at}
-	outcome, retry := t.work(ctx)
+	res := t.work(workCtx)
+	stopHB()
+	if errors.Is(context.Cause(workCtx), run.ErrFenced) || (res.retry != nil && res.retry.Fenced) {
+		log.InfoContext(ctx, "run taken over by another attempt; stopping without writing")
+		return nil
+	}
+	if res.suspended {
+		return nil
+	}
+	retry := res.retry
 	if retry != nil && at.Number < at.Max {
 		if err := e.runs.InFence(context.WithoutCancel(ctx), lease, func(ctx context.Context, tx *db.Tx) error {
 			cls, msg := string(retry.Class), retry.Err.Error()
 			if err := tx.Q.RunSetError(ctx, dbsqlc.RunSetErrorParams{TenantID: tenantID, ID: runID, Attempt: lease.Attempt, FailureClass: &cls, Error: &msg}); err != nil {
 				return err
 			}
+			delay := e.retryDelay(at.Number)
+			if retry.Delay > delay {
+				delay = retry.Delay
+			}
 			_, err := e.pub.Append(ctx, tx, lease.Scope(), events.New{Type: events.TaskRetrying, Data: map[string]any{
 				"failureClass": retry.Class, "error": msg, "attempt": at.Number, "maxAttempts": at.Max,
-				"nextAttemptAt": time.Now().Add(retry.Delay).UTC(),
+				"nextAttemptAt": time.Now().Add(delay).UTC(),
 			}})
 			return err
 		}); err != nil && !errors.Is(err, run.ErrFenced) {
@@ -142,13 +174,32 @@ func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at At
 		}
 		return retry
 	}
+	outcome := res.outcome
 	if retry != nil {
 		outcome = run.Outcome{Status: run.StatusFailed, FailureClass: string(retry.Class), Error: retry.Err.Error(), TerminationReason: "retries_exhausted"}
 	}
 	if _, err := e.runs.Finish(context.WithoutCancel(ctx), lease, outcome); err != nil && !errors.Is(err, run.ErrFenced) {
 		return fmt.Errorf("finish run %s: %w", runID, err)
 	}
+	if outcome.FailureClass == string(llm.Terminal) {
+		return &Terminal{Err: errors.New(outcome.Error)}
+	}
 	return nil
+}
+
+// Terminal reports a run that failed for good (no retry): the worker tells River to cancel the
+// job rather than retry it.
+type Terminal struct{ Err error }
+
+func (t *Terminal) Error() string { return "terminal failure: " + t.Err.Error() }
+func (t *Terminal) Unwrap() error { return t.Err }
+
+// RetryBase is the first retry delay (doubling after); the worker sets it from
+// AGENTRY_RETRY_BASE_DELAY.
+func (e *Executor) SetRetryBase(d time.Duration) { e.retryBase = d }
+
+func (e *Executor) retryDelay(attempt int) time.Duration {
+	return e.retryBase << max(attempt-1, 0)
 }
 
 // loadSettings returns the settings of the run's user.

@@ -21,6 +21,15 @@ func (t RegistryTools) Specs() []llm.ToolSpec {
 	return specs
 }
 
+// Info reports whether the tool exists and only reads.
+func (t RegistryTools) Info(name string) (bool, bool) {
+	tl, err := t.Registry.Get(name)
+	if err != nil {
+		return false, false
+	}
+	return true, tl.ReadOnly()
+}
+
 // Risk scores a call; unknown tools score 100.
 func (t RegistryTools) Risk(name string, args json.RawMessage) int {
 	tl, err := t.Registry.Get(name)

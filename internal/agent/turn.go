@@ -16,6 +16,7 @@ import (
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/settings"
 )
 
 // defaultSystemPrompt is prepended to every conversation's own system prompt.
@@ -23,135 +24,225 @@ const defaultSystemPrompt = "You are agentry, a capable assistant. You can use t
 
 // turn is one attempt at a run.
 type turn struct {
-	e     *Executor
-	lease run.Lease
-	log   *slog.Logger
-	at    Attempt
+	e      *Executor
+	lease  run.Lease
+	log    *slog.Logger
+	at     Attempt
+	set    settings.Settings
+	conv   dbsqlc.Conversation
+	limits Limits
+	// earlier holds the run's tool failures so far (the classifier looks for repeats).
+	earlier []Failure
 }
 
-// work runs the chat loop and says how the attempt ended: an outcome, or a retry.
-func (t *turn) work(ctx context.Context) (run.Outcome, *Retry) {
-	r := t.lease.Run
-	set, conv, err := t.e.loadSettings(ctx, r)
-	if err != nil {
-		return failed(llm.Transient, err), &Retry{Class: llm.Transient, Err: err}
-	}
-	provider, model, err := t.e.models.Resolve(conv.Model)
-	if err != nil {
-		return failed(llm.Terminal, err), nil
-	}
-	ctx, cancel := context.WithTimeoutCause(ctx, time.Duration(set.TimeoutSeconds)*time.Second, errTimeout)
-	defer cancel()
+// result is how an attempt ended: an outcome to record, a retry, or suspended (the run is
+// parked waiting for a person and its job simply ends).
+type result struct {
+	outcome   run.Outcome
+	retry     *Retry
+	suspended bool
+}
 
-	maxTurns := MaxChatTurns
-	if t.e.MaxTurns > 0 {
-		maxTurns = t.e.MaxTurns
+func done(o run.Outcome) result { return result{outcome: o} }
+
+// work runs the RVR-B loop: REACT (model call) -> VALIDATE (tool calls) -> REFLECT (classify
+// failures) -> BACKTRACK when needed -> TERMINATE? (the adaptive terminator), until the run ends,
+// is suspended, or the attempt fails.
+func (t *turn) work(ctx context.Context) result {
+	r := t.lease.Run
+	var err error
+	t.set, t.conv, err = t.e.loadSettings(ctx, r)
+	if err != nil {
+		return t.fromError(ctx, err)
 	}
-	for {
-		if o, done := t.stopped(ctx, nil); done {
-			return o, nil
-		}
-		hist, calls, err := t.load(ctx, conv)
+	t.limits = Limits{MaxTurns: MaxChatTurns}
+	if t.e.MaxTurns > 0 {
+		t.limits.MaxTurns = t.e.MaxTurns
+	}
+	if h := t.e.hooks[r.Kind]; h != nil {
+		err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+			var err error
+			if t.limits, err = h.Limits(ctx, tx, r); err != nil {
+				return err
+			}
+			return h.Started(ctx, tx, r)
+		})
 		if err != nil {
 			return t.fromError(ctx, err)
 		}
-		// Tool calls persisted by an earlier attempt but not executed yet run first.
-		if pending := pendingCalls(calls); len(pending) > 0 {
-			if err := t.runTools(ctx, conv, pending); err != nil {
-				return t.fromError(ctx, err)
+	}
+	provider, model, err := t.e.models.Resolve(t.conv.Model)
+	if err != nil {
+		return done(failed(llm.Terminal, err))
+	}
+	if r, stop := t.afterEscalation(ctx); stop {
+		return r
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, time.Duration(t.set.TimeoutSeconds)*time.Second, errTimeout)
+	defer cancel()
+	term := AdaptiveTerminator{Limits: t.limits, MaxTokens: t.set.MaxTokensPerTask, Now: t.e.now}
+
+	for {
+		if o, ok := t.stopped(ctx); ok {
+			return done(o)
+		}
+		st, err := t.load(ctx)
+		if err != nil {
+			return t.fromError(ctx, err)
+		}
+		if st.run.StopRequested {
+			return t.summarise(ctx, provider, model, st, ReasonUserStop, run.StatusCompleted)
+		}
+		if st.run.PauseRequested {
+			return t.suspend(ctx, run.StatusPaused, events.New{Type: events.ExecutionPaused, Data: map[string]any{"reason": "paused by the user"}})
+		}
+		// VALIDATE: tool calls stored but not executed yet (this step's, or an earlier attempt's).
+		if pending := pendingCalls(st.calls); len(pending) > 0 {
+			res, stop := t.validate(ctx, pending)
+			if stop != nil {
+				return *stop
+			}
+			// REFLECT on the step's failures.
+			if len(res.failures) > 0 {
+				if r, stop := t.reflect(ctx, provider, model, st, res); stop {
+					return r
+				}
 			}
 			continue
 		}
-		callIndex := t.llmCalls(hist)
-		if callIndex >= maxTurns {
-			return run.Outcome{Status: run.StatusCompleted, TerminationReason: "max_turns"}, nil
+		calls := t.llmCalls(st.hist)
+		confirmed := t.confirmedAt(ctx)
+		if confirmed < 0 {
+			return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonUserStop, Data: map[string]any{"declined": "continue"}})
 		}
-		req := llm.Request{Model: model.ID, System: systemPrompt(conv), Messages: toLLM(hist), MaxTokens: set.MaxTokensPerTask}
-		if conv.Agentic && t.e.tools != nil {
+		if sig, end := term.Check(st.run, calls, st.newer, confirmed); end {
+			if sig.Confirm {
+				return t.askToContinue(ctx, calls)
+			}
+			switch sig.Reason {
+			case ReasonMaxTurns, ReasonUserIntent:
+				return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: sig.Reason})
+			case ReasonFailures:
+				return t.summarise(ctx, provider, model, st, sig.Reason, run.StatusFailed)
+			case ReasonBudget:
+				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: "maxTokensPerTask used up"})
+			default:
+				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: "stopped: " + sig.Reason})
+			}
+		}
+		// REACT.
+		reflecting := st.run.MustReflect
+		req := llm.Request{Model: model.ID, System: t.systemPrompt(st.run), Messages: toLLM(st.hist), MaxTokens: t.maxTokens(st.run, model)}
+		if t.conv.Agentic && t.e.tools != nil && !reflecting {
 			req.Tools = t.e.tools.Specs()
 		}
-		resp, err := t.call(ctx, provider, req, callIndex)
+		if reflecting {
+			req.System += "\n\n" + reflectInstruction
+		}
+		resp, err := t.call(ctx, provider, req, calls)
 		if err != nil {
 			var le *llm.Error
 			if errors.As(err, &le) && le.Emitted && len(resp.Blocks) > 0 && ctx.Err() == nil {
 				// Output already reached subscribers: keep it and end cleanly instead of retrying.
-				if perr := t.persistReply(ctx, conv, provider, model, resp, callIndex, true); perr != nil {
+				if perr := t.persistReply(ctx, provider, model, resp, calls, true); perr != nil {
 					return t.fromError(ctx, perr)
 				}
-				return run.Outcome{Status: run.StatusFailed, FailureClass: string(le.Class), Error: "model stream failed after partial output: " + le.Error(), TerminationReason: "stream_failed"}, nil
+				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(le.Class), Error: "model stream failed after partial output: " + le.Error(), TerminationReason: "stream_failed"})
 			}
 			if ctx.Err() != nil && len(resp.Blocks) > 0 {
-				_ = t.persistReply(context.WithoutCancel(ctx), conv, provider, model, resp, callIndex, true)
+				_ = t.persistReply(context.WithoutCancel(ctx), provider, model, resp, calls, true)
 			}
 			return t.fromError(ctx, err)
 		}
-		if err := t.persistReply(ctx, conv, provider, model, resp, callIndex, false); err != nil {
+		if reflecting {
+			resp.Blocks = textOnly(resp.Blocks) // no tools during a reflection turn
+		}
+		if err := t.persistReply(ctx, provider, model, resp, calls, false); err != nil {
 			return t.fromError(ctx, err)
 		}
-		if len(resp.ToolCalls()) == 0 || !conv.Agentic {
-			return run.Outcome{Status: run.StatusCompleted, TerminationReason: "completed"}, nil
+		if reflecting {
+			if err := t.saveBreaker(ctx, int(st.run.ConsecutiveFailures), int(st.run.Backtracks), false, events.New{
+				Type: events.ExecutionReflected, Data: map[string]any{"reflection": truncate(llm.Message{Blocks: resp.Blocks}.Text(), 2000)},
+			}); err != nil {
+				return t.fromError(ctx, err)
+			}
+			continue
+		}
+		if len(resp.ToolCalls()) == 0 || !t.conv.Agentic {
+			// TERMINATE: the model stopped on its own.
+			return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonCompleted})
 		}
 	}
 }
 
-var errTimeout = errors.New("attempt timed out (settings.timeoutSeconds)")
-
-// stopped reports whether ctx ended (cancel, timeout) and the outcome that means.
-func (t *turn) stopped(ctx context.Context, err error) (run.Outcome, bool) {
-	if ctx.Err() == nil {
-		return run.Outcome{}, false
+// afterEscalation applies the user's answer to an escalation the run was parked for: a refusal
+// ends the run; an approval's note goes into the conversation as the user's guidance (once).
+func (t *turn) afterEscalation(ctx context.Context) (result, bool) {
+	if t.e.approvals == nil {
+		return result{}, false
 	}
-	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errTimeout):
-		return run.Outcome{Status: run.StatusTimedOut, FailureClass: string(llm.Transient), Error: cause.Error(), TerminationReason: "timeout"}, true
-	case errors.Is(cause, ErrCancelled):
-		return run.Outcome{Status: run.StatusCancelled, Error: "cancelled by the user", TerminationReason: "user_cancel"}, true
-	default:
-		// The worker is shutting down: the job is retried elsewhere.
-		return run.Outcome{}, false
-	}
-}
-
-// fromError maps an attempt's failure to an outcome or a retry.
-func (t *turn) fromError(ctx context.Context, err error) (run.Outcome, *Retry) {
-	if o, done := t.stopped(ctx, err); done {
-		return o, nil
-	}
-	if errors.Is(err, run.ErrFenced) {
-		return run.Outcome{}, &Retry{Class: llm.Terminal, Err: err} // never written: the lease is gone
-	}
-	le := llm.Classify(err)
-	if ctx.Err() != nil {
-		// Shutdown: try again on another worker.
-		return failed(llm.Transient, err), &Retry{Class: llm.Transient, Err: err}
-	}
-	switch le.Class {
-	case llm.Terminal:
-		return failed(llm.Terminal, err), nil
-	default:
-		return failed(le.Class, err), &Retry{Class: le.Class, Err: err, Delay: le.RetryAfter}
-	}
-}
-
-func failed(c llm.Class, err error) run.Outcome {
-	return run.Outcome{Status: run.StatusFailed, FailureClass: string(c), Error: err.Error(), TerminationReason: "error"}
-}
-
-// load reads the conversation's context for this run and the run's tool calls.
-func (t *turn) load(ctx context.Context, conv dbsqlc.Conversation) ([]dbsqlc.Message, []dbsqlc.ToolCall, error) {
 	r := t.lease.Run
-	var hist []dbsqlc.Message
-	var calls []dbsqlc.ToolCall
+	var state ApprovalState
+	var note string
 	err := t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, ConversationID: conv.ID, RunSeq: r.ConversationSeq})
-		if err != nil {
-			return err
-		}
-		calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID})
+		state, note, _, err = t.e.approvals.Latest(ctx, tx, r.TenantID, r.ID, "escalation")
 		return err
 	})
-	return hist, calls, err
+	if err != nil {
+		return t.fromError(ctx, err), true
+	}
+	switch state {
+	case ApprovalRejected, ApprovalExpired:
+		return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: ReasonEscalated,
+			Error: "the user declined to let the run go on"}), true
+	case ApprovalApproved:
+		guidance := "Guidance from the user: " + note
+		if strings.TrimSpace(note) == "" {
+			guidance = "The user approved going on."
+		}
+		st, err := t.load(ctx)
+		if err != nil {
+			return t.fromError(ctx, err), true
+		}
+		for _, m := range st.hist {
+			if m.Role == "USER" && m.Content == guidance {
+				return result{}, false
+			}
+		}
+		err = t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+			if _, err := t.insertMessage(ctx, tx, "USER", []llm.Block{{Type: llm.BlockText, Text: guidance}}, nil); err != nil {
+				return err
+			}
+			return tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: t.lease.Attempt,
+				ConsecutiveFailures: 0, Backtracks: st.run.Backtracks, MustReflect: false})
+		})
+		if err != nil {
+			return t.fromError(ctx, err), true
+		}
+	}
+	return result{}, false
+}
+
+const reflectInstruction = "Several tool calls in a row have failed. Before calling any tool again, explain briefly what is going wrong and what you will do differently. Do not call tools in this reply."
+
+func (t *turn) systemPrompt(r dbsqlc.Run) string {
+	p := systemPrompt(t.conv) + "\n\n" + styleInstruction(t.set)
+	if r.FailureClass != nil && *r.FailureClass == string(llm.Recoverable) && r.Error != nil {
+		p += "\n\nThe previous attempt at this step failed with this error; take it into account: " + truncate(*r.Error, 2000)
+	}
+	return p
+}
+
+// maxTokens is the output cap of the next call: the model's, the settings' per-task budget
+// still left, whichever is lower.
+func (t *turn) maxTokens(r dbsqlc.Run, m llm.Model) int {
+	left := int64(t.set.MaxTokensPerTask) - r.OutputTokens
+	n := int64(m.MaxOutput)
+	if n <= 0 || left < n {
+		n = left
+	}
+	return int(max(n, 256))
 }
 
 // llmCalls is the number of model replies this run has stored: the next call's index.
@@ -193,38 +284,26 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 
 // persistReply stores the model's reply, its tool calls (PENDING), its usage record and their
 // events in one fenced transaction.
-func (t *turn) persistReply(ctx context.Context, conv dbsqlc.Conversation, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool) error {
+func (t *turn) persistReply(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool) error {
 	r := t.lease.Run
 	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-		pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: r.TenantID, ID: conv.ID, N: 1})
-		if err != nil {
-			return err
-		}
 		blocks := resp.Blocks
 		if partial {
 			// A cut stream's tool calls are unfinished: keep only the text that was shown.
 			blocks = textOnly(blocks)
 		}
-		parts, err := json.Marshal(blocks)
-		if err != nil {
-			return err
-		}
 		text := llm.Message{Blocks: blocks}.Text()
 		idx := int32(callIndex)
-		msg, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-			TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: r.ID, Valid: true},
-			RunSeq: r.ConversationSeq, Position: pos.MessageCount, Role: "ASSISTANT", Content: text, Parts: parts,
-			TokenEstimate: int32(max(resp.Usage.OutputTokens, int64(len(text)/4))), LlmCallIndex: &idx,
-		})
+		msg, err := t.insertMessage(ctx, tx, "ASSISTANT", blocks, &idx)
 		if err != nil {
 			return fmt.Errorf("store reply: %w", err)
 		}
 		news := []events.New{{Type: events.MessageCompleted, Data: map[string]any{
 			"messageId": msg.ID, "role": "ASSISTANT", "content": text, "callIndex": callIndex, "partial": partial,
-			"stopReason": resp.StopReason, "toolCalls": len(resp.ToolCalls()),
+			"stopReason": resp.StopReason, "toolCalls": len(toolUses(blocks)),
 		}}}
 		if !partial {
-			for _, c := range resp.ToolCalls() {
+			for _, c := range toolUses(blocks) {
 				risk := 0
 				if t.e.tools != nil {
 					risk = t.e.tools.Risk(c.Name, c.Input)
@@ -263,81 +342,6 @@ func (t *turn) persistReply(ctx context.Context, conv dbsqlc.Conversation, p llm
 	})
 }
 
-// runTools executes pending tool calls one by one. Each call's effects, its result, the tool
-// result message and its events commit together, so a crash never repeats a committed call.
-func (t *turn) runTools(ctx context.Context, conv dbsqlc.Conversation, calls []dbsqlc.ToolCall) error {
-	r := t.lease.Run
-	for _, c := range calls {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-			if _, err := tx.Q.ToolCallStart(ctx, dbsqlc.ToolCallStartParams{TenantID: r.TenantID, ID: c.ID}); err != nil {
-				return fmt.Errorf("start tool call: %w", err)
-			}
-			_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: events.ToolStarted, Data: map[string]any{
-				"toolCallId": c.ID, "name": c.Name, "arguments": json.RawMessage(c.Arguments),
-			}})
-			return err
-		}); err != nil {
-			return err
-		}
-		err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-			var output string
-			var runErr error
-			if t.e.tools == nil {
-				runErr = fmt.Errorf("tools are disabled")
-			} else {
-				// The tool runs in a savepoint: its failure undoes its partial effects only.
-				runErr = t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, stx *db.Tx) error {
-					var err error
-					output, err = t.e.tools.Run(ctx, stx, ToolCall{TenantID: r.TenantID, ProjectID: conv.ProjectID, UserID: r.UserID, RunID: r.ID, Name: c.Name, Args: c.Arguments})
-					return err
-				})
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			status, evType := "COMPLETED", events.ToolCompleted
-			result := llm.Block{Type: llm.BlockToolResult, ToolUseID: c.CallID, Content: output}
-			var outPtr, errPtr *string
-			if runErr != nil {
-				status, evType = "FAILED", events.ToolFailed
-				msg := runErr.Error()
-				result.Content, result.IsError = msg, true
-				errPtr = &msg
-			} else {
-				outPtr = &output
-			}
-			if _, err := tx.Q.ToolCallFinish(ctx, dbsqlc.ToolCallFinishParams{TenantID: r.TenantID, ID: c.ID, Status: status, Output: outPtr, Error: errPtr}); err != nil {
-				return fmt.Errorf("finish tool call: %w", err)
-			}
-			pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: r.TenantID, ID: conv.ID, N: 1})
-			if err != nil {
-				return err
-			}
-			parts, _ := json.Marshal([]llm.Block{result})
-			if _, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-				TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: r.ID, Valid: true},
-				RunSeq: r.ConversationSeq, Position: pos.MessageCount, Role: "TOOL", Content: result.Content, Parts: parts,
-				TokenEstimate: int32(len(result.Content) / 4),
-			}); err != nil {
-				return fmt.Errorf("store tool result: %w", err)
-			}
-			data := map[string]any{"toolCallId": c.ID, "name": c.Name, "output": truncate(result.Content, 2000)}
-			if runErr != nil {
-				data = map[string]any{"toolCallId": c.ID, "name": c.Name, "error": truncate(result.Content, 2000)}
-			}
-			_, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: evType, Data: data})
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func systemPrompt(conv dbsqlc.Conversation) string {
 	if strings.TrimSpace(conv.SystemPrompt) == "" {
 		return defaultSystemPrompt
@@ -359,7 +363,8 @@ func toLLM(hist []dbsqlc.Message) []llm.Message {
 		case "ASSISTANT":
 			role = llm.RoleAssistant
 		case "SYSTEM":
-			continue
+			// agentry's own notes (reflection summaries) reach the model as user-turn text.
+			blocks = []llm.Block{{Type: llm.BlockText, Text: m.Content}}
 		}
 		if len(out) > 0 && out[len(out)-1].Role == role {
 			out[len(out)-1].Blocks = append(out[len(out)-1].Blocks, blocks...)
@@ -368,6 +373,10 @@ func toLLM(hist []dbsqlc.Message) []llm.Message {
 		out = append(out, llm.Message{Role: role, Blocks: blocks})
 	}
 	return closeToolUses(out)
+}
+
+func toolUses(blocks []llm.Block) []llm.Block {
+	return llm.Response{Blocks: blocks}.ToolCalls()
 }
 
 func textOnly(blocks []llm.Block) []llm.Block {
@@ -438,4 +447,8 @@ func truncate(s string, n int) string {
 func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+func failed(c llm.Class, err error) run.Outcome {
+	return run.Outcome{Status: run.StatusFailed, FailureClass: string(c), Error: err.Error(), TerminationReason: "error"}
 }

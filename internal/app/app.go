@@ -58,6 +58,8 @@ type App struct {
 	Executor *agent.Executor
 	Registry *prometheus.Registry
 	Handler  http.Handler
+	// CloseSockets closes every open WebSocket subscription (graceful shutdown).
+	CloseSockets context.CancelFunc
 }
 
 // New connects to Postgres and Redis and builds the services. The caller starts River (when
@@ -110,10 +112,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Models = providers.New(pcfg)
 	a.Chat = chat.NewService(a.DB, a.Runs, models{a.Models, providers.DefaultModel(pcfg)}, log)
 	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: tool.NewRegistry()}, log)
+	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	host, _ := os.Hostname()
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
 		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
-		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()),
+		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs,
 	}); err != nil {
 		return nil, err
 	}
@@ -133,6 +136,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	if mode.API {
 		a.Hub = events.NewHub(a.Redis, cfg.RedisPrefix, log)
 		opts.Auth = a.Auth
+		var sockets context.Context
+		sockets, a.CloseSockets = context.WithCancel(context.Background())
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
 				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Hub: a.Hub, Log: log,
@@ -140,6 +145,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,
 			Limits:         graph.Limits{WSInitTimeout: cfg.WSInitTimeout},
+			Sockets:        sockets,
 		})
 		opts.Web = web.Handler()
 	}
@@ -151,6 +157,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 // Close releases the connections. River must have been stopped.
 func (a *App) Close() {
 	var errs []error
+	if a.CloseSockets != nil {
+		a.CloseSockets()
+	}
 	if a.Hub != nil {
 		errs = append(errs, a.Hub.Close())
 	}

@@ -64,6 +64,10 @@ func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID 
 		if !refill() {
 			return
 		}
+		if last == afterSeq && afterSeq > 0 && ended(ctx, src, afterSeq) {
+			// Resumed at the end of a finished run: the client already has the terminal event.
+			return
+		}
 		idle := time.NewTimer(idleRefill)
 		defer idle.Stop()
 		for {
@@ -110,6 +114,12 @@ func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID 
 		}
 	}()
 	return out, nil
+}
+
+// ended reports whether the stored event with seq is its run's terminal event.
+func ended(ctx context.Context, src Source, seq int) bool {
+	evs, err := src(ctx, seq-1, 1)
+	return err == nil && len(evs) == 1 && evs[0].Seq == seq && Terminal(evs[0].Type)
 }
 
 // SubscribeConversation streams the live events (token deltas included) of every run of a

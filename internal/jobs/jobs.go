@@ -35,16 +35,27 @@ type Options struct {
 	RetryBaseDelay time.Duration
 	// Owner names this worker process in run leases.
 	Owner string
-	Log   *slog.Logger
+	// Runs is the run service (the reaper of runs whose worker died).
+	Runs *run.Service
+	// Extra workers and periodic jobs of other domains.
+	Register func(*river.Workers) []*river.PeriodicJob
+	Log      *slog.Logger
 }
 
 // NewClient returns the River client over d's pool.
 func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
-	cfg := &river.Config{Logger: o.Log}
+	cfg := &river.Config{
+		Logger: o.Log,
+		// River's own rescue of stuck jobs must wait longer than the longest attempt may run
+		// (timeoutSeconds is at most an hour; a complex task run 60 minutes): runs whose worker
+		// died are taken over much sooner by the run reaper, through their lease.
+		RescueStuckJobsAfter: 2 * time.Hour,
+	}
 	if o.Work {
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &RefreshTokenPurgeWorker{db: d})
 		river.AddWorker(workers, &RunWorker{exec: o.Executor, owner: o.Owner, base: max(o.RetryBaseDelay, time.Millisecond)})
+		river.AddWorker(workers, &RunReapWorker{runs: o.Runs})
 		if o.Concurrency < 1 {
 			o.Concurrency = 50
 		}
@@ -59,6 +70,12 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 			river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 				return RefreshTokenPurgeArgs{}, nil
 			}, &river.PeriodicJobOpts{RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(ReapEvery), func() (river.JobArgs, *river.InsertOpts) {
+				return RunReapArgs{}, nil
+			}, &river.PeriodicJobOpts{RunOnStart: true}),
+		}
+		if o.Register != nil {
+			cfg.PeriodicJobs = append(cfg.PeriodicJobs, o.Register(workers)...)
 		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(d.Pool), cfg)
@@ -91,4 +108,34 @@ func (w *RefreshTokenPurgeWorker) Work(ctx context.Context, _ *river.Job[Refresh
 		_, err := tx.Q.RefreshTokenPurgeExpired(ctx)
 		return err
 	})
+}
+
+// ReapEvery is how often the reaper looks for runs whose worker died (lease expired).
+const ReapEvery = 5 * time.Second
+
+// RunReapArgs takes over runs whose lease expired.
+type RunReapArgs struct{}
+
+// Kind names the job.
+func (RunReapArgs) Kind() string { return "run_reap" }
+
+// InsertOpts puts the job on the maintenance queue; a reap already waiting makes another
+// pointless.
+func (RunReapArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: ReapEvery}}
+}
+
+// RunReapWorker works RunReapArgs.
+type RunReapWorker struct {
+	river.WorkerDefaults[RunReapArgs]
+	runs *run.Service
+}
+
+// Work re-enqueues every run whose lease expired.
+func (w *RunReapWorker) Work(ctx context.Context, _ *river.Job[RunReapArgs]) error {
+	if w.runs == nil {
+		return nil
+	}
+	_, err := w.runs.ReapExpired(ctx)
+	return err
 }

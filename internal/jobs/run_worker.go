@@ -47,6 +47,11 @@ func (w *RunWorker) Work(ctx context.Context, job *river.Job[run.Args]) error {
 		}
 		return err
 	}
+	var terminal *agent.Terminal
+	if errors.As(err, &terminal) {
+		// Recorded as FAILED already; River must not retry it.
+		return river.JobCancel(err)
+	}
 	return err
 }
 

@@ -240,7 +240,8 @@ func (s *Service) finishTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt
 	var news []events.New
 	switch o.Status {
 	case StatusCompleted:
-		news = []events.New{{Type: events.ExecutionCompleted, Data: data}, {Type: events.TaskCompleted, Data: data}}
+		// The terminal event comes last, as in the other outcomes: a run subscription ends at it.
+		news = []events.New{{Type: events.TaskCompleted, Data: data}, {Type: events.ExecutionCompleted, Data: data}}
 	case StatusCancelled:
 		news = []events.New{{Type: events.TaskFailed, Data: data}, {Type: events.ExecutionCancelled, Data: data}}
 	case StatusTimedOut:

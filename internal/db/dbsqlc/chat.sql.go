@@ -12,7 +12,7 @@ import (
 )
 
 const conversationGet = `-- name: ConversationGet :one
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at FROM conversations WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind FROM conversations WHERE tenant_id = $1 AND id = $2
 `
 
 type ConversationGetParams struct {
@@ -40,12 +40,13 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 		&i.RunCount,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Kind,
 	)
 	return i, err
 }
 
 const conversationGetForUpdate = `-- name: ConversationGetForUpdate :one
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type ConversationGetForUpdateParams struct {
@@ -73,6 +74,7 @@ func (q *Queries) ConversationGetForUpdate(ctx context.Context, arg Conversation
 		&i.RunCount,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Kind,
 	)
 	return i, err
 }
@@ -80,7 +82,7 @@ func (q *Queries) ConversationGetForUpdate(ctx context.Context, arg Conversation
 const conversationInsert = `-- name: ConversationInsert :one
 INSERT INTO conversations (tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind
 `
 
 type ConversationInsertParams struct {
@@ -125,13 +127,14 @@ func (q *Queries) ConversationInsert(ctx context.Context, arg ConversationInsert
 		&i.RunCount,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Kind,
 	)
 	return i, err
 }
 
 const conversationList = `-- name: ConversationList :many
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at FROM conversations
-WHERE tenant_id = $1 AND user_id = $2 AND ($3::uuid = '00000000-0000-0000-0000-000000000000' OR id < $3::uuid)
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind FROM conversations
+WHERE tenant_id = $1 AND user_id = $2 AND kind = 'CHAT' AND ($3::uuid = '00000000-0000-0000-0000-000000000000' OR id < $3::uuid)
 ORDER BY id DESC
 LIMIT $4
 `
@@ -175,6 +178,7 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 			&i.RunCount,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -320,7 +324,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (M
 
 const messageListContext = `-- name: MessageListContext :many
 SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
-WHERE tenant_id = $1 AND conversation_id = $2 AND run_seq <= $3::bigint
+WHERE tenant_id = $1 AND conversation_id = $2 AND run_seq <= $3::bigint AND NOT excluded
 ORDER BY run_seq, position
 `
 

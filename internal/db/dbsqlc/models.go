@@ -53,6 +53,7 @@ type Conversation struct {
 	RunCount          int64
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	Kind              string
 }
 
 type Membership struct {
@@ -131,6 +132,8 @@ type Run struct {
 	PauseRequested      bool
 	ConsecutiveFailures int32
 	Backtracks          int32
+	MustReflect         bool
+	TaskID              uuid.NullUUID
 }
 
 type RunEvent struct {
@@ -150,6 +153,25 @@ type SigningKey struct {
 	PrivateKeyEnc []byte
 	CreatedAt     time.Time
 	RetireAt      time.Time
+}
+
+type Task struct {
+	TenantID           uuid.UUID
+	ID                 uuid.UUID
+	ProjectID          uuid.UUID
+	Title              string
+	Description        *string
+	AcceptanceCriteria *string
+	Tags               []string
+	Source             string
+	Status             string
+	Priority           string
+	Type               string
+	Slug               string
+	Complexity         string
+	CreatedBy          uuid.UUID
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 type Tenant struct {

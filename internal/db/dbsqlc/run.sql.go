@@ -11,6 +11,68 @@ import (
 	"github.com/google/uuid"
 )
 
+const messageExclude = `-- name: MessageExclude :exec
+UPDATE messages SET excluded = true WHERE tenant_id = $1 AND id = ANY($2::uuid[])
+`
+
+type MessageExcludeParams struct {
+	TenantID uuid.UUID
+	Ids      []uuid.UUID
+}
+
+// Takes messages out of the model's context (a backtrack); they stay for the record.
+func (q *Queries) MessageExclude(ctx context.Context, arg MessageExcludeParams) error {
+	_, err := q.db.Exec(ctx, messageExclude, arg.TenantID, arg.Ids)
+	return err
+}
+
+const messageListNewerUser = `-- name: MessageListNewerUser :many
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
+WHERE tenant_id = $1 AND conversation_id = $2 AND role = 'USER' AND run_seq > $3::bigint
+ORDER BY position
+`
+
+type MessageListNewerUserParams struct {
+	TenantID       uuid.UUID
+	ConversationID uuid.UUID
+	RunSeq         int64
+}
+
+// User messages of the conversation sent after the run's own (queued behind it).
+func (q *Queries) MessageListNewerUser(ctx context.Context, arg MessageListNewerUserParams) ([]Message, error) {
+	rows, err := q.db.Query(ctx, messageListNewerUser, arg.TenantID, arg.ConversationID, arg.RunSeq)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Message{}
+	for rows.Next() {
+		var i Message
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.ConversationID,
+			&i.RunID,
+			&i.RunSeq,
+			&i.Position,
+			&i.Role,
+			&i.Content,
+			&i.Parts,
+			&i.TokenEstimate,
+			&i.LlmCallIndex,
+			&i.CreatedAt,
+			&i.Excluded,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runAcquire = `-- name: RunAcquire :one
 UPDATE runs SET
     status = 'RUNNING',
@@ -22,7 +84,7 @@ WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
   -- Only the run's current job may take it: a job the reaper replaced (its worker died) and
   -- River later rescued finds the run handed on and stops.
   AND (job_id IS NULL OR job_id = $5::bigint)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
 type RunAcquireParams struct {
@@ -76,6 +138,8 @@ func (q *Queries) RunAcquire(ctx context.Context, arg RunAcquireParams) (Run, er
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
@@ -116,7 +180,7 @@ func (q *Queries) RunAddUsage(ctx context.Context, arg RunAddUsageParams) error 
 }
 
 const runFence = `-- name: RunFence :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR UPDATE
 `
 
 type RunFenceParams struct {
@@ -162,6 +226,8 @@ func (q *Queries) RunFence(ctx context.Context, arg RunFenceParams) (Run, error)
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
@@ -176,7 +242,7 @@ UPDATE runs SET
     lease_owner = NULL,
     lease_expires_at = NULL
 WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
 type RunFinishParams struct {
@@ -234,12 +300,14 @@ func (q *Queries) RunFinish(ctx context.Context, arg RunFinishParams) (Run, erro
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND id = $2
 `
 
 type RunGetParams struct {
@@ -282,12 +350,14 @@ func (q *Queries) RunGet(ctx context.Context, arg RunGetParams) (Run, error) {
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
 
 const runGetByIdempotencyKey = `-- name: RunGetByIdempotencyKey :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs WHERE tenant_id = $1 AND conversation_id = $2 AND idempotency_key = $3
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND conversation_id = $2 AND idempotency_key = $3
 `
 
 type RunGetByIdempotencyKeyParams struct {
@@ -331,12 +401,14 @@ func (q *Queries) RunGetByIdempotencyKey(ctx context.Context, arg RunGetByIdempo
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
 
 const runGetForUpdate = `-- name: RunGetForUpdate :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type RunGetForUpdateParams struct {
@@ -379,6 +451,8 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, arg RunGetForUpdateParams
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
@@ -386,7 +460,7 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, arg RunGetForUpdateParams
 const runInsert = `-- name: RunInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, max_attempts)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
 type RunInsertParams struct {
@@ -448,12 +522,14 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (Run, erro
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
 
 const runList = `-- name: RunList :many
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid = '00000000-0000-0000-0000-000000000000' OR id < $2::uuid)
   AND (cardinality($3::text[]) = 0 OR status = ANY($3::text[]))
@@ -521,6 +597,8 @@ func (q *Queries) RunList(ctx context.Context, arg RunListParams) ([]Run, error)
 			&i.PauseRequested,
 			&i.ConsecutiveFailures,
 			&i.Backtracks,
+			&i.MustReflect,
+			&i.TaskID,
 		); err != nil {
 			return nil, err
 		}
@@ -533,7 +611,7 @@ func (q *Queries) RunList(ctx context.Context, arg RunListParams) ([]Run, error)
 }
 
 const runListByConversation = `-- name: RunListByConversation :many
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2
   AND ($3::uuid = '00000000-0000-0000-0000-000000000000' OR id < $3::uuid)
 ORDER BY id DESC
@@ -593,6 +671,8 @@ func (q *Queries) RunListByConversation(ctx context.Context, arg RunListByConver
 			&i.PauseRequested,
 			&i.ConsecutiveFailures,
 			&i.Backtracks,
+			&i.MustReflect,
+			&i.TaskID,
 		); err != nil {
 			return nil, err
 		}
@@ -638,7 +718,7 @@ func (q *Queries) RunListExpiredLeases(ctx context.Context, lim int32) ([]RunLis
 }
 
 const runNextQueued = `-- name: RunNextQueued :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
 ORDER BY conversation_seq
 LIMIT 1
@@ -686,6 +766,8 @@ func (q *Queries) RunNextQueued(ctx context.Context, arg RunNextQueuedParams) (R
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
@@ -717,7 +799,7 @@ func (q *Queries) RunRenewLease(ctx context.Context, arg RunRenewLeaseParams) (i
 }
 
 const runRequestCancel = `-- name: RunRequestCancel :one
-UPDATE runs SET cancel_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+UPDATE runs SET cancel_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
 type RunRequestCancelParams struct {
@@ -760,6 +842,8 @@ func (q *Queries) RunRequestCancel(ctx context.Context, arg RunRequestCancelPara
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
@@ -767,7 +851,7 @@ func (q *Queries) RunRequestCancel(ctx context.Context, arg RunRequestCancelPara
 const runRequeue = `-- name: RunRequeue :one
 UPDATE runs SET status = 'QUEUED', attempt = attempt + 1, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
 WHERE tenant_id = $1 AND id = $2 AND status = ANY($3::text[])
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
 type RunRequeueParams struct {
@@ -813,8 +897,38 @@ func (q *Queries) RunRequeue(ctx context.Context, arg RunRequeueParams) (Run, er
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
+}
+
+const runSetBreaker = `-- name: RunSetBreaker :exec
+UPDATE runs SET consecutive_failures = $4::integer, backtracks = $5::integer,
+    must_reflect = $6::boolean
+WHERE tenant_id = $1 AND id = $2 AND attempt = $3
+`
+
+type RunSetBreakerParams struct {
+	TenantID            uuid.UUID
+	ID                  uuid.UUID
+	Attempt             int32
+	ConsecutiveFailures int32
+	Backtracks          int32
+	MustReflect         bool
+}
+
+// Stores the executor's breaker state (fenced).
+func (q *Queries) RunSetBreaker(ctx context.Context, arg RunSetBreakerParams) error {
+	_, err := q.db.Exec(ctx, runSetBreaker,
+		arg.TenantID,
+		arg.ID,
+		arg.Attempt,
+		arg.ConsecutiveFailures,
+		arg.Backtracks,
+		arg.MustReflect,
+	)
+	return err
 }
 
 const runSetError = `-- name: RunSetError :exec
@@ -858,7 +972,7 @@ func (q *Queries) RunSetJob(ctx context.Context, arg RunSetJobParams) error {
 }
 
 const runSetPauseRequested = `-- name: RunSetPauseRequested :one
-UPDATE runs SET pause_requested = $3::boolean WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+UPDATE runs SET pause_requested = $3::boolean WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
 type RunSetPauseRequestedParams struct {
@@ -902,12 +1016,14 @@ func (q *Queries) RunSetPauseRequested(ctx context.Context, arg RunSetPauseReque
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
 
 const runSetStopRequested = `-- name: RunSetStopRequested :one
-UPDATE runs SET stop_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+UPDATE runs SET stop_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
 type RunSetStopRequestedParams struct {
@@ -950,6 +1066,8 @@ func (q *Queries) RunSetStopRequested(ctx context.Context, arg RunSetStopRequest
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
@@ -957,7 +1075,7 @@ func (q *Queries) RunSetStopRequested(ctx context.Context, arg RunSetStopRequest
 const runSuspend = `-- name: RunSuspend :one
 UPDATE runs SET status = $4::text, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
 WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
 type RunSuspendParams struct {
@@ -1009,12 +1127,14 @@ func (q *Queries) RunSuspend(ctx context.Context, arg RunSuspendParams) (Run, er
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }
 
 const runSuspendQueued = `-- name: RunSuspendQueued :one
-UPDATE runs SET status = 'PAUSED', job_id = NULL WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED' RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks
+UPDATE runs SET status = 'PAUSED', job_id = NULL WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED' RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
 type RunSuspendQueuedParams struct {
@@ -1057,6 +1177,8 @@ func (q *Queries) RunSuspendQueued(ctx context.Context, arg RunSuspendQueuedPara
 		&i.PauseRequested,
 		&i.ConsecutiveFailures,
 		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
 	)
 	return i, err
 }

@@ -21,7 +21,7 @@ SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
 -- name: ConversationList :many
 -- A user's conversations, newest first, after a cursor (uuid.Nil: from the start).
 SELECT * FROM conversations
-WHERE tenant_id = $1 AND user_id = $2 AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR id < sqlc.arg(after)::uuid)
+WHERE tenant_id = $1 AND user_id = $2 AND kind = 'CHAT' AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR id < sqlc.arg(after)::uuid)
 ORDER BY id DESC
 LIMIT sqlc.arg(lim);
 
@@ -56,5 +56,5 @@ LIMIT sqlc.arg(lim);
 -- What the model sees for the run numbered run_seq: every earlier run's messages and its own,
 -- in run order, then position.
 SELECT * FROM messages
-WHERE tenant_id = $1 AND conversation_id = $2 AND run_seq <= sqlc.arg(run_seq)::bigint
+WHERE tenant_id = $1 AND conversation_id = $2 AND run_seq <= sqlc.arg(run_seq)::bigint AND NOT excluded
 ORDER BY run_seq, position;

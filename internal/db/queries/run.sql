@@ -158,3 +158,19 @@ UPDATE runs SET pause_requested = sqlc.arg(pause_requested)::boolean WHERE tenan
 
 -- name: RunSuspendQueued :one
 UPDATE runs SET status = 'PAUSED', job_id = NULL WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED' RETURNING *;
+
+-- name: RunSetBreaker :exec
+-- Stores the executor's breaker state (fenced).
+UPDATE runs SET consecutive_failures = sqlc.arg(consecutive_failures)::integer, backtracks = sqlc.arg(backtracks)::integer,
+    must_reflect = sqlc.arg(must_reflect)::boolean
+WHERE tenant_id = $1 AND id = $2 AND attempt = $3;
+
+-- name: MessageExclude :exec
+-- Takes messages out of the model's context (a backtrack); they stay for the record.
+UPDATE messages SET excluded = true WHERE tenant_id = $1 AND id = ANY(sqlc.arg(ids)::uuid[]);
+
+-- name: MessageListNewerUser :many
+-- User messages of the conversation sent after the run's own (queued behind it).
+SELECT * FROM messages
+WHERE tenant_id = $1 AND conversation_id = $2 AND role = 'USER' AND run_seq > sqlc.arg(run_seq)::bigint
+ORDER BY position;

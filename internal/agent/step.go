@@ -1,0 +1,569 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/llm"
+	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/settings"
+)
+
+// ApprovalState is where a person's decision on an approval stands ("" when none was asked).
+type ApprovalState string
+
+// Approval states.
+const (
+	ApprovalNone     ApprovalState = ""
+	ApprovalPending  ApprovalState = "PENDING"
+	ApprovalApproved ApprovalState = "APPROVED"
+	ApprovalRejected ApprovalState = "REJECTED"
+	ApprovalExpired  ApprovalState = "EXPIRED"
+)
+
+// Approvals is human-in-the-loop as the executor needs it (internal/approval implements it).
+type Approvals interface {
+	// Needs decides whether a call needs a person.
+	Needs(s settings.Settings, known, readOnly bool, risk int) bool
+	// Request asks a person inside the fenced tx and parks the run AWAITING_APPROVAL.
+	Request(ctx context.Context, tx *db.Tx, l run.Lease, kind string, call *dbsqlc.ToolCall, question string, data map[string]any) error
+	// ToolCall returns the decision on a call: APPROVED only when the approval is bound to exactly
+	// this call (tool name and arguments hash) and was decided before it expired.
+	ToolCall(ctx context.Context, tx *db.Tx, call dbsqlc.ToolCall) (ApprovalState, error)
+	// Latest returns the newest decision of a kind for the run, its note and its data.
+	Latest(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, kind string) (ApprovalState, string, map[string]any, error)
+}
+
+// state is what the loop reloads from Postgres before each step.
+type state struct {
+	run   dbsqlc.Run
+	hist  []dbsqlc.Message
+	calls []dbsqlc.ToolCall
+	newer []dbsqlc.Message
+}
+
+var errTimeout = errors.New("attempt timed out (settings.timeoutSeconds)")
+
+// stopped reports whether ctx ended (cancel, timeout) and the outcome that means.
+func (t *turn) stopped(ctx context.Context) (run.Outcome, bool) {
+	if ctx.Err() == nil {
+		return run.Outcome{}, false
+	}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errTimeout):
+		return run.Outcome{Status: run.StatusTimedOut, FailureClass: string(llm.Transient), Error: cause.Error(), TerminationReason: "timeout"}, true
+	case errors.Is(cause, ErrCancelled):
+		return run.Outcome{Status: run.StatusCancelled, Error: "cancelled by the user", TerminationReason: "user_cancel"}, true
+	default:
+		return run.Outcome{}, false // shutdown or lease lost: another attempt goes on
+	}
+}
+
+// fromError maps an attempt's failure to an outcome or a retry.
+func (t *turn) fromError(ctx context.Context, err error) result {
+	if o, ok := t.stopped(ctx); ok {
+		return done(o)
+	}
+	if errors.Is(err, run.ErrFenced) {
+		return result{retry: &Retry{Class: llm.Terminal, Err: err, Fenced: true}}
+	}
+	if ctx.Err() != nil {
+		return result{outcome: failed(llm.Transient, err), retry: &Retry{Class: llm.Transient, Err: err}}
+	}
+	le := llm.Classify(err)
+	if le.Class == llm.Terminal {
+		return done(failed(llm.Terminal, err))
+	}
+	return result{outcome: failed(le.Class, err), retry: &Retry{Class: le.Class, Err: err, Delay: le.RetryAfter}}
+}
+
+// load reads the run, the conversation's context for it, its tool calls and newer user
+// messages.
+func (t *turn) load(ctx context.Context) (state, error) {
+	r := t.lease.Run
+	var st state
+	err := t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		if st.run, err = tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
+			return err
+		}
+		if st.run.Attempt != t.lease.Attempt || st.run.Status != run.StatusRunning {
+			return run.ErrFenced
+		}
+		if st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, ConversationID: t.conv.ID, RunSeq: r.ConversationSeq}); err != nil {
+			return err
+		}
+		if st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID}); err != nil {
+			return err
+		}
+		st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, ConversationID: t.conv.ID, RunSeq: r.ConversationSeq})
+		return err
+	})
+	if err == nil && len(t.earlier) == 0 {
+		for _, c := range st.calls {
+			if c.Status == "FAILED" && c.Error != nil {
+				t.earlier = append(t.earlier, Failure{Name: c.Name, Args: c.Arguments, Error: *c.Error})
+			}
+		}
+	}
+	return st, err
+}
+
+// stepResult is what a VALIDATE step did.
+type stepResult struct {
+	failures  []Failure
+	failedIDs []uuid.UUID // tool call ids that failed
+	ok        int
+}
+
+// validate executes pending tool calls in order: consecutive read-only calls run in parallel,
+// others one at a time; a call that needs a person parks the run (stop != nil).
+func (t *turn) validate(ctx context.Context, pending []dbsqlc.ToolCall) (stepResult, *result) {
+	var res stepResult
+	for i := 0; i < len(pending); {
+		c := pending[i]
+		known, readOnly := t.e.tools.Info(c.Name)
+		risk := t.e.tools.Risk(c.Name, c.Arguments)
+		needs := t.e.approvals != nil && t.e.approvals.Needs(t.set, known, readOnly, risk)
+		if needs {
+			var decision ApprovalState
+			err := t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, tx *db.Tx) error {
+				var err error
+				decision, err = t.e.approvals.ToolCall(ctx, tx, c)
+				return err
+			})
+			if err != nil {
+				r := t.fromError(ctx, err)
+				return res, &r
+			}
+			switch decision {
+			case ApprovalApproved:
+				// fall through to execution below
+			case ApprovalRejected, ApprovalExpired:
+				why := "rejected by the user"
+				if decision == ApprovalExpired {
+					why = "not run: the approval request expired"
+				}
+				if err := t.finishCall(ctx, c, "", errors.New(why), "REJECTED"); err != nil {
+					r := t.fromError(ctx, err)
+					return res, &r
+				}
+				i++
+				continue
+			default:
+				r := t.requestApproval(ctx, c, risk)
+				return res, &r
+			}
+		}
+		// Gather a batch: this call, plus following read-only calls that need no person.
+		batch := []dbsqlc.ToolCall{c}
+		if readOnly && !needs {
+			for j := i + 1; j < len(pending); j++ {
+				k, ro := t.e.tools.Info(pending[j].Name)
+				if !ro || (t.e.approvals != nil && t.e.approvals.Needs(t.set, k, ro, t.e.tools.Risk(pending[j].Name, pending[j].Arguments))) {
+					break
+				}
+				batch = append(batch, pending[j])
+			}
+		}
+		if err := t.runBatch(ctx, batch, readOnly && !needs, &res); err != nil {
+			r := t.fromError(ctx, err)
+			return res, &r
+		}
+		i += len(batch)
+	}
+	return res, nil
+}
+
+// runBatch executes calls: read-only ones concurrently, each in its own read transaction, their
+// results then committed together; a mutating call alone, its effects committing with its
+// result.
+func (t *turn) runBatch(ctx context.Context, batch []dbsqlc.ToolCall, parallel bool, res *stepResult) error {
+	if err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		for _, c := range batch {
+			if _, err := tx.Q.ToolCallStart(ctx, dbsqlc.ToolCallStartParams{TenantID: c.TenantID, ID: c.ID}); err != nil {
+				return fmt.Errorf("start tool call: %w", err)
+			}
+			if _, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: events.ToolStarted, Data: map[string]any{
+				"toolCallId": c.ID, "name": c.Name, "arguments": json.RawMessage(c.Arguments),
+			}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	note := func(c dbsqlc.ToolCall, runErr error) {
+		if runErr != nil {
+			f := Failure{Name: c.Name, Args: c.Arguments, Error: runErr.Error()}
+			res.failures = append(res.failures, f)
+			res.failedIDs = append(res.failedIDs, c.ID)
+		} else {
+			res.ok++
+		}
+	}
+	if parallel && len(batch) > 1 {
+		outs := make([]string, len(batch))
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i, c := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, tx *db.Tx) error {
+					var err error
+					outs[i], err = t.e.tools.Run(ctx, tx, t.callOf(c))
+					return err
+				})
+			}()
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+			for i, c := range batch {
+				if err := t.recordCall(ctx, tx, c, outs[i], errs[i], ""); err != nil {
+					return err
+				}
+				note(c, errs[i])
+			}
+			return nil
+		})
+	}
+	for _, c := range batch {
+		var runErr error
+		err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+			var output string
+			// The tool runs in a savepoint: its failure undoes its partial effects only.
+			runErr = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, stx *db.Tx) error {
+				var err error
+				output, err = t.e.tools.Run(ctx, stx, t.callOf(c))
+				return err
+			})
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return t.recordCall(ctx, tx, c, output, runErr, "")
+		})
+		if err != nil {
+			return err
+		}
+		note(c, runErr)
+	}
+	return nil
+}
+
+func (t *turn) callOf(c dbsqlc.ToolCall) ToolCall {
+	r := t.lease.Run
+	return ToolCall{TenantID: r.TenantID, ProjectID: t.conv.ProjectID, UserID: r.UserID, RunID: r.ID, Name: c.Name, Args: c.Arguments}
+}
+
+// finishCall records a call that did not run (rejected, expired) in its own fenced tx.
+func (t *turn) finishCall(ctx context.Context, c dbsqlc.ToolCall, output string, runErr error, status string) error {
+	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		return t.recordCall(ctx, tx, c, output, runErr, status)
+	})
+}
+
+// recordCall stores a call's result, the tool-result message and its event.
+func (t *turn) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, output string, runErr error, status string) error {
+	r := t.lease.Run
+	evType := events.ToolCompleted
+	if status == "" {
+		status = "COMPLETED"
+	}
+	result := llm.Block{Type: llm.BlockToolResult, ToolUseID: c.CallID, Content: output}
+	var outPtr, errPtr *string
+	if runErr != nil {
+		if status == "COMPLETED" {
+			status = "FAILED"
+		}
+		evType = events.ToolFailed
+		msg := runErr.Error()
+		result.Content, result.IsError = msg, true
+		errPtr = &msg
+	} else {
+		outPtr = &output
+	}
+	if _, err := tx.Q.ToolCallFinish(ctx, dbsqlc.ToolCallFinishParams{TenantID: r.TenantID, ID: c.ID, Status: status, Output: outPtr, Error: errPtr}); err != nil {
+		return fmt.Errorf("finish tool call: %w", err)
+	}
+	if _, err := t.insertMessage(ctx, tx, "TOOL", []llm.Block{result}, nil); err != nil {
+		return fmt.Errorf("store tool result: %w", err)
+	}
+	data := map[string]any{"toolCallId": c.ID, "name": c.Name, "status": status, "output": truncate(result.Content, 2000)}
+	if runErr != nil {
+		data = map[string]any{"toolCallId": c.ID, "name": c.Name, "status": status, "error": truncate(result.Content, 2000)}
+	}
+	_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: evType, Data: data})
+	return err
+}
+
+// insertMessage stores a message of the run at the conversation's next position.
+func (t *turn) insertMessage(ctx context.Context, tx *db.Tx, role string, blocks []llm.Block, callIndex *int32) (dbsqlc.Message, error) {
+	r := t.lease.Run
+	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: r.TenantID, ID: t.conv.ID, N: 1})
+	if err != nil {
+		return dbsqlc.Message{}, err
+	}
+	parts, err := json.Marshal(blocks)
+	if err != nil {
+		return dbsqlc.Message{}, err
+	}
+	text := llm.Message{Blocks: blocks}.Text()
+	if role == "TOOL" && len(blocks) == 1 {
+		text = blocks[0].Content
+	}
+	return tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+		TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), ConversationID: t.conv.ID, RunID: uuid.NullUUID{UUID: r.ID, Valid: true},
+		RunSeq: r.ConversationSeq, Position: pos.MessageCount, Role: role, Content: text, Parts: parts,
+		TokenEstimate: int32(len(text) / 4), LlmCallIndex: callIndex,
+	})
+}
+
+// reflect applies the ErrorClassifier to a step's failures and the breaker's first level.
+func (t *turn) reflect(ctx context.Context, p llm.Provider, m llm.Model, st state, res stepResult) (result, bool) {
+	consecutive := int(st.run.ConsecutiveFailures)
+	if res.ok > 0 {
+		consecutive = 0
+	}
+	consecutive += len(res.failures)
+	decision := ErrorClassifier{}.Classify(res.failures, t.earlier, consecutive)
+	t.earlier = append(t.earlier, res.failures...)
+	backtracks := int(st.run.Backtracks)
+	mustReflect := st.run.MustReflect
+	switch decision {
+	case Escalate:
+		q := "The agent needs your help: " + truncate(res.failures[0].Error, 500) + ". Approve to let it go on (add guidance in the note), or reject to stop the run."
+		r := t.suspendFor(ctx, "escalation", nil, q, map[string]any{"failures": res.failures})
+		return r, true
+	case FailGracefully:
+		if err := t.saveBreaker(ctx, consecutive, backtracks, false); err != nil {
+			return t.fromError(ctx, err), true
+		}
+		st.run.ConsecutiveFailures = int32(consecutive)
+		return t.summarise(ctx, p, m, st, ReasonFailures, run.StatusFailed), true
+	case Backtrack:
+		backtracks++
+		consecutive = 0 // a new approach starts
+		if err := t.backtrack(ctx, st, res, backtracks); err != nil {
+			return t.fromError(ctx, err), true
+		}
+		if backtracks >= MaxBacktracks {
+			return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: ReasonCircuitOpen,
+				Error: fmt.Sprintf("circuit open: %d backtracks", backtracks)}), true
+		}
+		return result{}, false
+	}
+	if consecutive >= ReflectAfterFailures && consecutive < MaxConsecutiveFailures && !mustReflect && consecutive-len(res.failures) < ReflectAfterFailures {
+		mustReflect = true
+	}
+	if err := t.saveBreaker(ctx, consecutive, backtracks, mustReflect); err != nil {
+		return t.fromError(ctx, err), true
+	}
+	return result{}, false
+}
+
+// backtrack takes the failed calls' assistant messages and their results out of the context and
+// puts a reflection summary in their place.
+func (t *turn) backtrack(ctx context.Context, st state, res stepResult, backtracks int) error {
+	failed := map[uuid.UUID]bool{}
+	for _, id := range res.failedIDs {
+		failed[id] = true
+	}
+	// The assistant messages that made the failed calls, and every result of their calls.
+	msgIDs := map[uuid.UUID]bool{}
+	callIDs := map[string]bool{}
+	for _, c := range st.calls {
+		if failed[c.ID] {
+			msgIDs[c.MessageID] = true
+		}
+	}
+	for _, c := range st.calls {
+		if msgIDs[c.MessageID] {
+			callIDs[c.CallID] = true
+		}
+	}
+	var exclude []uuid.UUID
+	for id := range msgIDs {
+		exclude = append(exclude, id)
+	}
+	hist, _, err := t.historyAfter(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range hist {
+		if m.Role != "TOOL" {
+			continue
+		}
+		var blocks []llm.Block
+		_ = json.Unmarshal(m.Parts, &blocks)
+		for _, b := range blocks {
+			if callIDs[b.ToolUseID] {
+				exclude = append(exclude, m.ID)
+				break
+			}
+		}
+	}
+	summary := reflectionSummary(res.failures)
+	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		if err := tx.Q.MessageExclude(ctx, dbsqlc.MessageExcludeParams{TenantID: t.lease.Run.TenantID, Ids: exclude}); err != nil {
+			return err
+		}
+		if _, err := t.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: summary}}, nil); err != nil {
+			return err
+		}
+		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: t.lease.Run.TenantID, ID: t.lease.Run.ID, Attempt: t.lease.Attempt,
+			ConsecutiveFailures: 0, Backtracks: int32(backtracks), MustReflect: false}); err != nil {
+			return err
+		}
+		_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: events.ExecutionBacktracked, Data: map[string]any{
+			"backtracks": backtracks, "summary": summary, "excludedMessages": len(exclude),
+		}})
+		return err
+	})
+}
+
+func (t *turn) historyAfter(ctx context.Context) ([]dbsqlc.Message, []dbsqlc.ToolCall, error) {
+	st, err := t.load(ctx)
+	return st.hist, st.calls, err
+}
+
+// saveBreaker stores the breaker state (and events) in a fenced tx.
+func (t *turn) saveBreaker(ctx context.Context, consecutive, backtracks int, mustReflect bool, news ...events.New) error {
+	r := t.lease.Run
+	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: t.lease.Attempt,
+			ConsecutiveFailures: int32(consecutive), Backtracks: int32(backtracks), MustReflect: mustReflect}); err != nil {
+			return err
+		}
+		_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), news...)
+		return err
+	})
+}
+
+// summarise ends the run with a summary of what was done and why it stopped, asked of the
+// model without tools; if that fails, a summary is assembled from the run's tool calls.
+func (t *turn) summarise(ctx context.Context, p llm.Provider, m llm.Model, st state, reason, status string) result {
+	why := map[string]string{
+		ReasonUserStop: "the user asked to stop", ReasonFailures: fmt.Sprintf("%d tool calls in a row failed", MaxConsecutiveFailures),
+	}[reason]
+	req := llm.Request{Model: m.ID, System: t.systemPrompt(st.run) + "\n\nThe run is stopping because " + why +
+		". Summarise briefly what has been done, what is left, and why you stopped. Do not call tools.", Messages: toLLM(st.hist), MaxTokens: 1024}
+	calls := t.llmCalls(st.hist)
+	resp, err := t.call(ctx, p, req, calls)
+	if err == nil {
+		resp.Blocks = textOnly(resp.Blocks)
+		err = t.persistReply(ctx, p, m, resp, calls, false)
+	}
+	if err != nil {
+		if o, ok := t.stopped(ctx); ok {
+			return done(o)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "Stopped: %s.", why)
+		for _, c := range st.calls {
+			fmt.Fprintf(&b, "\n- %s: %s", c.Name, c.Status)
+		}
+		_ = t.e.runs.InFence(context.WithoutCancel(ctx), t.lease, func(ctx context.Context, tx *db.Tx) error {
+			_, err := t.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: b.String()}}, nil)
+			return err
+		})
+	}
+	o := run.Outcome{Status: status, TerminationReason: reason}
+	if status == run.StatusFailed {
+		o.FailureClass, o.Error = string(llm.Terminal), "stopped: "+why
+		if reason == ReasonFailures {
+			o.Data = map[string]any{"decision": string(FailGracefully)}
+		}
+	}
+	return done(o)
+}
+
+// suspend parks the run with events (pause).
+func (t *turn) suspend(ctx context.Context, status string, news ...events.New) result {
+	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		_, err := t.e.runs.Suspend(ctx, tx, t.lease, status, news...)
+		return err
+	})
+	if err != nil {
+		return t.fromError(ctx, err)
+	}
+	return result{suspended: true}
+}
+
+// suspendFor asks a person (an approval of kind) and parks the run AWAITING_APPROVAL.
+func (t *turn) suspendFor(ctx context.Context, kind string, call *dbsqlc.ToolCall, question string, data map[string]any) result {
+	if t.e.approvals == nil {
+		return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), Error: "approval needed but approvals are not configured: " + question, TerminationReason: ReasonEscalated})
+	}
+	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		return t.e.approvals.Request(ctx, tx, t.lease, kind, call, question, data)
+	})
+	if err != nil {
+		return t.fromError(ctx, err)
+	}
+	return result{suspended: true}
+}
+
+func (t *turn) requestApproval(ctx context.Context, c dbsqlc.ToolCall, risk int) result {
+	q := fmt.Sprintf("Allow %s with %s (risk %d)?", c.Name, truncate(string(c.Arguments), 500), risk)
+	return t.suspendFor(ctx, "tool_call", &c, q, map[string]any{"risk": risk})
+}
+
+// askToContinue pauses a long run for the user's confirmation (an approval of kind continue).
+func (t *turn) askToContinue(ctx context.Context, calls int) result {
+	q := fmt.Sprintf("The run has taken %d turns. Continue?", calls)
+	return t.suspendFor(ctx, "continue", nil, q, map[string]any{"turns": calls})
+}
+
+// confirmedAt is the turn count the user last agreed to go on at (0 when never asked). A
+// rejected confirmation ends the run as a user stop, handled by the caller through Latest.
+func (t *turn) confirmedAt(ctx context.Context) int {
+	if t.e.approvals == nil || t.limits.ConfirmAfter == 0 {
+		return 0
+	}
+	var state ApprovalState
+	var data map[string]any
+	_ = t.e.db.InTx(ctx, t.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		state, _, data, err = t.e.approvals.Latest(ctx, tx, t.lease.Run.TenantID, t.lease.Run.ID, "continue")
+		return err
+	})
+	turns, _ := data["turns"].(float64)
+	switch state {
+	case ApprovalApproved:
+		return int(turns)
+	case ApprovalRejected, ApprovalExpired:
+		return -int(turns) // declined: the caller stops
+	}
+	return 0
+}
+
+// styleInstruction turns the user's personality and verbosity into instructions.
+func styleInstruction(s settings.Settings) string {
+	p := map[string]string{
+		"PRECISE":  "Be precise and factual; prefer exact answers over speculation.",
+		"BALANCED": "Be helpful and balanced in tone.",
+		"CREATIVE": "Be creative; offer ideas and alternatives.",
+		"MINIMAL":  "Be minimal; say only what is needed.",
+	}[s.Personality]
+	v := map[string]string{
+		"MINIMAL": "Answer in as few words as possible.",
+		"NORMAL":  "Answer at a normal length.",
+		"VERBOSE": "Explain your reasoning and answers in detail.",
+		"DEBUG":   "Explain every step you take and why, including tool use, in detail.",
+	}[s.Verbosity]
+	return strings.TrimSpace(p + " " + v)
+}

@@ -1,0 +1,586 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/db/dbtest"
+	"github.com/agentry/agentry/internal/events"
+)
+
+// These tests run the event system against the real test Postgres (a fresh database each) and
+// Redis (a unique channel prefix each, so parallel tests never see each other's events).
+
+var prefixSeq atomic.Int64
+
+func redisURL() string {
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// fixture is one tenant with one run, a publisher and a hub on a prefix of its own.
+type fixture struct {
+	db     *db.DB
+	rdb    *redis.Client
+	prefix string
+	log    *slog.Logger
+	pub    *events.Publisher
+	// quiet stores events like pub but publishes them where nobody listens: the events exist
+	// in Postgres only, as if their publish had been lost.
+	quiet *events.Publisher
+	hub   *events.Hub
+	scope events.Scope
+	// sourceCalls counts reads of the run's stored events through src.
+	sourceCalls atomic.Int64
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	d, _ := dbtest.Open(t)
+	opts, err := redis.ParseURL(redisURL())
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	require.NoError(t, rdb.Ping(context.Background()).Err())
+
+	f := &fixture{db: d, rdb: rdb, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	f.prefix = fmt.Sprintf("evtest%d-%d:", time.Now().UnixNano(), prefixSeq.Add(1))
+	f.pub = events.NewPublisher(rdb, f.prefix, f.log)
+	f.quiet = events.NewPublisher(rdb, f.prefix+"nobody-listens:", f.log)
+	f.hub = events.NewHub(rdb, f.prefix, f.log)
+	t.Cleanup(func() { _ = f.hub.Close() })
+	f.scope = f.newRun(t, uuid.New())
+	return f
+}
+
+// newRun creates a tenant (when new), a user and a run, and returns the run's scope.
+func (f *fixture) newRun(t *testing.T, tenantID uuid.UUID) events.Scope {
+	t.Helper()
+	scope := events.Scope{TenantID: tenantID, RunID: uuid.New()}
+	err := f.db.InTx(context.Background(), tenantID, func(ctx context.Context, tx *db.Tx) error {
+		if _, err := tx.Q.TenantGetByID(ctx, tenantID); db.IsNoRows(err) {
+			if _, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenantID, Name: "t-" + tenantID.String()[:8]}); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		u, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: uuid.New(), Email: uuid.NewString() + "@example.com"})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{
+			TenantID: tenantID, ID: scope.RunID, UserID: u.ID, Kind: "TASK", Status: "RUNNING", MaxAttempts: 1,
+		})
+		return err
+	})
+	require.NoError(t, err)
+	return scope
+}
+
+// append stores events of the fixture's run in one transaction with p (f.pub publishes after
+// commit, f.quiet stores only).
+func (f *fixture) append(t *testing.T, p *events.Publisher, types ...string) []events.Event {
+	t.Helper()
+	news := make([]events.New, len(types))
+	for i, typ := range types {
+		news[i] = events.New{Type: typ, Data: map[string]any{"i": i}}
+	}
+	var out []events.Event
+	err := f.db.InTx(context.Background(), f.scope.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		out, err = p.Append(ctx, tx, f.scope, news...)
+		return err
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// src reads the fixture's run's stored events, counting the calls.
+func (f *fixture) src(ctx context.Context, afterSeq, limit int) ([]events.Event, error) {
+	f.sourceCalls.Add(1)
+	var out []events.Event
+	err := f.db.InTx(ctx, f.scope.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		out, err = events.List(ctx, tx, f.scope.TenantID, f.scope.RunID, afterSeq, limit)
+		return err
+	})
+	return out, err
+}
+
+// stored returns the run's stored events.
+func (f *fixture) stored(t *testing.T) []events.Event {
+	t.Helper()
+	evs, err := f.src(context.Background(), 0, 10000)
+	require.NoError(t, err)
+	return evs
+}
+
+// next reads one event from ch within timeout; ok is false when ch closed.
+func next(t *testing.T, ch <-chan events.Event, timeout time.Duration) (events.Event, bool) {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		return ev, ok
+	case <-time.After(timeout):
+		t.Fatalf("no event within %s", timeout)
+		return events.Event{}, false
+	}
+}
+
+// nothing checks that ch yields nothing for d.
+func nothing(t *testing.T, ch <-chan events.Event, d time.Duration) {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		t.Fatalf("unexpected event %+v (open %v)", ev, ok)
+	case <-time.After(d):
+	}
+}
+
+func seqsOf(evs []events.Event) []int {
+	out := make([]int, len(evs))
+	for i, e := range evs {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+func oneTo(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
+
+// TestAppendGaplessUnderConcurrency: 10 appenders × 20 transactions each get seqs 1..200, each
+// exactly once, stored and published in order.
+func TestAppendGaplessUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+	require.NoError(t, err)
+
+	const workers, each = 10, 20
+	var mu sync.Mutex
+	var got []int
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				err := f.db.InTx(ctx, f.scope.TenantID, func(ctx context.Context, tx *db.Tx) error {
+					evs, err := f.pub.Append(ctx, tx, f.scope, events.New{Type: events.ToolStarted, Data: map[string]any{"w": w, "i": i}})
+					if err != nil {
+						return err
+					}
+					mu.Lock()
+					got = append(got, evs[0].Seq)
+					mu.Unlock()
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	slices.Sort(got)
+	require.Equal(t, oneTo(workers*each), got, "seqs handed out")
+	require.Equal(t, oneTo(workers*each), seqsOf(f.stored(t)), "seqs stored")
+
+	// A subscriber that attached before the first append sees 1..200 in order.
+	var seen []int
+	for len(seen) < workers*each {
+		ev, ok := next(t, live, 10*time.Second)
+		require.True(t, ok, "subscription closed after %v", seen)
+		seen = append(seen, ev.Seq)
+	}
+	require.Equal(t, oneTo(workers*each), seen, "seqs delivered")
+}
+
+// TestAppendPublishesOnlyAfterCommit: nothing goes out before commit, nor after a rollback.
+func TestAppendPublishesOnlyAfterCommit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sub, err := f.hub.Subscribe(ctx, f.scope.TenantID, nil)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	rollback := errors.New("roll back")
+	err = f.db.InTx(ctx, f.scope.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		evs, err := f.pub.Append(ctx, tx, f.scope, events.New{Type: events.ToolStarted}, events.New{Type: events.ToolCompleted})
+		require.NoError(t, err)
+		require.Equal(t, []int{1, 2}, seqsOf(evs))
+		nothing(t, sub.C, 200*time.Millisecond) // not before commit
+		return rollback
+	})
+	require.ErrorIs(t, err, rollback)
+	nothing(t, sub.C, 300*time.Millisecond) // nor after the rollback
+	require.Empty(t, f.stored(t))
+
+	// The same events committed are published, with the seqs the rollback gave back.
+	err = f.db.InTx(ctx, f.scope.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		_, err := f.pub.Append(ctx, tx, f.scope, events.New{Type: events.ToolStarted}, events.New{Type: events.ToolCompleted})
+		if err != nil {
+			return err
+		}
+		nothing(t, sub.C, 200*time.Millisecond) // still not before commit
+		return nil
+	})
+	require.NoError(t, err)
+	for _, want := range []struct {
+		seq int
+		typ string
+	}{{1, events.ToolStarted}, {2, events.ToolCompleted}} {
+		ev, ok := next(t, sub.C, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, want.seq, ev.Seq)
+		require.Equal(t, want.typ, ev.Type)
+		require.Equal(t, f.scope.RunID, ev.RunID)
+	}
+
+	// A savepoint that rolls back publishes nothing either, while its parent commits.
+	err = f.db.InTx(ctx, f.scope.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		inner := f.db.InTx(ctx, f.scope.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			if _, err := f.pub.Append(ctx, tx, f.scope, events.New{Type: events.ToolFailed}); err != nil {
+				return err
+			}
+			return rollback
+		})
+		require.ErrorIs(t, inner, rollback)
+		return nil
+	})
+	require.NoError(t, err)
+	nothing(t, sub.C, 300*time.Millisecond)
+	require.Equal(t, []int{1, 2}, seqsOf(f.stored(t)))
+}
+
+// TestSubscribeRunRefillsGapsAndDropsDuplicates: live events 1, 2 come from Redis; 5 arriving
+// after 2 makes the subscriber read 3 and 4 from Postgres; repeats are dropped; ephemeral events
+// pass through; the terminal event ends the stream.
+func TestSubscribeRunRefillsGapsAndDropsDuplicates(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	replayed := make(chan struct{})
+	var once sync.Once
+	src := func(ctx context.Context, afterSeq, limit int) ([]events.Event, error) {
+		defer once.Do(func() { close(replayed) })
+		return f.src(ctx, afterSeq, limit)
+	}
+	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, src)
+	require.NoError(t, err)
+	select {
+	case <-replayed: // the initial replay (of nothing) is over: what follows is live
+	case <-time.After(5 * time.Second):
+		t.Fatal("no initial replay")
+	}
+	require.EqualValues(t, 1, f.sourceCalls.Load())
+
+	// Seqs 1..5 in Postgres only; the test publishes some of them itself.
+	stored := f.append(t, f.quiet, events.ExecutionStarted, events.MessageCompleted, events.ToolStarted, events.ToolCompleted, events.UsageRecorded)
+	require.Equal(t, oneTo(5), seqsOf(stored))
+
+	f.pub.Publish(ctx, f.scope.TenantID, stored[0])
+	f.pub.Publish(ctx, f.scope.TenantID, stored[1])
+	for _, want := range []int{1, 2} {
+		ev, ok := next(t, live, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, want, ev.Seq)
+	}
+	require.EqualValues(t, 1, f.sourceCalls.Load(), "1 and 2 should have come live, not from Postgres")
+
+	// An ephemeral event of the run goes straight through; one of another run does not.
+	other := f.newRun(t, f.scope.TenantID)
+	delta := func(runID uuid.UUID, text string) events.Event {
+		return events.Event{RunID: runID, TenantID: f.scope.TenantID, Type: events.MessageDelta, Data: []byte(fmt.Sprintf(`{"text":%q}`, text)), Timestamp: time.Now()}
+	}
+	f.pub.Publish(ctx, f.scope.TenantID, delta(other.RunID, "not mine"), delta(f.scope.RunID, "mine"))
+	ev, ok := next(t, live, 5*time.Second)
+	require.True(t, ok)
+	require.Equal(t, events.MessageDelta, ev.Type)
+	require.Equal(t, 0, ev.Seq)
+	require.JSONEq(t, `{"text":"mine"}`, string(ev.Data))
+
+	// Seq 5 after 2: 3 and 4 are refilled from Postgres, in order, then 5.
+	f.pub.Publish(ctx, f.scope.TenantID, stored[4])
+	for _, want := range []int{3, 4, 5} {
+		ev, ok := next(t, live, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, want, ev.Seq, "after a gap")
+		require.Equal(t, stored[want-1].Type, ev.Type)
+	}
+	require.Greater(t, f.sourceCalls.Load(), int64(1), "the gap was not refilled from Postgres")
+
+	// Duplicates (live repeats of delivered seqs) are dropped.
+	f.pub.Publish(ctx, f.scope.TenantID, stored[1], stored[3], stored[4])
+	f.pub.Publish(ctx, f.scope.TenantID, stored...)
+	nothing(t, live, 300*time.Millisecond)
+
+	// The terminal event is delivered once and ends the stream.
+	term := f.append(t, f.pub, events.ExecutionCompleted)
+	require.Equal(t, 6, term[0].Seq)
+	f.pub.Publish(ctx, f.scope.TenantID, term[0]) // a duplicate of the terminal event too
+	ev, ok = next(t, live, 5*time.Second)
+	require.True(t, ok)
+	require.Equal(t, 6, ev.Seq)
+	require.Equal(t, events.ExecutionCompleted, ev.Type)
+	_, ok = next(t, live, 5*time.Second)
+	require.False(t, ok, "the stream did not end after the terminal event")
+}
+
+// TestSubscribeRunReplayThenLive: a subscriber with afterSeq gets exactly the stored events
+// after it, then live ones; afterSeq at a finished run's end completes at once.
+func TestSubscribeRunReplayThenLive(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f.append(t, f.pub, events.TaskQueued, events.ExecutionStarted, events.MessageCompleted, events.UsageRecorded)
+
+	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 2, f.src)
+	require.NoError(t, err)
+	for _, want := range []int{3, 4} {
+		ev, ok := next(t, live, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, want, ev.Seq)
+	}
+	nothing(t, live, 200*time.Millisecond)
+	f.append(t, f.pub, events.TaskCompleted, events.ExecutionCompleted)
+	for _, want := range []int{5, 6} {
+		ev, ok := next(t, live, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, want, ev.Seq)
+	}
+	_, ok := next(t, live, 5*time.Second)
+	require.False(t, ok, "the stream did not end after the terminal event")
+
+	// The run is over: resuming after any seq gives the rest and ends; resuming at the end
+	// ends with nothing (it must not wait for events that will never come).
+	for after := 0; after <= 6; after++ {
+		live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, after, f.src)
+		require.NoError(t, err)
+		var got []int
+		for {
+			ev, ok := next(t, live, 5*time.Second)
+			if !ok {
+				break
+			}
+			got = append(got, ev.Seq)
+		}
+		want := []int{}
+		for s := after + 1; s <= 6; s++ {
+			want = append(want, s)
+		}
+		require.Equal(t, want, append([]int{}, got...), "afterSeq %d", after)
+	}
+}
+
+// TestHubOverflowSignalsResync: a subscriber that does not read loses events from its buffer
+// but is told to refill (durable) or counted (ephemeral).
+func TestHubOverflowSignalsResync(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sub, err := f.hub.Subscribe(ctx, f.scope.TenantID, nil)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	// Ephemeral overflow: counted, no resync.
+	deltas := make([]events.Event, 400)
+	for i := range deltas {
+		deltas[i] = events.Event{RunID: f.scope.RunID, TenantID: f.scope.TenantID, Type: events.MessageDelta, Data: []byte(`{}`)}
+	}
+	f.pub.Publish(ctx, f.scope.TenantID, deltas...)
+	require.Eventually(t, func() bool { return f.hub.Dropped() > 0 }, 5*time.Second, 10*time.Millisecond)
+	select {
+	case <-sub.Resync:
+		t.Fatal("lost token deltas asked for a refill")
+	default:
+	}
+	for len(sub.C) > 0 {
+		<-sub.C
+	}
+
+	// Durable overflow: a resync.
+	durable := make([]events.Event, 400)
+	for i := range durable {
+		durable[i] = events.Event{Seq: i + 1, RunID: f.scope.RunID, TenantID: f.scope.TenantID, Type: events.ToolStarted, Data: []byte(`{}`)}
+	}
+	f.pub.Publish(ctx, f.scope.TenantID, durable...)
+	select {
+	case <-sub.Resync:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a subscriber that lost durable events was not told to refill")
+	}
+}
+
+// TestSubscribeRunSlowReaderLosesNothing: a reader that falls far behind still gets every
+// durable event, in order, through the resync refill (well before the idle refill would).
+func TestSubscribeRunSlowReaderLosesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+	require.NoError(t, err)
+
+	// 1,000 events (100 transactions of 10), far more than the hub's and the stream's buffers;
+	// the last is not terminal, so no later event would reveal a gap.
+	types := make([]string, 10)
+	for i := range types {
+		types[i] = events.ToolCompleted
+	}
+	for range 100 {
+		f.append(t, f.pub, types...)
+	}
+	time.Sleep(300 * time.Millisecond) // let the publishes land in the full buffers
+	callsBefore := f.sourceCalls.Load()
+
+	start := time.Now()
+	var got []int
+	for len(got) < 1000 {
+		ev, ok := next(t, live, 10*time.Second)
+		require.True(t, ok)
+		got = append(got, ev.Seq)
+	}
+	took := time.Since(start)
+	require.Equal(t, oneTo(1000), got)
+	require.Greater(t, f.sourceCalls.Load(), callsBefore, "events were lost but never refilled")
+	// The idle refill comes after 3 s without events; the resync must have come first.
+	require.Less(t, took, 2500*time.Millisecond, "the overflow was only recovered by the idle refill")
+	nothing(t, live, 200*time.Millisecond)
+}
+
+// TestHubCloseEndsCleanly: Close returns promptly, later subscriptions fail, and streams end
+// with their context.
+func TestHubCloseEndsCleanly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hub := events.NewHub(f.rdb, f.prefix, f.log)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	live, err := hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+	require.NoError(t, err)
+	conv, err := hub.SubscribeConversation(ctx, f.scope.TenantID, uuid.New())
+	require.NoError(t, err)
+
+	closed := make(chan error, 1)
+	go func() { closed <- hub.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Hub.Close did not return")
+	}
+	_, err = hub.Subscribe(context.Background(), uuid.New(), nil)
+	require.Error(t, err, "subscribing on a closed hub")
+
+	cancel()
+	for _, ch := range []<-chan events.Event{live, conv} {
+		for {
+			_, ok := next(t, ch, 5*time.Second)
+			if !ok {
+				break
+			}
+		}
+	}
+}
+
+// TestSubscribeChurnLeaksNoGoroutine: 100 subscribe/unsubscribe cycles (run streams ended by
+// their context or their terminal event, conversation streams, raw subscribers) leave no
+// goroutine behind. Not parallel: goleak sees the whole process.
+func TestSubscribeChurnLeaksNoGoroutine(t *testing.T) {
+	f := newFixture(t)
+	f.append(t, f.pub, events.ExecutionStarted, events.MessageCompleted)
+	finished := f.newRun(t, f.scope.TenantID)
+	finishedSrc := func(ctx context.Context, afterSeq, limit int) ([]events.Event, error) {
+		var out []events.Event
+		err := f.db.InTx(ctx, finished.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			var err error
+			out, err = events.List(ctx, tx, finished.TenantID, finished.RunID, afterSeq, limit)
+			return err
+		})
+		return out, err
+	}
+	err := f.db.InTx(context.Background(), finished.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		_, err := f.pub.Append(ctx, tx, finished, events.New{Type: events.ExecutionStarted}, events.New{Type: events.ExecutionCompleted})
+		return err
+	})
+	require.NoError(t, err)
+
+	cycle := func(i int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		switch i % 4 {
+		case 0: // a live run stream, cancelled after its replay
+			live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+			require.NoError(t, err)
+			for range 2 {
+				_, ok := next(t, live, 5*time.Second)
+				require.True(t, ok)
+			}
+			cancel()
+			for range live {
+			}
+		case 1: // a finished run's stream ends by itself
+			live, err := f.hub.SubscribeRun(ctx, finished.TenantID, finished.RunID, uuid.Nil, 0, finishedSrc)
+			require.NoError(t, err)
+			for range live {
+			}
+		case 2: // a conversation stream
+			conv, err := f.hub.SubscribeConversation(ctx, f.scope.TenantID, uuid.New())
+			require.NoError(t, err)
+			cancel()
+			for range conv {
+			}
+		case 3: // a raw subscriber of a tenant of its own (its channel subscribed and dropped)
+			sub, err := f.hub.Subscribe(ctx, uuid.New(), nil)
+			require.NoError(t, err)
+			sub.Close()
+		}
+	}
+	// Warm up: connection pools and the hub's Redis connection start their long-lived
+	// goroutines before the baseline is taken.
+	for i := range 8 {
+		cycle(i)
+	}
+	time.Sleep(100 * time.Millisecond)
+	opts := []goleak.Option{goleak.IgnoreCurrent()}
+	for i := range 100 {
+		cycle(i)
+	}
+	goleak.VerifyNone(t, opts...)
+}
