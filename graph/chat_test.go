@@ -26,8 +26,17 @@ type chatEnv struct {
 
 func newChatEnv(t *testing.T, provider string) *chatEnv {
 	t.Helper()
+	return newChatEnvWith(t, provider, nil)
+}
+
+// newChatEnvWith is newChatEnv with extra configuration.
+func newChatEnvWith(t *testing.T, provider string, extra map[string]string) *chatEnv {
+	t.Helper()
 	var srv *llmtest.Server
 	env := map[string]string{}
+	for k, v := range extra {
+		env[k] = v
+	}
 	model := ""
 	switch provider {
 	case "anthropic":

@@ -3,6 +3,8 @@ package graph
 import (
 	"context"
 
+	"github.com/google/uuid"
+
 	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/auth"
@@ -92,4 +94,17 @@ func forward(ctx context.Context, in <-chan events.Event) <-chan *model.RunEvent
 		}
 	}()
 	return out
+}
+
+// runControl decodes a run id and applies a run service control operation.
+func (r *Resolver) runControl(ctx context.Context, id string, op func(context.Context, uuid.UUID) (dbsqlc.Run, error)) (*model.Run, error) {
+	rid, err := model.DecodeID("Run", id)
+	if err != nil {
+		return nil, err
+	}
+	row, err := op(ctx, rid)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Run{Row: row}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
 )
 
@@ -21,6 +22,7 @@ type Resolver struct {
 	Settings   *settings.Service
 	Chat       *chat.Service
 	RunService *run.Service
+	Tasks      *task.Service // in queryResolver the Tasks method shadows it: use r.Resolver.Tasks
 	Hub        *events.Hub
 	Log        *slog.Logger
 }

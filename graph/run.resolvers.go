@@ -27,6 +27,21 @@ func (r *mutationResolver) CancelRun(ctx context.Context, id string) (*model.Run
 	return &model.Run{Row: row}, nil
 }
 
+// PauseRun is the resolver for the pauseRun field.
+func (r *mutationResolver) PauseRun(ctx context.Context, id string) (*model.Run, error) {
+	return r.runControl(ctx, id, r.RunService.RequestPause)
+}
+
+// ResumeRun is the resolver for the resumeRun field.
+func (r *mutationResolver) ResumeRun(ctx context.Context, id string) (*model.Run, error) {
+	return r.runControl(ctx, id, r.RunService.ResumePaused)
+}
+
+// StopRun is the resolver for the stopRun field.
+func (r *mutationResolver) StopRun(ctx context.Context, id string) (*model.Run, error) {
+	return r.runControl(ctx, id, r.RunService.RequestStop)
+}
+
 // Run is the resolver for the run field.
 func (r *queryResolver) Run(ctx context.Context, id string) (*model.Run, error) {
 	rid, err := model.DecodeID("Run", id)

@@ -38,6 +38,12 @@ func (r *queryResolver) Node(ctx context.Context, id string) (model.Node, error)
 			return nil, err
 		}
 		return &model.APIKey{Row: k}, nil
+	case "Task":
+		t, err := r.Resolver.Tasks.Get(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		return &model.Task{Row: t}, nil
 	}
 	return nil, apperr.NotFoundf("node")
 }

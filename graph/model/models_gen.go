@@ -92,6 +92,21 @@ type CreateConversationInput struct {
 	ProjectID *string `json:"projectId,omitempty"`
 }
 
+type CreateTaskInput struct {
+	// the tenant's default project when omitted
+	ProjectID          *string  `json:"projectId,omitempty"`
+	Title              string   `json:"title"`
+	Description        *string  `json:"description,omitempty"`
+	AcceptanceCriteria *string  `json:"acceptanceCriteria,omitempty"`
+	Tags               []string `json:"tags,omitempty"`
+	// default MEDIUM
+	Priority *TaskPriority `json:"priority,omitempty"`
+	// default TASK
+	Type *TaskType `json:"type,omitempty"`
+	// default STANDARD
+	Complexity *Complexity `json:"complexity,omitempty"`
+}
+
 type LogInInput struct {
 	Email    string  `json:"email"`
 	Password string  `json:"password"`
@@ -160,6 +175,31 @@ type SignUpInput struct {
 type Subscription struct {
 }
 
+type TaskConnection struct {
+	Edges    []*TaskEdge `json:"edges"`
+	PageInfo *PageInfo   `json:"pageInfo"`
+}
+
+type TaskEdge struct {
+	Cursor string `json:"cursor"`
+	Node   *Task  `json:"node"`
+}
+
+// Every field is optional: what is omitted stays as it is.
+type UpdateTaskInput struct {
+	Title *string `json:"title,omitempty"`
+	// an empty string clears it
+	Description *string `json:"description,omitempty"`
+	// an empty string clears it
+	AcceptanceCriteria *string `json:"acceptanceCriteria,omitempty"`
+	// replaces the tags ([] clears them)
+	Tags       []string      `json:"tags,omitempty"`
+	Status     *TaskStatus   `json:"status,omitempty"`
+	Priority   *TaskPriority `json:"priority,omitempty"`
+	Type       *TaskType     `json:"type,omitempty"`
+	Complexity *Complexity   `json:"complexity,omitempty"`
+}
+
 type Viewer struct {
 	User   *User   `json:"user"`
 	Tenant *Tenant `json:"tenant"`
@@ -220,6 +260,64 @@ func (e *BusyPolicy) UnmarshalJSON(b []byte) error {
 }
 
 func (e BusyPolicy) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// How much work a task is; it scales a task run's limits (SIMPLE 0.5x, STANDARD 1x, COMPLEX 2x).
+type Complexity string
+
+const (
+	ComplexitySimple   Complexity = "SIMPLE"
+	ComplexityStandard Complexity = "STANDARD"
+	ComplexityComplex  Complexity = "COMPLEX"
+)
+
+var AllComplexity = []Complexity{
+	ComplexitySimple,
+	ComplexityStandard,
+	ComplexityComplex,
+}
+
+func (e Complexity) IsValid() bool {
+	switch e {
+	case ComplexitySimple, ComplexityStandard, ComplexityComplex:
+		return true
+	}
+	return false
+}
+
+func (e Complexity) String() string {
+	return string(e)
+}
+
+func (e *Complexity) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Complexity(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Complexity", str)
+	}
+	return nil
+}
+
+func (e Complexity) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Complexity) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Complexity) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
@@ -700,6 +798,181 @@ func (e *RunStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e RunStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type TaskPriority string
+
+const (
+	TaskPriorityLow      TaskPriority = "LOW"
+	TaskPriorityMedium   TaskPriority = "MEDIUM"
+	TaskPriorityHigh     TaskPriority = "HIGH"
+	TaskPriorityCritical TaskPriority = "CRITICAL"
+)
+
+var AllTaskPriority = []TaskPriority{
+	TaskPriorityLow,
+	TaskPriorityMedium,
+	TaskPriorityHigh,
+	TaskPriorityCritical,
+}
+
+func (e TaskPriority) IsValid() bool {
+	switch e {
+	case TaskPriorityLow, TaskPriorityMedium, TaskPriorityHigh, TaskPriorityCritical:
+		return true
+	}
+	return false
+}
+
+func (e TaskPriority) String() string {
+	return string(e)
+}
+
+func (e *TaskPriority) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TaskPriority(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TaskPriority", str)
+	}
+	return nil
+}
+
+func (e TaskPriority) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TaskPriority) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TaskPriority) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type TaskStatus string
+
+const (
+	TaskStatusOpen       TaskStatus = "OPEN"
+	TaskStatusReady      TaskStatus = "READY"
+	TaskStatusInProgress TaskStatus = "IN_PROGRESS"
+	TaskStatusDone       TaskStatus = "DONE"
+)
+
+var AllTaskStatus = []TaskStatus{
+	TaskStatusOpen,
+	TaskStatusReady,
+	TaskStatusInProgress,
+	TaskStatusDone,
+}
+
+func (e TaskStatus) IsValid() bool {
+	switch e {
+	case TaskStatusOpen, TaskStatusReady, TaskStatusInProgress, TaskStatusDone:
+		return true
+	}
+	return false
+}
+
+func (e TaskStatus) String() string {
+	return string(e)
+}
+
+func (e *TaskStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TaskStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TaskStatus", str)
+	}
+	return nil
+}
+
+func (e TaskStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TaskStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TaskStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type TaskType string
+
+const (
+	TaskTypeBug     TaskType = "BUG"
+	TaskTypeFeature TaskType = "FEATURE"
+	TaskTypeTask    TaskType = "TASK"
+)
+
+var AllTaskType = []TaskType{
+	TaskTypeBug,
+	TaskTypeFeature,
+	TaskTypeTask,
+}
+
+func (e TaskType) IsValid() bool {
+	switch e {
+	case TaskTypeBug, TaskTypeFeature, TaskTypeTask:
+		return true
+	}
+	return false
+}
+
+func (e TaskType) String() string {
+	return string(e)
+}
+
+func (e *TaskType) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TaskType(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TaskType", str)
+	}
+	return nil
+}
+
+func (e TaskType) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TaskType) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TaskType) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

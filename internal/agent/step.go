@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -382,6 +383,14 @@ func (t *turn) backtrack(ctx context.Context, st state, res stepResult, backtrac
 	for _, id := range res.failedIDs {
 		failed[id] = true
 	}
+	// The approach includes earlier attempts at the very same call.
+	for _, c := range st.calls {
+		for _, f := range res.failures {
+			if c.Status == "FAILED" && c.Name == f.Name && bytes.Equal(compact(c.Arguments), compact(f.Args)) {
+				failed[c.ID] = true
+			}
+		}
+	}
 	// The assistant messages that made the failed calls, and every result of their calls.
 	msgIDs := map[uuid.UUID]bool{}
 	callIDs := map[string]bool{}
@@ -461,7 +470,7 @@ func (t *turn) summarise(ctx context.Context, p llm.Provider, m llm.Model, st st
 	}[reason]
 	req := llm.Request{Model: m.ID, System: t.systemPrompt(st.run) + "\n\nThe run is stopping because " + why +
 		". Summarise briefly what has been done, what is left, and why you stopped. Do not call tools.", Messages: toLLM(st.hist), MaxTokens: 1024}
-	calls := t.llmCalls(st.hist)
+	calls := max(int(st.run.LlmCalls), t.llmCalls(st.hist))
 	resp, err := t.call(ctx, p, req, calls)
 	if err == nil {
 		resp.Blocks = textOnly(resp.Blocks)

@@ -110,7 +110,7 @@ func (t *turn) work(ctx context.Context) result {
 			}
 			continue
 		}
-		calls := t.llmCalls(st.hist)
+		calls := max(int(st.run.LlmCalls), t.llmCalls(st.hist)) // backtracked turns count too
 		confirmed := t.confirmedAt(ctx)
 		if confirmed < 0 {
 			return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonUserStop, Data: map[string]any{"declined": "continue"}})

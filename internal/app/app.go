@@ -30,6 +30,7 @@ import (
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
 	"github.com/agentry/agentry/web"
@@ -52,10 +53,12 @@ type App struct {
 	Tenancy  *tenancy.Service
 	Settings *settings.Service
 	Chat     *chat.Service
+	Tasks    *task.Service
 	Runs     *run.Service
 	Hub      *events.Hub
 	Models   *llm.Registry
 	Executor *agent.Executor
+	Tools    *tool.Registry
 	Registry *prometheus.Registry
 	Handler  http.Handler
 	// CloseSockets closes every open WebSocket subscription (graceful shutdown).
@@ -110,8 +113,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		DemoWordDelay: 20 * time.Millisecond,
 	}
 	a.Models = providers.New(pcfg)
-	a.Chat = chat.NewService(a.DB, a.Runs, models{a.Models, providers.DefaultModel(pcfg)}, log)
-	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: tool.NewRegistry()}, log)
+	defModels := models{a.Models, providers.DefaultModel(pcfg)}
+	a.Chat = chat.NewService(a.DB, a.Runs, defModels, log)
+	a.Tasks = task.NewService(a.DB, a.Runs, defModels, log)
+	a.Tools = tool.NewRegistry()
+	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: a.Tools}, log)
+	taskHooks := task.Hooks{}
+	a.Executor.Register(run.KindTask, taskHooks)
+	a.Runs.OnFinish(run.KindTask, taskHooks.Finished)
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	host, _ := os.Hostname()
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
@@ -140,7 +149,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		sockets, a.CloseSockets = context.WithCancel(context.Background())
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
-				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Hub: a.Hub, Log: log,
+				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Hub: a.Hub, Log: log,
 			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,

@@ -36,6 +36,24 @@ type ApiKey struct {
 	RevokedAt  *time.Time
 }
 
+type Approval struct {
+	TenantID   uuid.UUID
+	ID         uuid.UUID
+	RunID      uuid.UUID
+	ToolCallID uuid.NullUUID
+	Kind       string
+	Status     string
+	ToolName   *string
+	ArgsHash   []byte
+	Question   *string
+	Data       []byte
+	Note       *string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	DecidedAt  *time.Time
+	DecidedBy  uuid.NullUUID
+}
+
 type Conversation struct {
 	TenantID          uuid.UUID
 	ID                uuid.UUID
