@@ -362,7 +362,9 @@ func TestUnauthorisedFailsAtOnce(t *testing.T) {
 	s, _ := c.send(t, c.conversation(t, nil), "hi", nil)
 	r := c.waitRun(t, s.RunID, 15*time.Second)
 	require.Equal(t, "FAILED", r.Status)
-	var out struct{ Run struct{ FailureClass *string } }
+	var out struct {
+		Run struct{ FailureClass *string }
+	}
 	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { failureClass } }`, map[string]any{"id": s.RunID}).Decode(t, &out)
 	require.Equal(t, "TERMINAL", *out.Run.FailureClass)
 	time.Sleep(300 * time.Millisecond)
