@@ -1,0 +1,209 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/app/apptest"
+	"github.com/agentry/agentry/internal/llm/llmtest"
+)
+
+// worker is an `agentry worker` child process.
+type worker struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startWorker(t *testing.T, env *apptest.Env, extra map[string]string) *worker {
+	t.Helper()
+	cmd := exec.Command(apptest.Binary(t), "worker")
+	cmd.Env = env.ProcessEnv(extra)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	w := &worker{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if testing.Verbose() && strings.Contains(sc.Text(), "level=ERROR") {
+				t.Log(sc.Text())
+			}
+		}
+		_ = cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-w.done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-w.done
+		}
+	})
+	return w
+}
+
+func (w *worker) kill() {
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	<-w.done
+}
+
+var jobNumber = regexp.MustCompile(`crash-job-(\d+)`)
+
+// TestCrashRecovery: workers run as separate processes; one is SIGKILLed mid-run 5 times over
+// 200 task runs. Every run completes, none is stuck RUNNING, no assistant message, tool effect
+// or usage record is duplicated, and every interrupted run resumes within 30 s of its kill.
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns worker processes")
+	}
+	t.Parallel()
+	srv := llmtest.NewOpenAIServer(t)
+	llmEnv := map[string]string{"OPENAI_API_KEY": "test", "OPENAI_BASE_URL": srv.BaseURL(), "AGENTRY_DEFAULT_MODEL": "openai:gpt-4o-mini"}
+	env := apptest.Start(t, apptest.Options{NoWork: true, Env: llmEnv})
+	// Each run: two turns that each write a file of their own, then a final answer. Streams are
+	// slow enough that kills land mid-run.
+	srv.SetResponder(func(req llmtest.Request) llmtest.Reply {
+		raw := string(req.Raw)
+		m := jobNumber.FindStringSubmatch(raw)
+		job := "x"
+		if m != nil {
+			job = m[1]
+		}
+		turn := strings.Count(raw, `"role":"tool"`)
+		if turn < 2 {
+			args := fmt.Sprintf(`{"path":"crash/%s/step-%d.txt","content":"step %d of job %s"}`, job, turn, turn, job)
+			return llmtest.Stream(llmtest.Delay(400*time.Millisecond), llmtest.ToolCall(fmt.Sprintf("call_%s_%d", job, turn), "write_file", args))
+		}
+		return llmtest.Stream(llmtest.Delay(400*time.Millisecond), llmtest.Text("job "+job+" done"))
+	})
+	wenv := map[string]string{"AGENTRY_WORKER_CONCURRENCY": "10", "AGENTRY_RETRY_BASE_DELAY": "100ms"}
+	for k, v := range llmEnv {
+		wenv[k] = v
+	}
+	s := env.SignUp(t, "", "")
+	// Tool calls run without approval in this test.
+	env.Do(t, s.AccessToken, `mutation { updateAgentSettings(input: {autoExecute: true, approvalThreshold: 100}) { autoExecute } }`, nil).Decode(t, &struct{}{})
+
+	workers := []*worker{startWorker(t, env, wenv), startWorker(t, env, wenv), startWorker(t, env, wenv)}
+
+	const runs = 200
+	var mu sync.Mutex
+	ids := make([]string, 0, runs)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := 0; i < runs; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var task struct{ CreateTask struct{ ID string } }
+			env.Do(t, s.AccessToken, `mutation($t: String!) { createTask(input: {title: $t, description: "write two files"}) { id } }`,
+				map[string]any{"t": fmt.Sprintf("crash-job-%d", i)}).Decode(t, &task)
+			var r struct{ RunTask struct{ ID string } }
+			env.Do(t, s.AccessToken, `mutation($id: ID!) { runTask(id: $id) { id } }`, map[string]any{"id": task.CreateTask.ID}).Decode(t, &r)
+			mu.Lock()
+			ids = append(ids, r.RunTask.ID)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+
+	// Kill a random worker 5 times, while runs are in flight, starting a replacement each time.
+	var kills []time.Time
+	for k := 0; k < 5; k++ {
+		time.Sleep(time.Duration(700+rand.IntN(600)) * time.Millisecond)
+		i := rand.IntN(len(workers))
+		workers[i].kill()
+		kills = append(kills, time.Now())
+		workers[i] = startWorker(t, env, wenv)
+	}
+
+	conn, err := pgx.Connect(context.Background(), env.OwnerURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	q := func(sql string, args ...any) int {
+		tx, err := conn.Begin(context.Background())
+		require.NoError(t, err)
+		defer tx.Rollback(context.Background())
+		_, err = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
+		require.NoError(t, err)
+		var n int
+		require.NoError(t, tx.QueryRow(context.Background(), sql, args...).Scan(&n))
+		return n
+	}
+	deadline := time.Now().Add(4 * time.Minute)
+	for q(`SELECT count(*) FROM runs WHERE kind = 'TASK' AND status NOT IN ('COMPLETED','FAILED','CANCELLED','TIMED_OUT')`) > 0 {
+		require.True(t, time.Now().Before(deadline), "runs still not finished: %d", q(`SELECT count(*) FROM runs WHERE kind = 'TASK' AND status NOT IN ('COMPLETED','FAILED','CANCELLED','TIMED_OUT')`))
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.Equal(t, runs, q(`SELECT count(*) FROM runs WHERE kind = 'TASK' AND status = 'COMPLETED'`), "every run completes")
+	require.Zero(t, q(`SELECT count(*) FROM runs WHERE status = 'RUNNING'`), "no run stuck RUNNING")
+	require.Equal(t, runs, q(`SELECT count(*) FROM tasks WHERE status = 'DONE'`))
+	// Each run made exactly 3 model calls, stored once each.
+	require.Equal(t, 3*runs, q(`SELECT count(*) FROM messages WHERE role = 'ASSISTANT'`), "no duplicate assistant message")
+	require.Zero(t, q(`SELECT count(*) FROM (SELECT run_id, llm_call_index FROM messages WHERE role = 'ASSISTANT' GROUP BY 1, 2 HAVING count(*) > 1) d`))
+	// Each file was written exactly once: a repeated tool effect would bump its version.
+	require.Equal(t, 2*runs, q(`SELECT count(*) FROM workspace_files WHERE path LIKE 'crash/%'`))
+	require.Zero(t, q(`SELECT count(*) FROM workspace_files WHERE path LIKE 'crash/%' AND version <> 1`), "a tool effect was repeated")
+	require.Equal(t, 2*runs, q(`SELECT count(*) FROM tool_calls WHERE status = 'COMPLETED'`))
+	// Usage: one record per call, and the runs' totals equal the records' (nothing counted twice).
+	require.Equal(t, 3*runs, q(`SELECT count(*) FROM usage_records`))
+	require.Zero(t, q(`SELECT count(*) FROM runs r WHERE r.kind = 'TASK' AND r.output_tokens <> (SELECT coalesce(sum(output_tokens), 0) FROM usage_records u WHERE u.run_id = r.id)`))
+
+	// Every interrupted run (started more than once) resumed within 30 s of the kill before it.
+	rows, err := func() (pgx.Rows, error) {
+		tx, err := conn.Begin(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		_, _ = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
+		return tx.Query(context.Background(), `
+			SELECT run_id, created_at FROM run_events WHERE type = 'execution.started'
+			AND run_id IN (SELECT run_id FROM run_events WHERE type = 'execution.started' GROUP BY run_id HAVING count(*) > 1)
+			ORDER BY run_id, seq`)
+	}()
+	require.NoError(t, err)
+	starts := map[string][]time.Time{}
+	for rows.Next() {
+		var id [16]byte
+		var at time.Time
+		require.NoError(t, rows.Scan(&id, &at))
+		key := fmt.Sprintf("%x", id)
+		starts[key] = append(starts[key], at)
+	}
+	require.NoError(t, rows.Err())
+	rows.Close()
+	interrupted := 0
+	for _, st := range starts {
+		for _, restart := range st[1:] {
+			var kill time.Time
+			for _, k := range kills {
+				if k.Before(restart) && k.After(kill) {
+					kill = k
+				}
+			}
+			if kill.IsZero() {
+				continue // a retry, not a resume after a kill
+			}
+			interrupted++
+			require.LessOrEqual(t, restart.Sub(kill), 30*time.Second, "a run resumed %s after the kill", restart.Sub(kill))
+		}
+	}
+	t.Logf("%d runs, %d kills, %d resumptions after a kill", runs, len(kills), interrupted)
+	require.Positive(t, interrupted, "the kills interrupted no run: the test proves nothing")
+}
