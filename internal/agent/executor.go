@@ -70,6 +70,13 @@ func (e *Executor) SetApprovals(a Approvals) { e.approvals = a }
 // SetClock replaces the clock of the duration limit (tests).
 func (e *Executor) SetClock(now func() time.Time) { e.now = now }
 
+func (e *Executor) clock() time.Time {
+	if e.now != nil {
+		return e.now()
+	}
+	return time.Now()
+}
+
 // Register adds the hooks of a run kind. Call it while wiring, before runs start.
 func (e *Executor) Register(kind string, h KindHooks) {
 	if e.hooks == nil {

@@ -78,7 +78,17 @@ func (t *turn) work(ctx context.Context) result {
 	if r, stop := t.afterEscalation(ctx); stop {
 		return r
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, time.Duration(t.set.TimeoutSeconds)*time.Second, errTimeout)
+	// settings.timeoutSeconds bounds a chat-turn attempt; other kinds run under their own
+	// wall-clock limit (measured from the run's first start), enforced by the terminator too.
+	budget := time.Duration(t.set.TimeoutSeconds) * time.Second
+	if r.Kind != run.KindChatTurn && t.limits.MaxDuration > 0 {
+		budget = t.limits.MaxDuration
+		if r.StartedAt != nil {
+			budget -= t.e.clock().Sub(*r.StartedAt)
+		}
+		budget = max(budget, time.Second)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, budget, errTimeout)
 	defer cancel()
 	term := AdaptiveTerminator{Limits: t.limits, MaxTokens: t.set.MaxTokensPerTask, Now: t.e.now}
 
