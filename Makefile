@@ -5,7 +5,7 @@ GOTESTFLAGS ?=
 export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentry?sslmode=disable
 export REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: help run test test-race generate verify lint bench web build migrate services services-down
+.PHONY: help run test test-race generate verify lint bench bench-micro web build migrate services services-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -46,7 +46,10 @@ lint: ## gofmt, go vet, and golangci-lint when installed
 	$(GO) vet ./...
 	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; ran gofmt and go vet only"; fi
 
-bench: services ## micro-benchmarks (go test -bench)
+bench: services ## agentry bench: overhead against baselines, QUALITY.md's goals (BENCHFLAGS=--quick)
+	$(GO) run ./cmd/agentry bench $(BENCHFLAGS)
+
+bench-micro: services ## micro-benchmarks (go test -bench)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 web: ## the web app's built assets live in web/dist (served by the binary)

@@ -101,6 +101,9 @@ func (r *mutationResolver) SendMessage(ctx context.Context, input model.SendMess
 	if input.IfBusy != nil {
 		in.IfBusy = string(*input.IfBusy)
 	}
+	if in.Attachments, err = attachments(input.Attachments); err != nil {
+		return nil, err
+	}
 	sent, err := r.Chat.SendMessage(ctx, in)
 	if err != nil {
 		return nil, err

@@ -221,6 +221,8 @@ func TestChatToolCallRoundTrip(t *testing.T) {
 				llmtest.Stream(llmtest.Text("Writing it."), llmtest.ToolCall("call_1", "write_file", `{"path":"notes/todo.md","content":"buy milk\n"}`)),
 				llmtest.Stream(llmtest.Text("Done: notes/todo.md is written.")),
 			)
+			// Writing needs no person in this test.
+			c.Do(t, c.s.AccessToken, `mutation { updateAgentSettings(input: {autoExecute: true}) { autoExecute } }`, nil).Decode(t, &struct{}{})
 			conv := c.conversation(t, nil)
 			s, _ := c.send(t, conv, "write my todo", nil)
 			r := c.waitRun(t, s.RunID, 15*time.Second)

@@ -94,6 +94,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
 	srv.SetErrorPresenter(errorPresenter(r.Log))
 	srv.SetRecoverFunc(recoverFunc(r.Log))
+	srv.AroundRootFields(rateLimit(r.RateLimits))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		return next(loader.With(ctx, loader.New(r.Tenancy)))
 	})

@@ -6,13 +6,16 @@ package graph
 import (
 	"log/slog"
 
+	"github.com/agentry/agentry/internal/approval"
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/chat"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/memory"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
+	"github.com/agentry/agentry/internal/usage"
 )
 
 // Resolver holds the services the resolvers call. It is the edge's dependency injection.
@@ -22,7 +25,11 @@ type Resolver struct {
 	Settings   *settings.Service
 	Chat       *chat.Service
 	RunService *run.Service
-	Tasks      *task.Service // in queryResolver the Tasks method shadows it: use r.Resolver.Tasks
+	Tasks      *task.Service     // in queryResolver the Tasks method shadows it: use r.Resolver.Tasks
+	Approvals  *approval.Service // in runResolver the Approvals method shadows it: use r.Resolver.Approvals
 	Hub        *events.Hub
+	Memory     *memory.Service
+	Usage      *usage.Service
+	RateLimits *usage.Limiter // nil: no rate limits
 	Log        *slog.Logger
 }

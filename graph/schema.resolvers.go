@@ -44,6 +44,14 @@ func (r *queryResolver) Node(ctx context.Context, id string) (model.Node, error)
 			return nil, err
 		}
 		return &model.Task{Row: t}, nil
+	case "Approval":
+		a, err := r.Approvals.Get(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		return &model.Approval{Row: a}, nil
+	case "Budget":
+		return r.budgetNode(ctx, uid)
 	}
 	return nil, apperr.NotFoundf("node")
 }

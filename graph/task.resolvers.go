@@ -8,10 +8,9 @@ package graph
 import (
 	"context"
 
-	"github.com/google/uuid"
-
 	"github.com/agentry/agentry/graph/generated"
 	"github.com/agentry/agentry/graph/model"
+	"github.com/google/uuid"
 )
 
 // CreateTask is the resolver for the createTask field.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentry/agentry/internal/app"
+	"github.com/agentry/agentry/internal/bench"
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/tenancy"
@@ -33,6 +34,7 @@ Usage:
   agentry migrate             apply app and River migrations (idempotent)
   agentry admin grant EMAIL   make a user a platform admin (admin revoke EMAIL undoes it)
   agentry tail --run ID       stream a run's events (replay, then live) to the terminal
+  agentry bench [--quick]     measure overhead against baselines on a fresh database (--json, --only, --profile)
 
 Configuration comes from the environment; see README.md.
 `
@@ -84,6 +86,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		return serve(ctx, cfg, log, app.Mode{API: true, Work: true})
+	case "bench":
+		return bench.Main(ctx, args[1:], cfg.DatabaseURL, cfg.RedisURL, stdout, stderr)
 	case "admin":
 		return admin(ctx, cfg, log, args[1:], stdout)
 	}

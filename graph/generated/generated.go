@@ -29,6 +29,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Approval() ApprovalResolver
 	Conversation() ConversationResolver
 	Message() MessageResolver
 	Mutation() MutationResolver
@@ -64,11 +65,38 @@ type ComplexityRoot struct {
 		Role      func(childComplexity int) int
 	}
 
+	Approval struct {
+		CreatedAt func(childComplexity int) int
+		DecidedAt func(childComplexity int) int
+		ExpiresAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
+		Note      func(childComplexity int) int
+		Question  func(childComplexity int) int
+		Run       func(childComplexity int) int
+		Status    func(childComplexity int) int
+		ToolCall  func(childComplexity int) int
+	}
+
 	AuthPayload struct {
 		AccessToken  func(childComplexity int) int
 		ExpiresAt    func(childComplexity int) int
 		RefreshToken func(childComplexity int) int
 		Viewer       func(childComplexity int) int
+	}
+
+	Budget struct {
+		CostLimitMicros func(childComplexity int) int
+		ID              func(childComplexity int) int
+		Period          func(childComplexity int) int
+		PeriodStart     func(childComplexity int) int
+		ReservedMicros  func(childComplexity int) int
+		ReservedTokens  func(childComplexity int) int
+		Scope           func(childComplexity int) int
+		SpentMicros     func(childComplexity int) int
+		SpentTokens     func(childComplexity int) int
+		TokenLimit      func(childComplexity int) int
+		User            func(childComplexity int) int
 	}
 
 	Conversation struct {
@@ -105,6 +133,24 @@ type ComplexityRoot struct {
 		User    func(childComplexity int) int
 	}
 
+	Memory struct {
+		Content   func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		ProjectID func(childComplexity int) int
+		UpdatedAt func(childComplexity int) int
+	}
+
+	MemoryConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	MemoryEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	Message struct {
 		Content   func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
@@ -130,17 +176,22 @@ type ComplexityRoot struct {
 		CreateAPIKey        func(childComplexity int, input model.CreateAPIKeyInput) int
 		CreateConversation  func(childComplexity int, input model.CreateConversationInput) int
 		CreateTask          func(childComplexity int, input model.CreateTaskInput) int
+		DeleteBudget        func(childComplexity int, id string) int
+		DeleteMemory        func(childComplexity int, id string) int
 		LogIn               func(childComplexity int, input model.LogInInput) int
 		LogOut              func(childComplexity int, refreshToken string) int
 		PauseRun            func(childComplexity int, id string) int
 		RefreshSession      func(childComplexity int, refreshToken string) int
+		ResolveApproval     func(childComplexity int, id string, decision model.ApprovalDecision, note *string) int
 		ResumeRun           func(childComplexity int, id string) int
 		RevokeAPIKey        func(childComplexity int, id string) int
 		RunTask             func(childComplexity int, id string) int
 		SendMessage         func(childComplexity int, input model.SendMessageInput) int
+		SetBudget           func(childComplexity int, input model.SetBudgetInput) int
 		SignUp              func(childComplexity int, input model.SignUpInput) int
 		StopRun             func(childComplexity int, id string) int
 		UpdateAgentSettings func(childComplexity int, input model.AgentSettingsInput) int
+		UpdateConversation  func(childComplexity int, id string, input model.UpdateConversationInput) int
 		UpdateTask          func(childComplexity int, id string, input model.UpdateTaskInput) int
 	}
 
@@ -151,18 +202,24 @@ type ComplexityRoot struct {
 
 	Query struct {
 		APIKeys       func(childComplexity int) int
+		Activity      func(childComplexity int, first *int, after *string) int
 		AgentSettings func(childComplexity int) int
+		Budgets       func(childComplexity int) int
 		Conversation  func(childComplexity int, id string) int
 		Conversations func(childComplexity int, first *int, after *string) int
+		Memories      func(childComplexity int, projectID *string, search *string, first *int, after *string) int
 		Node          func(childComplexity int, id string) int
+		PlatformUsage func(childComplexity int, from time.Time, to time.Time, groupBy model.PlatformUsageGroupBy) int
 		Run           func(childComplexity int, id string) int
 		Runs          func(childComplexity int, first *int, after *string, status []model.RunStatus, kind []model.RunKind) int
 		Task          func(childComplexity int, id string) int
 		Tasks         func(childComplexity int, projectID *string, first *int, after *string) int
+		UsageSummary  func(childComplexity int, from time.Time, to time.Time, groupBy model.UsageGroupBy) int
 		Viewer        func(childComplexity int) int
 	}
 
 	Run struct {
+		Approvals         func(childComplexity int) int
 		Attempt           func(childComplexity int) int
 		Conversation      func(childComplexity int) int
 		CostMicros        func(childComplexity int) int
@@ -182,6 +239,7 @@ type ComplexityRoot struct {
 		TerminationReason func(childComplexity int) int
 		ToolCalls         func(childComplexity int) int
 		Turns             func(childComplexity int) int
+		User              func(childComplexity int) int
 	}
 
 	RunConnection struct {
@@ -211,6 +269,7 @@ type ComplexityRoot struct {
 	Subscription struct {
 		ConversationEvents func(childComplexity int, conversationID string) int
 		RunEvents          func(childComplexity int, runID string, afterSeq *int) int
+		TenantActivity     func(childComplexity int) int
 	}
 
 	Task struct {
@@ -256,6 +315,14 @@ type ComplexityRoot struct {
 		Status    func(childComplexity int) int
 	}
 
+	UsageBucket struct {
+		Calls        func(childComplexity int) int
+		CostMicros   func(childComplexity int) int
+		InputTokens  func(childComplexity int) int
+		Key          func(childComplexity int) int
+		OutputTokens func(childComplexity int) int
+	}
+
 	User struct {
 		Email func(childComplexity int) int
 		ID    func(childComplexity int) int
@@ -274,6 +341,10 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type ApprovalResolver interface {
+	Run(ctx context.Context, obj *model.Approval) (*model.Run, error)
+	ToolCall(ctx context.Context, obj *model.Approval) (*model.ToolCall, error)
+}
 type ConversationResolver interface {
 	Messages(ctx context.Context, obj *model.Conversation, first *int, after *string) (*model.MessageConnection, error)
 	Runs(ctx context.Context, obj *model.Conversation, first *int, after *string) (*model.RunConnection, error)
@@ -289,8 +360,11 @@ type MutationResolver interface {
 	CreateAPIKey(ctx context.Context, input model.CreateAPIKeyInput) (*model.CreateAPIKeyPayload, error)
 	RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error)
 	AddMember(ctx context.Context, input model.AddMemberInput) (*model.Membership, error)
+	ResolveApproval(ctx context.Context, id string, decision model.ApprovalDecision, note *string) (*model.Approval, error)
 	CreateConversation(ctx context.Context, input model.CreateConversationInput) (*model.Conversation, error)
 	SendMessage(ctx context.Context, input model.SendMessageInput) (*model.SendMessagePayload, error)
+	DeleteMemory(ctx context.Context, id string) (bool, error)
+	UpdateConversation(ctx context.Context, id string, input model.UpdateConversationInput) (*model.Conversation, error)
 	CancelRun(ctx context.Context, id string) (*model.Run, error)
 	PauseRun(ctx context.Context, id string) (*model.Run, error)
 	ResumeRun(ctx context.Context, id string) (*model.Run, error)
@@ -299,6 +373,8 @@ type MutationResolver interface {
 	CreateTask(ctx context.Context, input model.CreateTaskInput) (*model.Task, error)
 	UpdateTask(ctx context.Context, id string, input model.UpdateTaskInput) (*model.Task, error)
 	RunTask(ctx context.Context, id string) (*model.Run, error)
+	SetBudget(ctx context.Context, input model.SetBudgetInput) (*model.Budget, error)
+	DeleteBudget(ctx context.Context, id string) (bool, error)
 }
 type QueryResolver interface {
 	Node(ctx context.Context, id string) (model.Node, error)
@@ -306,22 +382,29 @@ type QueryResolver interface {
 	APIKeys(ctx context.Context) ([]*model.APIKey, error)
 	Conversations(ctx context.Context, first *int, after *string) (*model.ConversationConnection, error)
 	Conversation(ctx context.Context, id string) (*model.Conversation, error)
+	Memories(ctx context.Context, projectID *string, search *string, first *int, after *string) (*model.MemoryConnection, error)
 	Run(ctx context.Context, id string) (*model.Run, error)
 	Runs(ctx context.Context, first *int, after *string, status []model.RunStatus, kind []model.RunKind) (*model.RunConnection, error)
 	AgentSettings(ctx context.Context) (*model.AgentSettings, error)
 	Tasks(ctx context.Context, projectID *string, first *int, after *string) (*model.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
+	Budgets(ctx context.Context) ([]*model.Budget, error)
+	UsageSummary(ctx context.Context, from time.Time, to time.Time, groupBy model.UsageGroupBy) ([]*model.UsageBucket, error)
+	PlatformUsage(ctx context.Context, from time.Time, to time.Time, groupBy model.PlatformUsageGroupBy) ([]*model.UsageBucket, error)
+	Activity(ctx context.Context, first *int, after *string) (*model.RunConnection, error)
 }
 type RunResolver interface {
 	Conversation(ctx context.Context, obj *model.Run) (*model.Conversation, error)
 
 	Events(ctx context.Context, obj *model.Run, afterSeq *int, first *int) ([]*model.RunEvent, error)
 	ToolCalls(ctx context.Context, obj *model.Run) ([]*model.ToolCall, error)
+	Approvals(ctx context.Context, obj *model.Run) ([]*model.Approval, error)
 	Task(ctx context.Context, obj *model.Run) (*model.Task, error)
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, afterSeq *int) (<-chan *model.RunEvent, error)
 	ConversationEvents(ctx context.Context, conversationID string) (<-chan *model.RunEvent, error)
+	TenantActivity(ctx context.Context) (<-chan *model.RunEvent, error)
 }
 type TaskResolver interface {
 	Runs(ctx context.Context, obj *model.Task, first *int, after *string) (*model.RunConnection, error)
@@ -438,6 +521,67 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ApiKey.Role(childComplexity), true
 
+	case "Approval.createdAt":
+		if e.ComplexityRoot.Approval.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.CreatedAt(childComplexity), true
+	case "Approval.decidedAt":
+		if e.ComplexityRoot.Approval.DecidedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.DecidedAt(childComplexity), true
+	case "Approval.expiresAt":
+		if e.ComplexityRoot.Approval.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.ExpiresAt(childComplexity), true
+	case "Approval.id":
+		if e.ComplexityRoot.Approval.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.ID(childComplexity), true
+	case "Approval.kind":
+		if e.ComplexityRoot.Approval.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Kind(childComplexity), true
+	case "Approval.note":
+		if e.ComplexityRoot.Approval.Note == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Note(childComplexity), true
+	case "Approval.question":
+		if e.ComplexityRoot.Approval.Question == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Question(childComplexity), true
+	case "Approval.run":
+		if e.ComplexityRoot.Approval.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Run(childComplexity), true
+	case "Approval.status":
+		if e.ComplexityRoot.Approval.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Status(childComplexity), true
+	case "Approval.toolCall":
+		if e.ComplexityRoot.Approval.ToolCall == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.ToolCall(childComplexity), true
+
 	case "AuthPayload.accessToken":
 		if e.ComplexityRoot.AuthPayload.AccessToken == nil {
 			break
@@ -462,6 +606,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuthPayload.Viewer(childComplexity), true
+
+	case "Budget.costLimitMicros":
+		if e.ComplexityRoot.Budget.CostLimitMicros == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.CostLimitMicros(childComplexity), true
+	case "Budget.id":
+		if e.ComplexityRoot.Budget.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.ID(childComplexity), true
+	case "Budget.period":
+		if e.ComplexityRoot.Budget.Period == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.Period(childComplexity), true
+	case "Budget.periodStart":
+		if e.ComplexityRoot.Budget.PeriodStart == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.PeriodStart(childComplexity), true
+	case "Budget.reservedMicros":
+		if e.ComplexityRoot.Budget.ReservedMicros == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.ReservedMicros(childComplexity), true
+	case "Budget.reservedTokens":
+		if e.ComplexityRoot.Budget.ReservedTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.ReservedTokens(childComplexity), true
+	case "Budget.scope":
+		if e.ComplexityRoot.Budget.Scope == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.Scope(childComplexity), true
+	case "Budget.spentMicros":
+		if e.ComplexityRoot.Budget.SpentMicros == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.SpentMicros(childComplexity), true
+	case "Budget.spentTokens":
+		if e.ComplexityRoot.Budget.SpentTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.SpentTokens(childComplexity), true
+	case "Budget.tokenLimit":
+		if e.ComplexityRoot.Budget.TokenLimit == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.TokenLimit(childComplexity), true
+	case "Budget.user":
+		if e.ComplexityRoot.Budget.User == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Budget.User(childComplexity), true
 
 	case "Conversation.agentic":
 		if e.ComplexityRoot.Conversation.Agentic == nil {
@@ -592,6 +803,63 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Membership.User(childComplexity), true
 
+	case "Memory.content":
+		if e.ComplexityRoot.Memory.Content == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Memory.Content(childComplexity), true
+	case "Memory.createdAt":
+		if e.ComplexityRoot.Memory.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Memory.CreatedAt(childComplexity), true
+	case "Memory.id":
+		if e.ComplexityRoot.Memory.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Memory.ID(childComplexity), true
+	case "Memory.projectId":
+		if e.ComplexityRoot.Memory.ProjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Memory.ProjectID(childComplexity), true
+	case "Memory.updatedAt":
+		if e.ComplexityRoot.Memory.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Memory.UpdatedAt(childComplexity), true
+
+	case "MemoryConnection.edges":
+		if e.ComplexityRoot.MemoryConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemoryConnection.Edges(childComplexity), true
+	case "MemoryConnection.pageInfo":
+		if e.ComplexityRoot.MemoryConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemoryConnection.PageInfo(childComplexity), true
+
+	case "MemoryEdge.cursor":
+		if e.ComplexityRoot.MemoryEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemoryEdge.Cursor(childComplexity), true
+	case "MemoryEdge.node":
+		if e.ComplexityRoot.MemoryEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemoryEdge.Node(childComplexity), true
+
 	case "Message.content":
 		if e.ComplexityRoot.Message.Content == nil {
 			break
@@ -710,6 +978,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateTask(childComplexity, args["input"].(model.CreateTaskInput)), true
+	case "Mutation.deleteBudget":
+		if e.ComplexityRoot.Mutation.DeleteBudget == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteBudget_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteBudget(childComplexity, args["id"].(string)), true
+	case "Mutation.deleteMemory":
+		if e.ComplexityRoot.Mutation.DeleteMemory == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteMemory_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteMemory(childComplexity, args["id"].(string)), true
 	case "Mutation.logIn":
 		if e.ComplexityRoot.Mutation.LogIn == nil {
 			break
@@ -754,6 +1044,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RefreshSession(childComplexity, args["refreshToken"].(string)), true
+	case "Mutation.resolveApproval":
+		if e.ComplexityRoot.Mutation.ResolveApproval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resolveApproval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResolveApproval(childComplexity, args["id"].(string), args["decision"].(model.ApprovalDecision), args["note"].(*string)), true
 	case "Mutation.resumeRun":
 		if e.ComplexityRoot.Mutation.ResumeRun == nil {
 			break
@@ -798,6 +1099,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SendMessage(childComplexity, args["input"].(model.SendMessageInput)), true
+	case "Mutation.setBudget":
+		if e.ComplexityRoot.Mutation.SetBudget == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setBudget_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetBudget(childComplexity, args["input"].(model.SetBudgetInput)), true
 	case "Mutation.signUp":
 		if e.ComplexityRoot.Mutation.SignUp == nil {
 			break
@@ -831,6 +1143,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateAgentSettings(childComplexity, args["input"].(model.AgentSettingsInput)), true
+	case "Mutation.updateConversation":
+		if e.ComplexityRoot.Mutation.UpdateConversation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateConversation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateConversation(childComplexity, args["id"].(string), args["input"].(model.UpdateConversationInput)), true
 	case "Mutation.updateTask":
 		if e.ComplexityRoot.Mutation.UpdateTask == nil {
 			break
@@ -862,12 +1185,29 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.APIKeys(childComplexity), true
+	case "Query.activity":
+		if e.ComplexityRoot.Query.Activity == nil {
+			break
+		}
+
+		args, err := ec.field_Query_activity_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Activity(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.agentSettings":
 		if e.ComplexityRoot.Query.AgentSettings == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Query.AgentSettings(childComplexity), true
+	case "Query.budgets":
+		if e.ComplexityRoot.Query.Budgets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Budgets(childComplexity), true
 	case "Query.conversation":
 		if e.ComplexityRoot.Query.Conversation == nil {
 			break
@@ -891,6 +1231,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Conversations(childComplexity, args["first"].(*int), args["after"].(*string)), true
 
+	case "Query.memories":
+		if e.ComplexityRoot.Query.Memories == nil {
+			break
+		}
+
+		args, err := ec.field_Query_memories_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Memories(childComplexity, args["projectId"].(*string), args["search"].(*string), args["first"].(*int), args["after"].(*string)), true
 	case "Query.node":
 		if e.ComplexityRoot.Query.Node == nil {
 			break
@@ -902,6 +1253,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Node(childComplexity, args["id"].(string)), true
+	case "Query.platformUsage":
+		if e.ComplexityRoot.Query.PlatformUsage == nil {
+			break
+		}
+
+		args, err := ec.field_Query_platformUsage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PlatformUsage(childComplexity, args["from"].(time.Time), args["to"].(time.Time), args["groupBy"].(model.PlatformUsageGroupBy)), true
 	case "Query.run":
 		if e.ComplexityRoot.Query.Run == nil {
 			break
@@ -946,6 +1308,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tasks(childComplexity, args["projectId"].(*string), args["first"].(*int), args["after"].(*string)), true
+	case "Query.usageSummary":
+		if e.ComplexityRoot.Query.UsageSummary == nil {
+			break
+		}
+
+		args, err := ec.field_Query_usageSummary_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.UsageSummary(childComplexity, args["from"].(time.Time), args["to"].(time.Time), args["groupBy"].(model.UsageGroupBy)), true
 	case "Query.viewer":
 		if e.ComplexityRoot.Query.Viewer == nil {
 			break
@@ -953,6 +1326,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Viewer(childComplexity), true
 
+	case "Run.approvals":
+		if e.ComplexityRoot.Run.Approvals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Approvals(childComplexity), true
 	case "Run.attempt":
 		if e.ComplexityRoot.Run.Attempt == nil {
 			break
@@ -1072,6 +1451,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.Turns(childComplexity), true
+	case "Run.user":
+		if e.ComplexityRoot.Run.User == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.User(childComplexity), true
 
 	case "RunConnection.edges":
 		if e.ComplexityRoot.RunConnection.Edges == nil {
@@ -1171,6 +1556,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.RunEvents(childComplexity, args["runId"].(string), args["afterSeq"].(*int)), true
+	case "Subscription.tenantActivity":
+		if e.ComplexityRoot.Subscription.TenantActivity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.TenantActivity(childComplexity), true
 
 	case "Task.acceptanceCriteria":
 		if e.ComplexityRoot.Task.AcceptanceCriteria == nil {
@@ -1350,6 +1741,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ToolCall.Status(childComplexity), true
 
+	case "UsageBucket.calls":
+		if e.ComplexityRoot.UsageBucket.Calls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageBucket.Calls(childComplexity), true
+	case "UsageBucket.costMicros":
+		if e.ComplexityRoot.UsageBucket.CostMicros == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageBucket.CostMicros(childComplexity), true
+	case "UsageBucket.inputTokens":
+		if e.ComplexityRoot.UsageBucket.InputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageBucket.InputTokens(childComplexity), true
+	case "UsageBucket.key":
+		if e.ComplexityRoot.UsageBucket.Key == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageBucket.Key(childComplexity), true
+	case "UsageBucket.outputTokens":
+		if e.ComplexityRoot.UsageBucket.OutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageBucket.OutputTokens(childComplexity), true
+
 	case "User.email":
 		if e.ComplexityRoot.User.Email == nil {
 			break
@@ -1404,12 +1826,15 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalMap := graphql.BuildUnmarshalerMap(
 		ec.unmarshalInputAddMemberInput,
 		ec.unmarshalInputAgentSettingsInput,
+		ec.unmarshalInputAttachmentInput,
 		ec.unmarshalInputCreateApiKeyInput,
 		ec.unmarshalInputCreateConversationInput,
 		ec.unmarshalInputCreateTaskInput,
 		ec.unmarshalInputLogInInput,
 		ec.unmarshalInputSendMessageInput,
+		ec.unmarshalInputSetBudgetInput,
 		ec.unmarshalInputSignUpInput,
+		ec.unmarshalInputUpdateConversationInput,
 		ec.unmarshalInputUpdateTaskInput,
 	)
 	first := true
@@ -1503,6 +1928,47 @@ func newExecutionContext(
 }
 
 var sources = []*ast.Source{
+	{Name: "../schema/approval.graphqls", Input: `"A person's answer to an approval: APPROVE lets the run go on as asked; REJECT declines."
+enum ApprovalDecision {
+  APPROVE
+  REJECT
+}
+
+extend type Mutation {
+  """
+  Decides a pending approval (MEMBER or higher). APPROVE runs exactly the approved call (or
+  continues the run); REJECT tells the agent the user declined. Either way the run resumes.
+  An approval already decided, or past its expiresAt, is CONFLICT; nothing runs on an expired one.
+  """
+  resolveApproval(id: ID!, decision: ApprovalDecision!, note: String): Approval!
+}
+
+extend type Run {
+  "The approvals the run asked for, oldest first."
+  approvals: [Approval!]!
+}
+
+"""
+A question to a person that a run waits on (status AWAITING_APPROVAL). kind is tool_call (may
+this call run?), continue (a long-task confirmation), rollback (a failed run's changes) or
+escalation. status is PENDING, APPROVED, REJECTED or EXPIRED.
+"""
+type Approval implements Node {
+  id: ID!
+  run: Run!
+  "The call asked about (tool_call approvals)."
+  toolCall: ToolCall
+  kind: String!
+  status: String!
+  createdAt: Time!
+  "When it was decided or found expired."
+  decidedAt: Time
+  question: String
+  "After this the approval can no longer be decided and runs nothing."
+  expiresAt: Time!
+  note: String
+}
+`, BuiltIn: false},
 	{Name: "../schema/auth.graphqls", Input: `enum Role {
   OWNER
   ADMIN
@@ -1687,6 +2153,8 @@ input SendMessageInput {
   idempotencyKey: String
   "default ENQUEUE"
   ifBusy: BusyPolicy
+  "files sent with the message (see AttachmentInput)"
+  attachments: [AttachmentInput!]
 }
 
 type SendMessagePayload {
@@ -1709,6 +2177,55 @@ type MessageConnection {
 type MessageEdge {
   cursor: String!
   node: Message!
+}
+`, BuiltIn: false},
+	{Name: "../schema/context.graphqls", Input: `# Context engineering: memories the agent keeps for a user, changing a conversation (its
+# context mode among others), and files attached to a message.
+
+extend type Query {
+  "The caller's memories, newest first: in one project (every project when omitted), only those matching search (full-text, web-search syntax) when given."
+  memories(projectId: ID, search: String, first: Int, after: String): MemoryConnection!
+}
+
+extend type Mutation {
+  "Forgets one of the caller's memories (NOT_FOUND for anyone else's). True when it was deleted."
+  deleteMemory(id: ID!): Boolean!
+  "Changes a conversation's title, context mode, system prompt or tools switch (its owner or an admin). Omitted fields stay as they are; an empty title clears it."
+  updateConversation(id: ID!, input: UpdateConversationInput!): Conversation!
+}
+
+"A fact agentry keeps for a user in a project (stored by the remember tool) and recalls into the model's context when a new message is about it."
+type Memory {
+  id: ID!
+  content: String!
+  projectId: ID!
+  createdAt: Time!
+  updatedAt: Time!
+}
+type MemoryConnection {
+  edges: [MemoryEdge!]!
+  pageInfo: PageInfo!
+}
+type MemoryEdge {
+  cursor: String!
+  node: Memory!
+}
+
+input UpdateConversationInput {
+  title: String
+  mode: ContextMode
+  systemPrompt: String
+  "tools enabled"
+  agentic: Boolean
+}
+
+"A file sent with a message: a text file (its text), a PDF (its extracted text) or an image (PNG, JPEG, GIF or WebP; only for models that accept images). At most 5 files of 5 MiB each, 10 MiB together."
+input AttachmentInput {
+  filename: String!
+  "e.g. text/plain, text/markdown, application/json, application/pdf, image/png"
+  mediaType: String!
+  "the file's bytes, base64-encoded (standard alphabet)"
+  dataBase64: String!
 }
 `, BuiltIn: false},
 	{Name: "../schema/run.graphqls", Input: `enum RunKind {
@@ -1989,6 +2506,97 @@ extend type Run {
   task: Task
 }
 `, BuiltIn: false},
+	{Name: "../schema/usage.graphqls", Input: `enum BudgetScope {
+  TENANT
+  USER
+}
+"Budget windows are UTC days and months."
+enum BudgetPeriod {
+  DAY
+  MONTH
+}
+enum UsageGroupBy {
+  DAY
+  USER
+  MODEL
+  RUN_KIND
+}
+enum PlatformUsageGroupBy {
+  TENANT
+  DAY
+  MODEL
+}
+
+extend type Query {
+  "The budgets that apply to the caller: every budget of the tenant for admins; the tenant-wide ones and the caller's own otherwise."
+  budgets: [Budget!]!
+  """
+  Usage in [from, to) grouped by day (UTC, key "2006-01-02"), user (key: the user's id), model
+  (key "provider:model") or run kind. Admins see the tenant's usage; everyone else their own.
+  """
+  usageSummary(from: Time!, to: Time!, groupBy: UsageGroupBy!): [UsageBucket!]!
+  "Every tenant's usage in [from, to) grouped by tenant (key: the tenant's id), day or model. Platform admins only."
+  platformUsage(from: Time!, to: Time!, groupBy: PlatformUsageGroupBy!): [UsageBucket!]!
+  "Recent runs, newest first, with their status, user, tokens and cost (admins: the tenant's; otherwise the caller's own)."
+  activity(first: Int, after: String): RunConnection!
+}
+
+extend type Mutation {
+  "Sets the one budget of (scope, user, period); setting it again replaces its limits (ADMIN or higher)."
+  setBudget(input: SetBudgetInput!): Budget!
+  "Deletes a budget (ADMIN or higher)."
+  deleteBudget(id: ID!): Boolean!
+}
+
+extend type Subscription {
+  "Admins: run status events (task.*, execution.*) and budget events (budget.warning, budget.exceeded) across the tenant, live. Budget events have no run of their own: their data names the run that caused them."
+  tenantActivity: RunEvent!
+}
+
+input SetBudgetInput {
+  scope: BudgetScope!
+  "required for USER budgets, omitted for TENANT ones"
+  userId: ID
+  period: BudgetPeriod!
+  "input + output tokens; null = no limit on tokens"
+  tokenLimit: Int64
+  "micro-dollars; null = no limit on cost"
+  costLimitMicros: Int64
+}
+
+"""
+A spending limit and the counters of its current window. Before each model call its worst case
+is reserved; afterwards the actual usage is settled into spent. spent + reserved never exceeds a
+limit, except by the overage of a call that used more than it reserved.
+"""
+type Budget implements Node {
+  id: ID!
+  scope: BudgetScope!
+  user: User
+  period: BudgetPeriod!
+  tokenLimit: Int64
+  costLimitMicros: Int64
+  spentTokens: Int64!
+  spentMicros: Int64!
+  reservedTokens: Int64!
+  reservedMicros: Int64!
+  "The start of the current window."
+  periodStart: Time!
+}
+
+type UsageBucket {
+  key: String!
+  calls: Int64!
+  inputTokens: Int64!
+  outputTokens: Int64!
+  costMicros: Int64!
+}
+
+extend type Run {
+  "The user the run works for."
+  user: User!
+}
+`, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -2036,6 +2644,32 @@ func (ec *executionContext) childFields_ApiKey(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type ApiKey", field.Name)
 }
 
+func (ec *executionContext) childFields_Approval(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Approval_id(ctx, field)
+	case "run":
+		return ec.fieldContext_Approval_run(ctx, field)
+	case "toolCall":
+		return ec.fieldContext_Approval_toolCall(ctx, field)
+	case "kind":
+		return ec.fieldContext_Approval_kind(ctx, field)
+	case "status":
+		return ec.fieldContext_Approval_status(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Approval_createdAt(ctx, field)
+	case "decidedAt":
+		return ec.fieldContext_Approval_decidedAt(ctx, field)
+	case "question":
+		return ec.fieldContext_Approval_question(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Approval_expiresAt(ctx, field)
+	case "note":
+		return ec.fieldContext_Approval_note(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Approval", field.Name)
+}
+
 func (ec *executionContext) childFields_AuthPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "accessToken":
@@ -2048,6 +2682,34 @@ func (ec *executionContext) childFields_AuthPayload(ctx context.Context, field g
 		return ec.fieldContext_AuthPayload_viewer(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuthPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_Budget(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Budget_id(ctx, field)
+	case "scope":
+		return ec.fieldContext_Budget_scope(ctx, field)
+	case "user":
+		return ec.fieldContext_Budget_user(ctx, field)
+	case "period":
+		return ec.fieldContext_Budget_period(ctx, field)
+	case "tokenLimit":
+		return ec.fieldContext_Budget_tokenLimit(ctx, field)
+	case "costLimitMicros":
+		return ec.fieldContext_Budget_costLimitMicros(ctx, field)
+	case "spentTokens":
+		return ec.fieldContext_Budget_spentTokens(ctx, field)
+	case "spentMicros":
+		return ec.fieldContext_Budget_spentMicros(ctx, field)
+	case "reservedTokens":
+		return ec.fieldContext_Budget_reservedTokens(ctx, field)
+	case "reservedMicros":
+		return ec.fieldContext_Budget_reservedMicros(ctx, field)
+	case "periodStart":
+		return ec.fieldContext_Budget_periodStart(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Budget", field.Name)
 }
 
 func (ec *executionContext) childFields_Conversation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2116,6 +2778,42 @@ func (ec *executionContext) childFields_Membership(ctx context.Context, field gr
 		return ec.fieldContext_Membership_pending(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Membership", field.Name)
+}
+
+func (ec *executionContext) childFields_Memory(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Memory_id(ctx, field)
+	case "content":
+		return ec.fieldContext_Memory_content(ctx, field)
+	case "projectId":
+		return ec.fieldContext_Memory_projectId(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Memory_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Memory_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Memory", field.Name)
+}
+
+func (ec *executionContext) childFields_MemoryConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_MemoryConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_MemoryConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MemoryConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_MemoryEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_MemoryEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_MemoryEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MemoryEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_Message(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2204,8 +2902,12 @@ func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.C
 		return ec.fieldContext_Run_events(ctx, field)
 	case "toolCalls":
 		return ec.fieldContext_Run_toolCalls(ctx, field)
+	case "approvals":
+		return ec.fieldContext_Run_approvals(ctx, field)
 	case "task":
 		return ec.fieldContext_Run_task(ctx, field)
+	case "user":
+		return ec.fieldContext_Run_user(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Run", field.Name)
 }
@@ -2342,6 +3044,22 @@ func (ec *executionContext) childFields_ToolCall(ctx context.Context, field grap
 		return ec.fieldContext_ToolCall_error(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ToolCall", field.Name)
+}
+
+func (ec *executionContext) childFields_UsageBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "key":
+		return ec.fieldContext_UsageBucket_key(ctx, field)
+	case "calls":
+		return ec.fieldContext_UsageBucket_calls(ctx, field)
+	case "inputTokens":
+		return ec.fieldContext_UsageBucket_inputTokens(ctx, field)
+	case "outputTokens":
+		return ec.fieldContext_UsageBucket_outputTokens(ctx, field)
+	case "costMicros":
+		return ec.fieldContext_UsageBucket_costMicros(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type UsageBucket", field.Name)
 }
 
 func (ec *executionContext) childFields_User(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2600,6 +3318,34 @@ func (ec *executionContext) field_Mutation_createTask_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteBudget_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteMemory_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_logIn_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2653,6 +3399,36 @@ func (ec *executionContext) field_Mutation_refreshSession_args(ctx context.Conte
 		return nil, err
 	}
 	args["refreshToken"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_resolveApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "decision",
+		func(ctx context.Context, v any) (model.ApprovalDecision, error) {
+			return ec.unmarshalNApprovalDecision2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalDecision(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["decision"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "note",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["note"] = arg2
 	return args, nil
 }
 
@@ -2712,6 +3488,20 @@ func (ec *executionContext) field_Mutation_sendMessage_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setBudget_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SetBudgetInput, error) {
+			return ec.unmarshalNSetBudgetInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSetBudgetInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_signUp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2754,6 +3544,28 @@ func (ec *executionContext) field_Mutation_updateAgentSettings_args(ctx context.
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_updateConversation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.UpdateConversationInput, error) {
+			return ec.unmarshalNUpdateConversationInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUpdateConversationInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_updateTask_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2787,6 +3599,28 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_activity_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -2826,6 +3660,44 @@ func (ec *executionContext) field_Query_conversations_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_memories_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "projectId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["projectId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "search",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["search"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_node_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2837,6 +3709,36 @@ func (ec *executionContext) field_Query_node_args(ctx context.Context, rawArgs m
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_platformUsage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "groupBy",
+		func(ctx context.Context, v any) (model.PlatformUsageGroupBy, error) {
+			return ec.unmarshalNPlatformUsageGroupBy2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlatformUsageGroupBy(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["groupBy"] = arg2
 	return args, nil
 }
 
@@ -2933,6 +3835,36 @@ func (ec *executionContext) field_Query_tasks_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_usageSummary_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "groupBy",
+		func(ctx context.Context, v any) (model.UsageGroupBy, error) {
+			return ec.unmarshalNUsageGroupBy2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUsageGroupBy(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["groupBy"] = arg2
 	return args, nil
 }
 
@@ -3398,6 +4330,254 @@ func (ec *executionContext) fieldContext_ApiKey_revokedAt(_ context.Context, fie
 	return graphql.NewScalarFieldContext("ApiKey", field, true, false, errors.New("field of type Time does not have child fields"))
 }
 
+func (ec *executionContext) _Approval_id(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Approval_run(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Approval().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Approval",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Approval_toolCall(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_toolCall(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Approval().ToolCall(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ToolCall) graphql.Marshaler {
+			return ec.marshalOToolCall2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐToolCall(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_toolCall(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Approval",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ToolCall(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Approval_kind(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Approval_status(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Approval_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Approval_decidedAt(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_decidedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_decidedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Approval_question(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_question(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Question(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_question(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Approval_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Approval_note(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_note(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Note(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_note(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _AuthPayload_accessToken(ctx context.Context, field graphql.CollectedField, obj *model.AuthPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3497,6 +4677,268 @@ func (ec *executionContext) fieldContext_AuthPayload_viewer(_ context.Context, f
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Budget_id(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Budget_scope(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_scope(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Scope(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.BudgetScope) graphql.Marshaler {
+			return ec.marshalNBudgetScope2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetScope(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_scope(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type BudgetScope does not have child fields"))
+}
+
+func (ec *executionContext) _Budget_user(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_user(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.User(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_user(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Budget",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Budget_period(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_period(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Period(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.BudgetPeriod) graphql.Marshaler {
+			return ec.marshalNBudgetPeriod2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetPeriod(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type BudgetPeriod does not have child fields"))
+}
+
+func (ec *executionContext) _Budget_tokenLimit(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_tokenLimit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokenLimit(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt642ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_tokenLimit(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _Budget_costLimitMicros(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_costLimitMicros(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CostLimitMicros(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt642ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_costLimitMicros(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _Budget_spentTokens(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_spentTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpentTokens(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_spentTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _Budget_spentMicros(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_spentMicros(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpentMicros(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_spentMicros(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _Budget_reservedTokens(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_reservedTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReservedTokens(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_reservedTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _Budget_reservedMicros(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_reservedMicros(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReservedMicros(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_reservedMicros(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _Budget_periodStart(ctx context.Context, field graphql.CollectedField, obj *model.Budget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Budget_periodStart(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PeriodStart(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Budget_periodStart(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Budget", field, true, false, errors.New("field of type Time does not have child fields"))
 }
 
 func (ec *executionContext) _Conversation_id(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
@@ -4021,6 +5463,240 @@ func (ec *executionContext) _Membership_pending(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Membership_pending(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Membership", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Memory_id(ctx context.Context, field graphql.CollectedField, obj *model.Memory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Memory_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Memory_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Memory", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Memory_content(ctx context.Context, field graphql.CollectedField, obj *model.Memory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Memory_content(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Content(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Memory_content(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Memory", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Memory_projectId(ctx context.Context, field graphql.CollectedField, obj *model.Memory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Memory_projectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProjectID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Memory_projectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Memory", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Memory_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Memory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Memory_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Memory_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Memory", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Memory_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.Memory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Memory_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Memory_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Memory", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _MemoryConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.MemoryConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemoryConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.MemoryEdge) graphql.Marshaler {
+			return ec.marshalNMemoryEdge2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMemoryEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemoryConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MemoryConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MemoryEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MemoryConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.MemoryConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemoryConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemoryConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MemoryConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MemoryEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.MemoryEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemoryEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemoryEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MemoryEdge", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _MemoryEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.MemoryEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemoryEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Memory) graphql.Marshaler {
+			return ec.marshalNMemory2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMemory(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemoryEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MemoryEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Memory(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Message_id(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
@@ -4597,6 +6273,50 @@ func (ec *executionContext) fieldContext_Mutation_addMember(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_resolveApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_resolveApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ResolveApproval(ctx, fc.Args["id"].(string), fc.Args["decision"].(model.ApprovalDecision), fc.Args["note"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalNApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_resolveApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_resolveApproval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createConversation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4679,6 +6399,94 @@ func (ec *executionContext) fieldContext_Mutation_sendMessage(ctx context.Contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_sendMessage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteMemory(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteMemory(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteMemory(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteMemory(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteMemory_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateConversation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateConversation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateConversation(ctx, fc.Args["id"].(string), fc.Args["input"].(model.UpdateConversationInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalNConversation2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateConversation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateConversation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -5037,6 +6845,94 @@ func (ec *executionContext) fieldContext_Mutation_runTask(ctx context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setBudget(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setBudget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetBudget(ctx, fc.Args["input"].(model.SetBudgetInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Budget) graphql.Marshaler {
+			return ec.marshalNBudget2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudget(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setBudget(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Budget(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setBudget_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteBudget(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteBudget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteBudget(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteBudget(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteBudget_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5279,6 +7175,50 @@ func (ec *executionContext) fieldContext_Query_conversation(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_memories(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_memories(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Memories(ctx, fc.Args["projectId"].(*string), fc.Args["search"].(*string), fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MemoryConnection) graphql.Marshaler {
+			return ec.marshalNMemoryConnection2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMemoryConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_memories(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MemoryConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_memories_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_run(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5481,6 +7421,170 @@ func (ec *executionContext) fieldContext_Query_task(ctx context.Context, field g
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_task_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_budgets(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_budgets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Budgets(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Budget) graphql.Marshaler {
+			return ec.marshalNBudget2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_budgets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Budget(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_usageSummary(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_usageSummary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().UsageSummary(ctx, fc.Args["from"].(time.Time), fc.Args["to"].(time.Time), fc.Args["groupBy"].(model.UsageGroupBy))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.UsageBucket) graphql.Marshaler {
+			return ec.marshalNUsageBucket2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUsageBucketᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_usageSummary(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UsageBucket(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_usageSummary_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_platformUsage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_platformUsage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PlatformUsage(ctx, fc.Args["from"].(time.Time), fc.Args["to"].(time.Time), fc.Args["groupBy"].(model.PlatformUsageGroupBy))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.UsageBucket) graphql.Marshaler {
+			return ec.marshalNUsageBucket2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUsageBucketᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_platformUsage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UsageBucket(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_platformUsage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_activity(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_activity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Activity(ctx, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunConnection) graphql.Marshaler {
+			return ec.marshalNRunConnection2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRunConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_activity(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_activity_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -6016,6 +8120,38 @@ func (ec *executionContext) fieldContext_Run_toolCalls(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Run_approvals(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_approvals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().Approvals(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Approval) graphql.Marshaler {
+			return ec.marshalNApproval2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_approvals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Run_task(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6043,6 +8179,38 @@ func (ec *executionContext) fieldContext_Run_task(_ context.Context, field graph
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Run_user(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_user(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.User(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.User) graphql.Marshaler {
+			return ec.marshalNUser2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUser(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_user(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
 		},
 	}
 	return fc, nil
@@ -6453,6 +8621,38 @@ func (ec *executionContext) fieldContext_Subscription_conversationEvents(ctx con
 	if fc.Args, err = ec.field_Subscription_conversationEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_tenantActivity(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_tenantActivity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().TenantActivity(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RunEvent) graphql.Marshaler {
+			return ec.marshalNRunEvent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRunEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_tenantActivity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunEvent(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -7147,6 +9347,121 @@ func (ec *executionContext) _ToolCall_error(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_ToolCall_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ToolCall", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _UsageBucket_key(ctx context.Context, field graphql.CollectedField, obj *model.UsageBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageBucket_key(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Key, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageBucket_key(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageBucket", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _UsageBucket_calls(ctx context.Context, field graphql.CollectedField, obj *model.UsageBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageBucket_calls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Calls, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageBucket_calls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageBucket", field, false, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _UsageBucket_inputTokens(ctx context.Context, field graphql.CollectedField, obj *model.UsageBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageBucket_inputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageBucket_inputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageBucket", field, false, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _UsageBucket_outputTokens(ctx context.Context, field graphql.CollectedField, obj *model.UsageBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageBucket_outputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageBucket_outputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageBucket", field, false, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _UsageBucket_costMicros(ctx context.Context, field graphql.CollectedField, obj *model.UsageBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageBucket_costMicros(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CostMicros, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageBucket_costMicros(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageBucket", field, false, false, errors.New("field of type Int64 does not have child fields"))
 }
 
 func (ec *executionContext) _User_id(ctx context.Context, field graphql.CollectedField, obj *model.User) (ret graphql.Marshaler) {
@@ -8503,6 +10818,50 @@ func (ec *executionContext) unmarshalInputAgentSettingsInput(ctx context.Context
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputAttachmentInput(ctx context.Context, obj any) (model.AttachmentInput, error) {
+	var it model.AttachmentInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"filename", "mediaType", "dataBase64"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "filename":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filename"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filename = data
+		case "mediaType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mediaType"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MediaType = data
+		case "dataBase64":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("dataBase64"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DataBase64 = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputCreateApiKeyInput(ctx context.Context, obj any) (model.CreateAPIKeyInput, error) {
 	var it model.CreateAPIKeyInput
 	if obj == nil {
@@ -8739,7 +11098,7 @@ func (ec *executionContext) unmarshalInputSendMessageInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"conversationId", "content", "idempotencyKey", "ifBusy"}
+	fieldsInOrder := [...]string{"conversationId", "content", "idempotencyKey", "ifBusy", "attachments"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8774,6 +11133,71 @@ func (ec *executionContext) unmarshalInputSendMessageInput(ctx context.Context, 
 				return it, err
 			}
 			it.IfBusy = data
+		case "attachments":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attachments"))
+			data, err := ec.unmarshalOAttachmentInput2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAttachmentInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Attachments = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputSetBudgetInput(ctx context.Context, obj any) (model.SetBudgetInput, error) {
+	var it model.SetBudgetInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"scope", "userId", "period", "tokenLimit", "costLimitMicros"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "scope":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("scope"))
+			data, err := ec.unmarshalNBudgetScope2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetScope(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Scope = data
+		case "userId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("userId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UserID = data
+		case "period":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("period"))
+			data, err := ec.unmarshalNBudgetPeriod2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetPeriod(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Period = data
+		case "tokenLimit":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tokenLimit"))
+			data, err := ec.unmarshalOInt642ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TokenLimit = data
+		case "costLimitMicros":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("costLimitMicros"))
+			data, err := ec.unmarshalOInt642ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CostLimitMicros = data
 		}
 	}
 	return it, nil
@@ -8825,6 +11249,57 @@ func (ec *executionContext) unmarshalInputSignUpInput(ctx context.Context, obj a
 				return it, err
 			}
 			it.TenantName = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputUpdateConversationInput(ctx context.Context, obj any) (model.UpdateConversationInput, error) {
+	var it model.UpdateConversationInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"title", "mode", "systemPrompt", "agentic"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "title":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("title"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Title = data
+		case "mode":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mode"))
+			data, err := ec.unmarshalOContextMode2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐContextMode(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Mode = data
+		case "systemPrompt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("systemPrompt"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SystemPrompt = data
+		case "agentic":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("agentic"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Agentic = data
 		}
 	}
 	return it, nil
@@ -8952,6 +11427,16 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Conversation(ctx, sel, obj)
+	case *model.Budget:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Budget(ctx, sel, obj)
+	case *model.Approval:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Approval(ctx, sel, obj)
 	case *model.APIKey:
 		if obj == nil {
 			return graphql.Null
@@ -9106,6 +11591,155 @@ func (ec *executionContext) _ApiKey(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
+var approvalImplementors = []string{"Approval", "Node"}
+
+func (ec *executionContext) _Approval(ctx context.Context, sel ast.SelectionSet, obj *model.Approval) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Approval")
+		case "id":
+			out.Values[i] = ec._Approval_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Approval_run(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "toolCall":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Approval_toolCall(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "kind":
+			out.Values[i] = ec._Approval_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._Approval_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Approval_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "decidedAt":
+			out.Values[i] = ec._Approval_decidedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "question":
+			out.Values[i] = ec._Approval_question(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Approval_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "note":
+			out.Values[i] = ec._Approval_note(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
 var authPayloadImplementors = []string{"AuthPayload"}
 
 func (ec *executionContext) _AuthPayload(ctx context.Context, sel ast.SelectionSet, obj *model.AuthPayload) graphql.Marshaler {
@@ -9135,6 +11769,94 @@ func (ec *executionContext) _AuthPayload(ctx context.Context, sel ast.SelectionS
 			}
 		case "viewer":
 			out.Values[i] = ec._AuthPayload_viewer(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var budgetImplementors = []string{"Budget", "Node"}
+
+func (ec *executionContext) _Budget(ctx context.Context, sel ast.SelectionSet, obj *model.Budget) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, budgetImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Budget")
+		case "id":
+			out.Values[i] = ec._Budget_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "scope":
+			out.Values[i] = ec._Budget_scope(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "user":
+			out.Values[i] = ec._Budget_user(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "period":
+			out.Values[i] = ec._Budget_period(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tokenLimit":
+			out.Values[i] = ec._Budget_tokenLimit(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "costLimitMicros":
+			out.Values[i] = ec._Budget_costLimitMicros(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "spentTokens":
+			out.Values[i] = ec._Budget_spentTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spentMicros":
+			out.Values[i] = ec._Budget_spentMicros(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reservedTokens":
+			out.Values[i] = ec._Budget_reservedTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reservedMicros":
+			out.Values[i] = ec._Budget_reservedMicros(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "periodStart":
+			out.Values[i] = ec._Budget_periodStart(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -9485,6 +12207,150 @@ func (ec *executionContext) _Membership(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var memoryImplementors = []string{"Memory"}
+
+func (ec *executionContext) _Memory(ctx context.Context, sel ast.SelectionSet, obj *model.Memory) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, memoryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Memory")
+		case "id":
+			out.Values[i] = ec._Memory_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "content":
+			out.Values[i] = ec._Memory_content(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "projectId":
+			out.Values[i] = ec._Memory_projectId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Memory_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Memory_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var memoryConnectionImplementors = []string{"MemoryConnection"}
+
+func (ec *executionContext) _MemoryConnection(ctx context.Context, sel ast.SelectionSet, obj *model.MemoryConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, memoryConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MemoryConnection")
+		case "edges":
+			out.Values[i] = ec._MemoryConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._MemoryConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var memoryEdgeImplementors = []string{"MemoryEdge"}
+
+func (ec *executionContext) _MemoryEdge(ctx context.Context, sel ast.SelectionSet, obj *model.MemoryEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, memoryEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MemoryEdge")
+		case "cursor":
+			out.Values[i] = ec._MemoryEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._MemoryEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
 var messageImplementors = []string{"Message", "Node"}
 
 func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, obj *model.Message) graphql.Marshaler {
@@ -9736,6 +12602,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "resolveApproval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_resolveApproval(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createConversation":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createConversation(ctx, field)
@@ -9746,6 +12619,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "sendMessage":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_sendMessage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteMemory":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteMemory(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateConversation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateConversation(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -9802,6 +12689,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "runTask":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_runTask(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setBudget":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setBudget(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteBudget":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteBudget(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -10000,6 +12901,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "memories":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_memories(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "run":
 			field := field
 
@@ -10099,6 +13022,94 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				}()
 				res = ec._Query_task(ctx, field)
 				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "budgets":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_budgets(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "usageSummary":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_usageSummary(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "platformUsage":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_platformUsage(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "activity":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_activity(ctx, field)
+				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
 				return res
@@ -10346,6 +13357,44 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "approvals":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Run_approvals(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "task":
 			field := field
 
@@ -10384,6 +13433,11 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "user":
+			out.Values[i] = ec._Run_user(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10614,6 +13668,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_runEvents(ctx, fields[0])
 	case "conversationEvents":
 		return ec._Subscription_conversationEvents(ctx, fields[0])
+	case "tenantActivity":
+		return ec._Subscription_tenantActivity(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -10967,6 +14023,64 @@ func (ec *executionContext) _ToolCall(ctx context.Context, sel ast.SelectionSet,
 		case "error":
 			out.Values[i] = ec._ToolCall_error(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var usageBucketImplementors = []string{"UsageBucket"}
+
+func (ec *executionContext) _UsageBucket(ctx context.Context, sel ast.SelectionSet, obj *model.UsageBucket) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, usageBucketImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("UsageBucket")
+		case "key":
+			out.Values[i] = ec._UsageBucket_key(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "calls":
+			out.Values[i] = ec._UsageBucket_calls(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inputTokens":
+			out.Values[i] = ec._UsageBucket_inputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outputTokens":
+			out.Values[i] = ec._UsageBucket_outputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "costMicros":
+			out.Values[i] = ec._UsageBucket_costMicros(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -11595,6 +14709,47 @@ func (ec *executionContext) marshalNApiKey2ᚖgithubᚗcomᚋagentryᚋagentry�
 	return ec._ApiKey(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNApproval2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Approval) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx context.Context, sel ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Approval(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNApprovalDecision2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalDecision(ctx context.Context, v any) (model.ApprovalDecision, error) {
+	var res model.ApprovalDecision
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNApprovalDecision2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalDecision(ctx context.Context, sel ast.SelectionSet, v model.ApprovalDecision) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNAttachmentInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAttachmentInput(ctx context.Context, v any) (*model.AttachmentInput, error) {
+	res, err := ec.unmarshalInputAttachmentInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx context.Context, sel ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
 	if v == nil {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
@@ -11619,6 +14774,52 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 		}
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNBudget2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Budget) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNBudget2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudget(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNBudget2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudget(ctx context.Context, sel ast.SelectionSet, v *model.Budget) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Budget(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNBudgetPeriod2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetPeriod(ctx context.Context, v any) (model.BudgetPeriod, error) {
+	var res model.BudgetPeriod
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBudgetPeriod2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetPeriod(ctx context.Context, sel ast.SelectionSet, v model.BudgetPeriod) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNBudgetScope2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetScope(ctx context.Context, v any) (model.BudgetScope, error) {
+	var res model.BudgetScope
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBudgetScope2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudgetScope(ctx context.Context, sel ast.SelectionSet, v model.BudgetScope) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNComplexity2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐComplexity(ctx context.Context, v any) (model.Complexity, error) {
@@ -11801,6 +15002,52 @@ func (ec *executionContext) marshalNMembership2ᚖgithubᚗcomᚋagentryᚋagent
 	return ec._Membership(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNMemory2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMemory(ctx context.Context, sel ast.SelectionSet, v *model.Memory) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Memory(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNMemoryConnection2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMemoryConnection(ctx context.Context, sel ast.SelectionSet, v *model.MemoryConnection) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._MemoryConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNMemoryEdge2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMemoryEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MemoryEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMemoryEdge2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMemoryEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMemoryEdge2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMemoryEdge(ctx context.Context, sel ast.SelectionSet, v *model.MemoryEdge) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._MemoryEdge(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNMessage2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMessage(ctx context.Context, sel ast.SelectionSet, v *model.Message) graphql.Marshaler {
 	if v == nil {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
@@ -11874,6 +15121,16 @@ func (ec *executionContext) unmarshalNPersonality2githubᚗcomᚋagentryᚋagent
 }
 
 func (ec *executionContext) marshalNPersonality2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPersonality(ctx context.Context, sel ast.SelectionSet, v model.Personality) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNPlatformUsageGroupBy2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlatformUsageGroupBy(ctx context.Context, v any) (model.PlatformUsageGroupBy, error) {
+	var res model.PlatformUsageGroupBy
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPlatformUsageGroupBy2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlatformUsageGroupBy(ctx context.Context, sel ast.SelectionSet, v model.PlatformUsageGroupBy) graphql.Marshaler {
 	return v
 }
 
@@ -11992,6 +15249,11 @@ func (ec *executionContext) marshalNSendMessagePayload2ᚖgithubᚗcomᚋagentry
 		return graphql.Null
 	}
 	return ec._SendMessagePayload(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSetBudgetInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSetBudgetInput(ctx context.Context, v any) (model.SetBudgetInput, error) {
+	res, err := ec.unmarshalInputSetBudgetInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNSignUpInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSignUpInput(ctx context.Context, v any) (model.SignUpInput, error) {
@@ -12172,9 +15434,50 @@ func (ec *executionContext) marshalNToolCall2ᚖgithubᚗcomᚋagentryᚋagentry
 	return ec._ToolCall(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNUpdateConversationInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUpdateConversationInput(ctx context.Context, v any) (model.UpdateConversationInput, error) {
+	res, err := ec.unmarshalInputUpdateConversationInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNUpdateTaskInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUpdateTaskInput(ctx context.Context, v any) (model.UpdateTaskInput, error) {
 	res, err := ec.unmarshalInputUpdateTaskInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUsageBucket2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUsageBucketᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.UsageBucket) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNUsageBucket2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUsageBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNUsageBucket2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUsageBucket(ctx context.Context, sel ast.SelectionSet, v *model.UsageBucket) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._UsageBucket(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNUsageGroupBy2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUsageGroupBy(ctx context.Context, v any) (model.UsageGroupBy, error) {
+	var res model.UsageGroupBy
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUsageGroupBy2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUsageGroupBy(ctx context.Context, sel ast.SelectionSet, v model.UsageGroupBy) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNUser2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUser(ctx context.Context, sel ast.SelectionSet, v *model.User) graphql.Marshaler {
@@ -12347,6 +15650,23 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) unmarshalOAttachmentInput2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAttachmentInputᚄ(ctx context.Context, v any) ([]*model.AttachmentInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.AttachmentInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNAttachmentInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAttachmentInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -12497,6 +15817,24 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalInt(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt642ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt64(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt642ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(*v)
 	return res
 }
 
@@ -12742,6 +16080,20 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	_ = ctx
 	res := graphql.MarshalTime(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOToolCall2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐToolCall(ctx context.Context, sel ast.SelectionSet, v *model.ToolCall) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ToolCall(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOUser2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUser(ctx context.Context, sel ast.SelectionSet, v *model.User) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._User(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOVerbosity2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐVerbosity(ctx context.Context, v any) (*model.Verbosity, error) {

@@ -51,6 +51,15 @@ type AgentSettingsInput struct {
 	ContextStrategy   *ContextStrategy `json:"contextStrategy,omitempty"`
 }
 
+// A file sent with a message: a text file (its text), a PDF (its extracted text) or an image (PNG, JPEG, GIF or WebP; only for models that accept images). At most 5 files of 5 MiB each, 10 MiB together.
+type AttachmentInput struct {
+	Filename string `json:"filename"`
+	// e.g. text/plain, text/markdown, application/json, application/pdf, image/png
+	MediaType string `json:"mediaType"`
+	// the file's bytes, base64-encoded (standard alphabet)
+	DataBase64 string `json:"dataBase64"`
+}
+
 type AuthPayload struct {
 	AccessToken  string    `json:"accessToken"`
 	RefreshToken string    `json:"refreshToken"`
@@ -120,6 +129,16 @@ type Membership struct {
 	Pending bool `json:"pending"`
 }
 
+type MemoryConnection struct {
+	Edges    []*MemoryEdge `json:"edges"`
+	PageInfo *PageInfo     `json:"pageInfo"`
+}
+
+type MemoryEdge struct {
+	Cursor string  `json:"cursor"`
+	Node   *Memory `json:"node"`
+}
+
 type MessageConnection struct {
 	Edges    []*MessageEdge `json:"edges"`
 	PageInfo *PageInfo      `json:"pageInfo"`
@@ -158,11 +177,24 @@ type SendMessageInput struct {
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 	// default ENQUEUE
 	IfBusy *BusyPolicy `json:"ifBusy,omitempty"`
+	// files sent with the message (see AttachmentInput)
+	Attachments []*AttachmentInput `json:"attachments,omitempty"`
 }
 
 type SendMessagePayload struct {
 	Message *Message `json:"message"`
 	Run     *Run     `json:"run"`
+}
+
+type SetBudgetInput struct {
+	Scope BudgetScope `json:"scope"`
+	// required for USER budgets, omitted for TENANT ones
+	UserID *string      `json:"userId,omitempty"`
+	Period BudgetPeriod `json:"period"`
+	// input + output tokens; null = no limit on tokens
+	TokenLimit *int64 `json:"tokenLimit,omitempty"`
+	// micro-dollars; null = no limit on cost
+	CostLimitMicros *int64 `json:"costLimitMicros,omitempty"`
 }
 
 type SignUpInput struct {
@@ -185,6 +217,14 @@ type TaskEdge struct {
 	Node   *Task  `json:"node"`
 }
 
+type UpdateConversationInput struct {
+	Title        *string      `json:"title,omitempty"`
+	Mode         *ContextMode `json:"mode,omitempty"`
+	SystemPrompt *string      `json:"systemPrompt,omitempty"`
+	// tools enabled
+	Agentic *bool `json:"agentic,omitempty"`
+}
+
 // Every field is optional: what is omitted stays as it is.
 type UpdateTaskInput struct {
 	Title *string `json:"title,omitempty"`
@@ -200,12 +240,187 @@ type UpdateTaskInput struct {
 	Complexity *Complexity   `json:"complexity,omitempty"`
 }
 
+type UsageBucket struct {
+	Key          string `json:"key"`
+	Calls        int64  `json:"calls"`
+	InputTokens  int64  `json:"inputTokens"`
+	OutputTokens int64  `json:"outputTokens"`
+	CostMicros   int64  `json:"costMicros"`
+}
+
 type Viewer struct {
 	User   *User   `json:"user"`
 	Tenant *Tenant `json:"tenant"`
 	Role   Role    `json:"role"`
 	// True for platform administrators (cross-tenant dashboards and the job UI).
 	PlatformAdmin bool `json:"platformAdmin"`
+}
+
+// A person's answer to an approval: APPROVE lets the run go on as asked; REJECT declines.
+type ApprovalDecision string
+
+const (
+	ApprovalDecisionApprove ApprovalDecision = "APPROVE"
+	ApprovalDecisionReject  ApprovalDecision = "REJECT"
+)
+
+var AllApprovalDecision = []ApprovalDecision{
+	ApprovalDecisionApprove,
+	ApprovalDecisionReject,
+}
+
+func (e ApprovalDecision) IsValid() bool {
+	switch e {
+	case ApprovalDecisionApprove, ApprovalDecisionReject:
+		return true
+	}
+	return false
+}
+
+func (e ApprovalDecision) String() string {
+	return string(e)
+}
+
+func (e *ApprovalDecision) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ApprovalDecision(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ApprovalDecision", str)
+	}
+	return nil
+}
+
+func (e ApprovalDecision) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ApprovalDecision) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ApprovalDecision) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Budget windows are UTC days and months.
+type BudgetPeriod string
+
+const (
+	BudgetPeriodDay   BudgetPeriod = "DAY"
+	BudgetPeriodMonth BudgetPeriod = "MONTH"
+)
+
+var AllBudgetPeriod = []BudgetPeriod{
+	BudgetPeriodDay,
+	BudgetPeriodMonth,
+}
+
+func (e BudgetPeriod) IsValid() bool {
+	switch e {
+	case BudgetPeriodDay, BudgetPeriodMonth:
+		return true
+	}
+	return false
+}
+
+func (e BudgetPeriod) String() string {
+	return string(e)
+}
+
+func (e *BudgetPeriod) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = BudgetPeriod(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid BudgetPeriod", str)
+	}
+	return nil
+}
+
+func (e BudgetPeriod) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *BudgetPeriod) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e BudgetPeriod) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type BudgetScope string
+
+const (
+	BudgetScopeTenant BudgetScope = "TENANT"
+	BudgetScopeUser   BudgetScope = "USER"
+)
+
+var AllBudgetScope = []BudgetScope{
+	BudgetScopeTenant,
+	BudgetScopeUser,
+}
+
+func (e BudgetScope) IsValid() bool {
+	switch e {
+	case BudgetScopeTenant, BudgetScopeUser:
+		return true
+	}
+	return false
+}
+
+func (e BudgetScope) String() string {
+	return string(e)
+}
+
+func (e *BudgetScope) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = BudgetScope(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid BudgetScope", str)
+	}
+	return nil
+}
+
+func (e BudgetScope) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *BudgetScope) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e BudgetScope) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type BusyPolicy string
@@ -616,6 +831,63 @@ func (e Personality) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+type PlatformUsageGroupBy string
+
+const (
+	PlatformUsageGroupByTenant PlatformUsageGroupBy = "TENANT"
+	PlatformUsageGroupByDay    PlatformUsageGroupBy = "DAY"
+	PlatformUsageGroupByModel  PlatformUsageGroupBy = "MODEL"
+)
+
+var AllPlatformUsageGroupBy = []PlatformUsageGroupBy{
+	PlatformUsageGroupByTenant,
+	PlatformUsageGroupByDay,
+	PlatformUsageGroupByModel,
+}
+
+func (e PlatformUsageGroupBy) IsValid() bool {
+	switch e {
+	case PlatformUsageGroupByTenant, PlatformUsageGroupByDay, PlatformUsageGroupByModel:
+		return true
+	}
+	return false
+}
+
+func (e PlatformUsageGroupBy) String() string {
+	return string(e)
+}
+
+func (e *PlatformUsageGroupBy) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = PlatformUsageGroupBy(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid PlatformUsageGroupBy", str)
+	}
+	return nil
+}
+
+func (e PlatformUsageGroupBy) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *PlatformUsageGroupBy) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e PlatformUsageGroupBy) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type Role string
 
 const (
@@ -973,6 +1245,65 @@ func (e *TaskType) UnmarshalJSON(b []byte) error {
 }
 
 func (e TaskType) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type UsageGroupBy string
+
+const (
+	UsageGroupByDay     UsageGroupBy = "DAY"
+	UsageGroupByUser    UsageGroupBy = "USER"
+	UsageGroupByModel   UsageGroupBy = "MODEL"
+	UsageGroupByRunKind UsageGroupBy = "RUN_KIND"
+)
+
+var AllUsageGroupBy = []UsageGroupBy{
+	UsageGroupByDay,
+	UsageGroupByUser,
+	UsageGroupByModel,
+	UsageGroupByRunKind,
+}
+
+func (e UsageGroupBy) IsValid() bool {
+	switch e {
+	case UsageGroupByDay, UsageGroupByUser, UsageGroupByModel, UsageGroupByRunKind:
+		return true
+	}
+	return false
+}
+
+func (e UsageGroupBy) String() string {
+	return string(e)
+}
+
+func (e *UsageGroupBy) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = UsageGroupBy(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid UsageGroupBy", str)
+	}
+	return nil
+}
+
+func (e UsageGroupBy) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *UsageGroupBy) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e UsageGroupBy) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -146,16 +146,39 @@ func TestCrashRecovery(t *testing.T) {
 		require.NoError(t, tx.QueryRow(context.Background(), sql, args...).Scan(&n))
 		return n
 	}
-	deadline := time.Now().Add(4 * time.Minute)
+	stuck := func() string {
+		tx, err := conn.Begin(context.Background())
+		require.NoError(t, err)
+		defer tx.Rollback(context.Background())
+		_, _ = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
+		var out string
+		_ = tx.QueryRow(context.Background(), `SELECT coalesce(string_agg(status || '/' || attempt || '/' || coalesce(job_id::text, '-') || '/' || coalesce(error, ''), '; '), '')
+			FROM runs WHERE kind = 'TASK' AND status NOT IN ('COMPLETED','FAILED','CANCELLED','TIMED_OUT')`).Scan(&out)
+		return out
+	}
+	deadline := time.Now().Add(2 * time.Minute)
 	for q(`SELECT count(*) FROM runs WHERE kind = 'TASK' AND status NOT IN ('COMPLETED','FAILED','CANCELLED','TIMED_OUT')`) > 0 {
-		require.True(t, time.Now().Before(deadline), "runs still not finished: %d", q(`SELECT count(*) FROM runs WHERE kind = 'TASK' AND status NOT IN ('COMPLETED','FAILED','CANCELLED','TIMED_OUT')`))
+		require.True(t, time.Now().Before(deadline), "runs still not finished: %s", stuck())
 		time.Sleep(250 * time.Millisecond)
 	}
 	require.Equal(t, runs, q(`SELECT count(*) FROM runs WHERE kind = 'TASK' AND status = 'COMPLETED'`), "every run completes")
 	require.Zero(t, q(`SELECT count(*) FROM runs WHERE status = 'RUNNING'`), "no run stuck RUNNING")
 	require.Equal(t, runs, q(`SELECT count(*) FROM tasks WHERE status = 'DONE'`))
 	// Each run made exactly 3 model calls, stored once each.
-	require.Equal(t, 3*runs, q(`SELECT count(*) FROM messages WHERE role = 'ASSISTANT'`), "no duplicate assistant message")
+	extra := func() string {
+		tx, err := conn.Begin(context.Background())
+		require.NoError(t, err)
+		defer tx.Rollback(context.Background())
+		_, _ = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
+		var out string
+		_ = tx.QueryRow(context.Background(), `SELECT coalesce(string_agg(x, E'\n'), '') FROM (
+			SELECT m.run_id::text || ' idx=' || coalesce(m.llm_call_index::text, '-') || ' ' || left(m.content, 80) || ' | events: ' ||
+			  (SELECT string_agg(e.type || coalesce(':' || (e.data->>'attempt'), ''), ',' ORDER BY e.seq) FROM run_events e WHERE e.run_id = m.run_id) AS x
+			FROM messages m WHERE m.role = 'ASSISTANT' AND m.run_id IN (
+			  SELECT run_id FROM messages WHERE role = 'ASSISTANT' GROUP BY run_id HAVING count(*) <> 3)) s`).Scan(&out)
+		return out
+	}
+	require.Equal(t, 3*runs, q(`SELECT count(*) FROM messages WHERE role = 'ASSISTANT'`), "no duplicate assistant message: %s", extra())
 	require.Zero(t, q(`SELECT count(*) FROM (SELECT run_id, llm_call_index FROM messages WHERE role = 'ASSISTANT' GROUP BY 1, 2 HAVING count(*) > 1) d`))
 	// Each file was written exactly once: a repeated tool effect would bump its version.
 	require.Equal(t, 2*runs, q(`SELECT count(*) FROM workspace_files WHERE path LIKE 'crash/%'`))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
@@ -60,8 +61,11 @@ type Executor struct {
 	MaxTurns  int
 	hooks     map[string]KindHooks
 	approvals Approvals
+	budgets   Budgets
 	now       func() time.Time
 	retryBase time.Duration
+	// window fits each request into the model's context (nil: the whole history is sent).
+	window *contextwin.Manager
 }
 
 // SetApprovals connects human-in-the-loop approvals.

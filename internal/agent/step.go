@@ -77,6 +77,9 @@ func (t *turn) fromError(ctx context.Context, err error) result {
 	if errors.Is(err, run.ErrFenced) {
 		return result{retry: &Retry{Class: llm.Terminal, Err: err, Fenced: true}}
 	}
+	if o, ok := budgetOutcome(err); ok {
+		return done(o)
+	}
 	if ctx.Err() != nil {
 		return result{outcome: failed(llm.Transient, err), retry: &Retry{Class: llm.Transient, Err: err}}
 	}

@@ -16,7 +16,7 @@ const (
 	ReasonCircuitOpen      = "circuit_open"    // too many backtracks
 	ReasonUserStop         = "user_stop"       // stopRun, or the user declined to continue
 	ReasonUserIntent       = "user_intent"     // the user said to stop in a message
-	ReasonBudget           = "budget_exceeded" // maxTokensPerTask used up
+	ReasonBudget           = "budget_exceeded" // maxTokensPerTask used up, or a budget refused a call
 	ReasonEscalated        = "escalation_declined"
 	ReasonFailedGracefully = "failed_gracefully"
 )

@@ -33,6 +33,8 @@ type turn struct {
 	limits Limits
 	// earlier holds the run's tool failures so far (the classifier looks for repeats).
 	earlier []Failure
+	// built is the context builder's system-prompt text for this attempt (nil until built).
+	built *string
 }
 
 // result is how an attempt ended: an outcome to record, a retry, or suspended (the run is
@@ -120,6 +122,18 @@ func (t *turn) work(ctx context.Context) result {
 			}
 			continue
 		}
+		// An earlier attempt may have stored a reply and died before acting on it.
+		if last, ok := t.lastReply(st.hist); ok && len(toolUses(last)) == 0 {
+			if !st.run.MustReflect {
+				// The model had stopped on its own: that attempt only missed recording the end.
+				return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonCompleted})
+			}
+			// The reflection turn was stored; its breaker update was not.
+			if err := t.endReflection(ctx, st, llm.Message{Blocks: last}.Text()); err != nil {
+				return t.fromError(ctx, err)
+			}
+			continue
+		}
 		calls := max(int(st.run.LlmCalls), t.llmCalls(st.hist)) // backtracked turns count too
 		confirmed := t.confirmedAt(ctx)
 		if confirmed < 0 {
@@ -142,14 +156,20 @@ func (t *turn) work(ctx context.Context) result {
 		}
 		// REACT.
 		reflecting := st.run.MustReflect
-		req := llm.Request{Model: model.ID, System: t.systemPrompt(st.run), Messages: toLLM(st.hist), MaxTokens: t.maxTokens(st.run, model)}
-		if t.conv.Agentic && t.e.tools != nil && !reflecting {
-			req.Tools = t.e.tools.Specs()
-		}
-		if reflecting {
-			req.System += "\n\n" + reflectInstruction
+		req, _, err := t.request(ctx, model, st, reflecting, false)
+		if err != nil {
+			return t.fromError(ctx, err)
 		}
 		resp, err := t.call(ctx, provider, req, calls)
+		if contextTooLong(err) {
+			// RECOVERABLE: compact the context, then retry once within this attempt (when there
+			// was anything to compact; else the error goes to the next attempt's prompt).
+			if creq, compacted, cerr := t.request(ctx, model, st, reflecting, true); cerr != nil {
+				err = cerr
+			} else if compacted {
+				resp, err = t.call(ctx, provider, creq, calls)
+			}
+		}
 		if err != nil {
 			var le *llm.Error
 			if errors.As(err, &le) && le.Emitted && len(resp.Blocks) > 0 && ctx.Err() == nil {
@@ -171,9 +191,7 @@ func (t *turn) work(ctx context.Context) result {
 			return t.fromError(ctx, err)
 		}
 		if reflecting {
-			if err := t.saveBreaker(ctx, int(st.run.ConsecutiveFailures), int(st.run.Backtracks), false, events.New{
-				Type: events.ExecutionReflected, Data: map[string]any{"reflection": truncate(llm.Message{Blocks: resp.Blocks}.Text(), 2000)},
-			}); err != nil {
+			if err := t.endReflection(ctx, st, llm.Message{Blocks: resp.Blocks}.Text()); err != nil {
 				return t.fromError(ctx, err)
 			}
 			continue
@@ -255,6 +273,40 @@ func (t *turn) maxTokens(r dbsqlc.Run, m llm.Model) int {
 	return int(max(n, 256))
 }
 
+// endReflection closes a reflection turn: the breaker's first level resets and a note follows
+// the reflection, so the reply is never mistaken for the model stopping.
+func (t *turn) endReflection(ctx context.Context, st state, reflection string) error {
+	r := t.lease.Run
+	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: t.lease.Attempt,
+			ConsecutiveFailures: st.run.ConsecutiveFailures, Backtracks: st.run.Backtracks, MustReflect: false}); err != nil {
+			return err
+		}
+		if _, err := t.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: "Reflection noted (agentry): tools are available again."}}, nil); err != nil {
+			return err
+		}
+		_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: events.ExecutionReflected, Data: map[string]any{"reflection": truncate(reflection, 2000)}})
+		return err
+	})
+}
+
+// lastReply returns the blocks of the newest message of the conversation when it is a model
+// reply of this run (nothing has followed it yet).
+func (t *turn) lastReply(hist []dbsqlc.Message) ([]llm.Block, bool) {
+	if len(hist) == 0 {
+		return nil, false
+	}
+	m := hist[len(hist)-1]
+	if m.Role != "ASSISTANT" || !m.RunID.Valid || m.RunID.UUID != t.lease.Run.ID {
+		return nil, false
+	}
+	var blocks []llm.Block
+	if err := json.Unmarshal(m.Parts, &blocks); err != nil {
+		return nil, false
+	}
+	return blocks, true
+}
+
 // llmCalls is the number of model replies this run has stored: the next call's index.
 func (t *turn) llmCalls(hist []dbsqlc.Message) int {
 	n := 0
@@ -278,8 +330,15 @@ func pendingCalls(calls []dbsqlc.ToolCall) []dbsqlc.ToolCall {
 
 // call streams one model reply, publishing coalesced deltas as they come.
 func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (llm.Response, error) {
+	held, err := t.reserve(ctx, p, req, callIndex)
+	if err != nil {
+		return llm.Response{}, err
+	}
 	stream, err := p.Stream(ctx, req)
 	if err != nil {
+		if held {
+			t.release(ctx, callIndex)
+		}
 		return llm.Response{}, err
 	}
 	co := newCoalescer(t.e.pub, t.lease.Scope(), callIndex)
@@ -289,6 +348,9 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 		}
 	})
 	co.flush(ctx)
+	if err != nil && held {
+		t.release(ctx, callIndex) // a partial reply that is kept still settles its usage
+	}
 	return resp, err
 }
 
@@ -340,6 +402,9 @@ func (t *turn) persistReply(ctx context.Context, p llm.Provider, model llm.Model
 				TenantID: r.TenantID, ID: r.ID, Attempt: t.lease.Attempt, InputTokens: rec.InputTokens,
 				OutputTokens: rec.OutputTokens, CostMicros: rec.CostMicros, LlmCalls: idx + 1, Turns: idx + 1,
 			}); err != nil {
+				return err
+			}
+			if err := t.settle(ctx, tx, callIndex, resp.Usage, rec.CostMicros); err != nil {
 				return err
 			}
 			news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{

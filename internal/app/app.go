@@ -19,20 +19,24 @@ import (
 
 	"github.com/agentry/agentry/graph"
 	"github.com/agentry/agentry/internal/agent"
+	"github.com/agentry/agentry/internal/approval"
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/chat"
 	"github.com/agentry/agentry/internal/config"
+	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/jobs"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/llm/providers"
+	"github.com/agentry/agentry/internal/memory"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
+	"github.com/agentry/agentry/internal/usage"
 	"github.com/agentry/agentry/web"
 )
 
@@ -44,23 +48,29 @@ type Mode struct {
 
 // App is one running agentry process's parts.
 type App struct {
-	Config   *config.Config
-	Log      *slog.Logger
-	DB       *db.DB
-	Redis    *redis.Client
-	River    *river.Client[pgx.Tx]
-	Auth     *auth.Service
-	Tenancy  *tenancy.Service
-	Settings *settings.Service
-	Chat     *chat.Service
-	Tasks    *task.Service
-	Runs     *run.Service
-	Hub      *events.Hub
-	Models   *llm.Registry
-	Executor *agent.Executor
-	Tools    *tool.Registry
-	Registry *prometheus.Registry
-	Handler  http.Handler
+	Config    *config.Config
+	Log       *slog.Logger
+	DB        *db.DB
+	Redis     *redis.Client
+	River     *river.Client[pgx.Tx]
+	Auth      *auth.Service
+	Tenancy   *tenancy.Service
+	Settings  *settings.Service
+	Chat      *chat.Service
+	Tasks     *task.Service
+	Runs      *run.Service
+	Approvals *approval.Service
+	Hub       *events.Hub
+	Models    *llm.Registry
+	Executor  *agent.Executor
+	Tools     *tool.Registry
+	Context   *contextwin.Manager // the context window manager (tests override model limits through it)
+	Memory    *memory.Service
+	Usage     *usage.Service
+	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
+	RateLimits *usage.Limiter
+	Registry   *prometheus.Registry
+	Handler    http.Handler
 	// CloseSockets closes every open WebSocket subscription (graceful shutdown).
 	CloseSockets context.CancelFunc
 }
@@ -105,6 +115,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 
 	pub := events.NewPublisher(a.Redis, cfg.RedisPrefix, log)
 	a.Runs = run.NewService(a.DB, pub, log)
+	a.Approvals = approval.NewService(a.DB, a.Runs, cfg.ApprovalTTL, log)
 	pcfg := providers.Config{
 		AnthropicAPIKey: cfg.AnthropicAPIKey, AnthropicBaseURL: cfg.AnthropicBaseURL,
 		OpenAIAPIKey: cfg.OpenAIAPIKey, OpenAIBaseURL: cfg.OpenAIBaseURL,
@@ -116,16 +127,36 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	defModels := models{a.Models, providers.DefaultModel(pcfg)}
 	a.Chat = chat.NewService(a.DB, a.Runs, defModels, log)
 	a.Tasks = task.NewService(a.DB, a.Runs, defModels, log)
+	a.Usage = usage.NewService(a.DB, a.Runs, log)
+	a.Chat.SetAdmission(a.Usage)
+	a.Tasks.SetAdmission(a.Usage)
+	a.RateLimits = usage.NewLimiter(usage.LimiterOptions{
+		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Log: log,
+	})
 	a.Tools = tool.NewRegistry()
+	for _, t := range tool.MemoryTools() {
+		if err := a.Tools.Register(t); err != nil {
+			return nil, err
+		}
+	}
+	a.Memory = memory.NewService(a.DB)
+	a.Context = contextwin.New(contextwin.Options{Models: a.Models, SummaryModel: cfg.SummaryModel, Log: log})
 	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: a.Tools}, log)
+	a.Executor.SetContextWindow(a.Context)
 	taskHooks := task.Hooks{}
 	a.Executor.Register(run.KindTask, taskHooks)
 	a.Runs.OnFinish(run.KindTask, taskHooks.Finished)
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
+	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
+	a.Executor.SetBudgets(a.Usage)
 	host, _ := os.Hostname()
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
 		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
 		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs,
+		Register: func(w *river.Workers) []*river.PeriodicJob {
+			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
+			return append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -149,7 +180,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		sockets, a.CloseSockets = context.WithCancel(context.Background())
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
-				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Hub: a.Hub, Log: log,
+				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
+				Usage: a.Usage, RateLimits: a.RateLimits, Log: log,
 			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,

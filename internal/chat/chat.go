@@ -47,7 +47,17 @@ type Service struct {
 	runs   *run.Service
 	models Models
 	log    *slog.Logger
+	admit  Admission
 }
+
+// Admission refuses a new run that no budget can pay for (usage.Service implements it).
+type Admission interface {
+	// Admit returns BUDGET_EXCEEDED while a budget applying to the user has nothing left.
+	Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
+}
+
+// SetAdmission connects budget admission (nil: every run is admitted).
+func (s *Service) SetAdmission(a Admission) { s.admit = a }
 
 // NewService returns the chat service.
 func NewService(d *db.DB, runs *run.Service, models Models, log *slog.Logger) *Service {
@@ -179,6 +189,8 @@ type Send struct {
 	Content        string
 	IdempotencyKey string
 	IfBusy         string
+	// Attachments are files sent with the message (see attachmentBlocks for what is accepted).
+	Attachments []Attachment
 }
 
 // Sent is what SendMessage made (or found, for a repeated idempotency key).
@@ -208,6 +220,10 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	if len(in.IdempotencyKey) > 200 {
 		return Sent{}, apperr.Invalid("idempotencyKey", "must be at most 200 characters")
 	}
+	attached, images, err := attachmentBlocks(in.Attachments)
+	if err != nil {
+		return Sent{}, err
+	}
 	policy := in.IfBusy
 	if policy == "" {
 		policy = BusyEnqueue
@@ -232,6 +248,11 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 				return err
 			}
 		}
+		if images {
+			if _, m, err := s.models.Resolve(conv.Model); err == nil && !m.Vision {
+				return apperr.Invalid("attachments", "the conversation's model %s does not accept images; send text files or PDFs, or use a model with vision", conv.Model)
+			}
+		}
 		busy := conv.ActiveRunID.Valid
 		if busy {
 			switch policy {
@@ -242,6 +263,11 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 					return err
 				}
 				busy = false
+			}
+		}
+		if s.admit != nil {
+			if err := s.admit.Admit(ctx, tx, a.TenantID, a.UserID); err != nil {
+				return err
 			}
 		}
 		set, err := settings.ForUser(ctx, tx, a)
@@ -265,11 +291,12 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if err != nil {
 			return fmt.Errorf("insert run: %w", err)
 		}
-		parts, _ := json.Marshal([]llm.Block{{Type: llm.BlockText, Text: in.Content}})
+		blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
+		parts, _ := json.Marshal(blocks)
 		msg, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
 			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
 			RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
-			TokenEstimate: int32(EstimateTokens(in.Content)),
+			TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
 		})
 		if err != nil {
 			return fmt.Errorf("insert message: %w", err)

@@ -46,6 +46,14 @@ type Config struct {
 	WorkerConcurrency int           // AGENTRY_WORKER_CONCURRENCY: jobs worked at once per worker process
 	AccessTokenTTL    time.Duration // AGENTRY_ACCESS_TOKEN_TTL: lifetime of access tokens (default 15m)
 	WSInitTimeout     time.Duration // AGENTRY_WS_INIT_TIMEOUT: a WebSocket must send connection_init within this
+	ApprovalTTL       time.Duration // AGENTRY_APPROVAL_TTL: how long an approval waits for a person before it expires (default 24h)
+	// RateLimitSpend overrides the plans' limits on spending mutations per tenant and per API key
+	// (AGENTRY_RATE_LIMIT_SPEND, e.g. "10/s burst 20" or "free=10/s burst 20; pro=100/s burst 200"
+	// or "off"); nil keeps internal/usage's plan table.
+	RateLimitSpend map[string]RateLimit
+	// RateLimitAuth overrides the per-IP limit of logIn and signUp (AGENTRY_RATE_LIMIT_AUTH); nil
+	// keeps the default.
+	RateLimitAuth *RateLimit
 }
 
 // Lookup reads one variable; it matches os.Getenv.
@@ -145,9 +153,23 @@ func Load(getenv Lookup) (*Config, error) {
 	c.ShutdownTimeout = dur("AGENTRY_SHUTDOWN_TIMEOUT", "25s", 0)
 	c.AccessTokenTTL = dur("AGENTRY_ACCESS_TOKEN_TTL", "15m", time.Second)
 	c.WSInitTimeout = dur("AGENTRY_WS_INIT_TIMEOUT", "10s", 100*time.Millisecond)
+	c.ApprovalTTL = dur("AGENTRY_APPROVAL_TTL", "24h", time.Second)
 	c.MaxBodyBytes = integer("AGENTRY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)
 	c.PasswordHashLimit = int(integer("AGENTRY_PASSWORD_HASH_CONCURRENCY", 2, 1, 256))
 	c.WorkerConcurrency = int(integer("AGENTRY_WORKER_CONCURRENCY", 50, 1, 10000))
+	if raw := getenv("AGENTRY_RATE_LIMIT_SPEND"); raw != "" {
+		var err error
+		if c.RateLimitSpend, err = ParseRateLimits(raw); err != nil {
+			bad("AGENTRY_RATE_LIMIT_SPEND", raw, err.Error())
+		}
+	}
+	if raw := getenv("AGENTRY_RATE_LIMIT_AUTH"); raw != "" {
+		l, err := ParseRateLimit(raw)
+		if err != nil {
+			bad("AGENTRY_RATE_LIMIT_AUTH", raw, err.Error())
+		}
+		c.RateLimitAuth = &l
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
 	}

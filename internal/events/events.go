@@ -138,7 +138,7 @@ func (p *Publisher) Append(ctx context.Context, tx *db.Tx, scope Scope, news ...
 		}
 		out[i] = ev
 	}
-	p.Publish(context.WithoutCancel(ctx), scope.TenantID, out...)
+	tx.AfterCommit(func() { p.Publish(context.WithoutCancel(ctx), scope.TenantID, out...) })
 	return out, nil
 }
 

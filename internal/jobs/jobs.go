@@ -46,6 +46,11 @@ type Options struct {
 func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 	cfg := &river.Config{
 		Logger: o.Log,
+		// Also the pace of this client's insert notifications per queue (River sends at most
+		// one per queue per client-level FetchCooldown, 100 ms by default): a chat turn inserted
+		// between two notifications waits for the next one or the queue's poll, which cost
+		// chat turns tens of milliseconds of pickup (agentry bench, Q-LAT).
+		FetchCooldown: FetchCooldown,
 		// River's own rescue of stuck jobs must wait longer than the longest attempt may run
 		// (timeoutSeconds is at most an hour; a complex task run 60 minutes): runs whose worker
 		// died are taken over much sooner by the run reaper, through their lease.
@@ -63,7 +68,7 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 		cfg.Queues = map[string]river.QueueConfig{
 			QueueDefault: {MaxWorkers: o.Concurrency},
 			// Chat turns: a user is waiting, so pick up within milliseconds of the insert.
-			run.QueueChat:    {MaxWorkers: o.Concurrency, FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond},
+			run.QueueChat:    ChatQueue(o.Concurrency),
 			QueueMaintenance: {MaxWorkers: 2},
 		}
 		cfg.PeriodicJobs = []*river.PeriodicJob{
@@ -83,6 +88,17 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	return client, nil
+}
+
+// FetchCooldown is the least time between two fetches of the chat queue, and between two insert
+// notifications of any queue from one client.
+const FetchCooldown = 5 * time.Millisecond
+
+// ChatQueue is the configuration of the chat queue for a worker running concurrency jobs at
+// once. A user is waiting on every chat turn, so jobs are picked up within milliseconds of their
+// insert. (agentry bench's bare-River baseline uses it too, so the two stay alike.)
+func ChatQueue(concurrency int) river.QueueConfig {
+	return river.QueueConfig{MaxWorkers: concurrency, FetchCooldown: FetchCooldown, FetchPollInterval: 200 * time.Millisecond}
 }
 
 // RefreshTokenPurgeArgs deletes long-expired refresh tokens of every tenant.

@@ -75,14 +75,29 @@ func (s *Service) Resume(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UU
 	return r, s.Enqueue(ctx, tx, r)
 }
 
+// orphanGrace is how long a picked-up job may go without acquiring its queued run before the
+// reaper assumes its worker died (acquiring takes milliseconds; fencing makes a wrong guess
+// harmless).
+const orphanGrace = 10 * time.Second
+
 // ReapExpired takes over running runs whose lease expired (their worker died): each is fenced
 // (attempt += 1) and re-enqueued, so it resumes after its last persisted step within seconds
 // instead of waiting for River's stuck-job rescue. It returns how many runs it took over.
 func (s *Service) ReapExpired(ctx context.Context) (int, error) {
-	var expired []dbsqlc.RunListExpiredLeasesRow
-	err := s.db.InSystemTx(ctx, "reaper: find runs of every tenant whose lease expired", func(ctx context.Context, tx *db.Tx) error {
-		var err error
-		expired, err = tx.Q.RunListExpiredLeases(ctx, 100)
+	type ref struct{ TenantID, ID uuid.UUID }
+	var expired []ref
+	err := s.db.InSystemTx(ctx, "reaper: find runs of every tenant whose worker died", func(ctx context.Context, tx *db.Tx) error {
+		leases, err := tx.Q.RunListExpiredLeases(ctx, 100)
+		if err != nil {
+			return err
+		}
+		for _, r := range leases {
+			expired = append(expired, ref{r.TenantID, r.ID})
+		}
+		orphans, err := tx.Q.RunListOrphanedQueued(ctx, dbsqlc.RunListOrphanedQueuedParams{GraceSeconds: orphanGrace.Seconds(), Lim: 100})
+		for _, r := range orphans {
+			expired = append(expired, ref{r.TenantID, r.ID})
+		}
 		return err
 	})
 	if err != nil {
@@ -95,7 +110,8 @@ func (s *Service) ReapExpired(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
-			if r.Status != StatusRunning || r.LeaseExpiresAt == nil || r.LeaseExpiresAt.After(time.Now()) {
+			orphan := r.Status == StatusQueued
+			if !orphan && (r.Status != StatusRunning || r.LeaseExpiresAt == nil || r.LeaseExpiresAt.After(time.Now())) {
 				return nil // renewed or finished meanwhile
 			}
 			if r.JobID != nil {
@@ -104,8 +120,12 @@ func (s *Service) ReapExpired(ctx context.Context) (int, error) {
 					return fmt.Errorf("cancel orphaned job: %w", err)
 				}
 			}
-			_, err = s.Resume(ctx, tx, e.TenantID, e.ID, []string{StatusRunning}, events.New{Type: events.ExecutionResumed, Data: map[string]any{
-				"reason": "worker lost: lease expired", "previousAttempt": r.Attempt, "previousOwner": r.LeaseOwner,
+			reason := "worker lost: lease expired"
+			if orphan {
+				reason = "worker lost before it started the run"
+			}
+			_, err = s.Resume(ctx, tx, e.TenantID, e.ID, []string{r.Status}, events.New{Type: events.ExecutionResumed, Data: map[string]any{
+				"reason": reason, "previousAttempt": r.Attempt, "previousOwner": r.LeaseOwner,
 			}})
 			if err == nil {
 				n++

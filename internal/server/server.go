@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -75,7 +76,26 @@ func New(o Options) http.Handler {
 	if o.Registry != nil {
 		h = instrument(o.Registry, h)
 	}
-	return requestID(recoverer(o.Log, h))
+	return requestID(clientIP(recoverer(o.Log, h)))
+}
+
+type clientIPKey struct{}
+
+// ClientIPFrom returns the IP address of the request's client ("" outside a request): the
+// connection's peer (behind a reverse proxy, the proxy's). Rate limits per IP use it.
+func ClientIPFrom(ctx context.Context) string {
+	ip, _ := ctx.Value(clientIPKey{}).(string)
+	return ip
+}
+
+func clientIP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientIPKey{}, host)))
+	})
 }
 
 type requestIDKey struct{}

@@ -78,7 +78,17 @@ type Service struct {
 	runs   *run.Service
 	models Models
 	log    *slog.Logger
+	admit  Admission
 }
+
+// Admission refuses a new run that no budget can pay for (usage.Service implements it).
+type Admission interface {
+	// Admit returns BUDGET_EXCEEDED while a budget applying to the user has nothing left.
+	Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
+}
+
+// SetAdmission connects budget admission (nil: every run is admitted).
+func (s *Service) SetAdmission(a Admission) { s.admit = a }
 
 // NewService returns the task service.
 func NewService(d *db.DB, runs *run.Service, models Models, log *slog.Logger) *Service {
@@ -325,6 +335,11 @@ func (s *Service) Run(ctx context.Context, id uuid.UUID) (dbsqlc.Run, error) {
 		}
 		if !db.IsNoRows(err) {
 			return err
+		}
+		if s.admit != nil {
+			if err := s.admit.Admit(ctx, tx, a.TenantID, a.UserID); err != nil {
+				return err
+			}
 		}
 		set, err := settings.ForUser(ctx, tx, a)
 		if err != nil {

@@ -37,12 +37,18 @@ type Options struct {
 	Env    map[string]string // extra environment (config names)
 	NoWork bool              // do not start River workers
 	LogTo  io.Writer         // default: discarded unless AGENTRY_TEST_LOG=1
+	// DatabaseURL, when set, is the (migrated) database to use instead of a fresh one, e.g. to
+	// share one database between several processes under test.
+	DatabaseURL string
 }
 
 // Start runs agentry for t and stops it when t ends.
 func Start(t testing.TB, o Options) *Env {
 	t.Helper()
-	ownerURL := dbtest.URL(t)
+	ownerURL := o.DatabaseURL
+	if ownerURL == "" {
+		ownerURL = dbtest.URL(t)
+	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	env := map[string]string{
@@ -53,6 +59,9 @@ func Start(t testing.TB, o Options) *Env {
 		// Each test has its own Redis namespace, so parallel tests never see each other's events.
 		"AGENTRY_REDIS_PREFIX":     fmt.Sprintf("test%d-%d:", time.Now().UnixNano(), seq.Add(1)),
 		"AGENTRY_RETRY_BASE_DELAY": "50ms",
+		// Tests drive the API far faster than a plan allows; rate-limit tests turn them back on.
+		"AGENTRY_RATE_LIMIT_SPEND": "off",
+		"AGENTRY_RATE_LIMIT_AUTH":  "off",
 	}
 	if u := os.Getenv("REDIS_URL"); u != "" {
 		env["REDIS_URL"] = u

@@ -54,6 +54,25 @@ type Approval struct {
 	DecidedBy  uuid.NullUUID
 }
 
+type Budget struct {
+	TenantID        uuid.UUID
+	ID              uuid.UUID
+	Scope           string
+	UserID          uuid.NullUUID
+	Period          string
+	TokenLimit      *int64
+	CostLimitMicros *int64
+	PeriodStart     time.Time
+	SpentTokens     int64
+	SpentMicros     int64
+	ReservedTokens  int64
+	ReservedMicros  int64
+	WarnedStart     *time.Time
+	ExceededStart   *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
 type Conversation struct {
 	TenantID          uuid.UUID
 	ID                uuid.UUID
@@ -79,6 +98,17 @@ type Membership struct {
 	UserID    uuid.UUID
 	Role      string
 	CreatedAt time.Time
+}
+
+type Memory struct {
+	TenantID  uuid.UUID
+	ID        uuid.UUID
+	UserID    uuid.UUID
+	ProjectID uuid.UUID
+	Content   string
+	RunID     uuid.NullUUID
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 type Message struct {
@@ -116,6 +146,30 @@ type RefreshToken struct {
 	ExpiresAt time.Time
 	RotatedAt *time.Time
 	RevokedAt *time.Time
+}
+
+type Reservation struct {
+	TenantID       uuid.UUID
+	ID             uuid.UUID
+	RunID          uuid.UUID
+	CallIndex      int32
+	Attempt        int32
+	BudgetIds      []uuid.UUID
+	ReservedTokens int64
+	ReservedMicros int64
+	ActualTokens   *int64
+	ActualMicros   *int64
+	Status         string
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+	FinishedAt     *time.Time
+}
+
+type RiverJob struct {
+	ID          int64
+	State       string
+	AttemptedAt *time.Time
+	AttemptedBy []string
 }
 
 type Run struct {
@@ -216,6 +270,20 @@ type ToolCall struct {
 	FinishedAt *time.Time
 }
 
+type UsageDaily struct {
+	TenantID     uuid.UUID
+	Day          time.Time
+	UserID       uuid.UUID
+	RunKind      string
+	Provider     string
+	Model        string
+	Calls        int64
+	InputTokens  int64
+	OutputTokens int64
+	CachedTokens int64
+	CostMicros   int64
+}
+
 type UsageRecord struct {
 	TenantID     uuid.UUID
 	ID           uuid.UUID
@@ -230,6 +298,11 @@ type UsageRecord struct {
 	CachedTokens int64
 	CostMicros   int64
 	CreatedAt    time.Time
+}
+
+type UsageRollupState struct {
+	Singleton     bool
+	RolledThrough time.Time
 }
 
 type User struct {

@@ -717,6 +717,45 @@ func (q *Queries) RunListExpiredLeases(ctx context.Context, lim int32) ([]RunLis
 	return items, nil
 }
 
+const runListOrphanedQueued = `-- name: RunListOrphanedQueued :many
+SELECT r.tenant_id, r.id FROM runs r
+JOIN river_job j ON j.id = r.job_id
+WHERE r.status = 'QUEUED' AND j.state = 'running' AND j.attempted_at < now() - make_interval(secs => $1::double precision)
+LIMIT $2
+`
+
+type RunListOrphanedQueuedParams struct {
+	GraceSeconds float64
+	Lim          int32
+}
+
+type RunListOrphanedQueuedRow struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Queued runs whose job a worker picked up but never acquired the run for: the worker died
+// between the two (system transaction: every tenant).
+func (q *Queries) RunListOrphanedQueued(ctx context.Context, arg RunListOrphanedQueuedParams) ([]RunListOrphanedQueuedRow, error) {
+	rows, err := q.db.Query(ctx, runListOrphanedQueued, arg.GraceSeconds, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RunListOrphanedQueuedRow{}
+	for rows.Next() {
+		var i RunListOrphanedQueuedRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runNextQueued = `-- name: RunNextQueued :one
 SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL

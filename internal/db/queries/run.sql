@@ -174,3 +174,11 @@ UPDATE messages SET excluded = true WHERE tenant_id = $1 AND id = ANY(sqlc.arg(i
 SELECT * FROM messages
 WHERE tenant_id = $1 AND conversation_id = $2 AND role = 'USER' AND run_seq > sqlc.arg(run_seq)::bigint
 ORDER BY position;
+
+-- name: RunListOrphanedQueued :many
+-- Queued runs whose job a worker picked up but never acquired the run for: the worker died
+-- between the two (system transaction: every tenant).
+SELECT r.tenant_id, r.id FROM runs r
+JOIN river_job j ON j.id = r.job_id
+WHERE r.status = 'QUEUED' AND j.state = 'running' AND j.attempted_at < now() - make_interval(secs => sqlc.arg(grace_seconds)::double precision)
+LIMIT sqlc.arg(lim);

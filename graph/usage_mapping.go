@@ -1,0 +1,88 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/google/uuid"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/agentry/agentry/graph/model"
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/server"
+	"github.com/agentry/agentry/internal/usage"
+)
+
+// setBudgetInput maps setBudget's input onto the domain's.
+func setBudgetInput(in model.SetBudgetInput) (usage.SetBudget, error) {
+	out := usage.SetBudget{Scope: string(in.Scope), Period: string(in.Period), TokenLimit: in.TokenLimit, CostLimitMicros: in.CostLimitMicros}
+	if in.UserID != nil {
+		id, err := model.DecodeID("User", *in.UserID)
+		if err != nil {
+			return out, err
+		}
+		out.UserID = id
+	}
+	return out, nil
+}
+
+// usageBuckets maps summary buckets; user and tenant keys become global ids.
+func usageBuckets(rows []usage.Bucket, groupBy string) []*model.UsageBucket {
+	out := make([]*model.UsageBucket, len(rows))
+	for i, b := range rows {
+		key := b.Key
+		if id, err := uuid.Parse(key); err == nil {
+			switch groupBy {
+			case usage.GroupUser:
+				key = model.EncodeID("User", id)
+			case usage.GroupTenant:
+				key = model.EncodeID("Tenant", id)
+			}
+		}
+		out[i] = &model.UsageBucket{Key: key, Calls: b.Calls, InputTokens: b.InputTokens, OutputTokens: b.OutputTokens, CostMicros: b.CostMicros}
+	}
+	return out
+}
+
+// budgetNode resolves node(id) for a Budget.
+func (r *Resolver) budgetNode(ctx context.Context, id uuid.UUID) (model.Node, error) {
+	b, err := r.Usage.Budget(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Budget{Row: b}, nil
+}
+
+// Mutations limited per client IP, and those that make the agent spend (limited per tenant and
+// per API key).
+var (
+	authMutations  = map[string]bool{"logIn": true, "signUp": true}
+	spendMutations = map[string]bool{"sendMessage": true, "runTask": true, "resolveApproval": true, "resumeRun": true, "resolveRollback": true}
+)
+
+// rateLimit is the one place rate limits apply: before the resolver of a limited root mutation
+// field runs. A refusal is RATE_LIMITED with retryAfter (seconds) in the extensions and the
+// field answers null.
+func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
+	return func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+		rc := graphql.GetRootFieldContext(ctx)
+		if l == nil || rc == nil || rc.Object != "Mutation" {
+			return next(ctx)
+		}
+		var err error
+		switch name := rc.Field.Name; {
+		case authMutations[name]:
+			err = l.Auth(ctx, server.ClientIPFrom(ctx))
+		case spendMutations[name]:
+			if a, ok := auth.ActorFrom(ctx); ok {
+				err = l.Spend(ctx, a)
+			} // anonymous: the resolver answers UNAUTHENTICATED
+		}
+		if err != nil {
+			graphql.AddError(ctx, gqlerror.WrapPath(ast.Path{ast.PathName(rc.Field.Alias)}, err))
+			return graphql.Null
+		}
+		return next(ctx)
+	}
+}

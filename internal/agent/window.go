@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentry/agentry/internal/contextwin"
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/llm"
+)
+
+// SetContextWindow connects the context window manager and builder: without one, every
+// request carries the whole history and only the agent's own system prompt.
+func (e *Executor) SetContextWindow(m *contextwin.Manager) { e.window = m }
+
+// request builds a model call for the REACT step: the system prompt (the agent's instructions
+// and the user's preferences, then the context builder's mode, project and memories, then the
+// conversation summary), the history fitted into the model's context by the window manager,
+// and the tools (none during a reflection turn). force compacts to the minimum after the
+// provider refused a request as too long. A window that summarised is persisted (summary,
+// usage, context.window.applied) before the call; applied reports one.
+func (t *turn) request(ctx context.Context, model llm.Model, st state, reflecting, force bool) (req llm.Request, applied bool, err error) {
+	req = llm.Request{Model: model.ID, System: t.systemPrompt(st.run), MaxTokens: t.maxTokens(st.run, model)}
+	if t.conv.Agentic && t.e.tools != nil && !reflecting {
+		req.Tools = t.e.tools.Specs()
+	}
+	if t.e.window == nil {
+		req.Messages = toLLM(st.hist)
+	} else {
+		extra, err := t.contextText(ctx, st)
+		if err != nil {
+			return req, false, err
+		}
+		if extra != "" {
+			req.System += "\n\n" + extra
+		}
+		w, err := t.e.window.Apply(ctx, contextwin.Input{
+			Conversation: t.conv, Strategy: t.set.ContextStrategy, Model: model,
+			System: req.System, Tools: req.Tools, History: st.hist, Force: force,
+		})
+		if err != nil {
+			return req, false, err
+		}
+		if applied = w.Applied != nil; applied {
+			err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+				news, err := contextwin.Persist(ctx, tx, t.lease.Run, t.lease.Attempt, t.conv.ID, w.Applied)
+				if err != nil {
+					return err
+				}
+				_, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), news...)
+				return err
+			})
+			if err != nil {
+				return req, false, err
+			}
+			if !w.Applied.Fallback {
+				t.conv.Summary, t.conv.SummarizedThrough.UUID, t.conv.SummarizedThrough.Valid = &w.Applied.Summary, w.Applied.Through, true
+			}
+		}
+		req.System, req.Messages = w.System, toLLM(w.Messages)
+	}
+	if reflecting {
+		req.System += "\n\n" + reflectInstruction
+	}
+	return req, applied, nil
+}
+
+// contextText is the context builder's part of the system prompt, built once per attempt: the
+// conversation's mode, the project and the memories relevant to the message the run answers.
+func (t *turn) contextText(ctx context.Context, st state) (string, error) {
+	if t.built != nil {
+		return *t.built, nil
+	}
+	query := ""
+	for i := len(st.hist) - 1; i >= 0; i-- {
+		if m := st.hist[i]; m.Role == "USER" {
+			if query == "" {
+				query = m.Content // the newest user message, unless the trigger is found
+			}
+			if st.run.TriggerMessageID.Valid && m.ID == st.run.TriggerMessageID.UUID {
+				query = m.Content
+				break
+			}
+		}
+	}
+	r := t.lease.Run
+	var text string
+	err := t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		text, err = contextwin.Build(ctx, tx, contextwin.BuildInput{
+			TenantID: r.TenantID, UserID: r.UserID, ProjectID: t.conv.ProjectID, Mode: t.conv.Mode, Query: query,
+		})
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	t.built = &text
+	return text, nil
+}
+
+// contextTooLong reports a provider's refusal of a request as longer than the model's context,
+// before any output: RECOVERABLE by compacting the context and calling again.
+func contextTooLong(err error) bool {
+	var le *llm.Error
+	return errors.As(err, &le) && le.ContextLength && !le.Emitted
+}

@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// counts is a snapshot of the counters COUNTERS compares.
+type counts struct {
+	commits     int64 // pg_stat_database.xact_commit of the bench database
+	publishInfo int64 // INFO commandstats cmdstat_publish calls (the whole Redis server)
+	publishOwn  int64 // PUBLISH commands sent by agentry's Redis client
+	commandsOwn int64 // every command sent by agentry's Redis client
+}
+
+// counters reads the counters once Postgres has published every backend's statistics.
+//
+// Backends report their transaction counts at most once a second, when idle (Postgres 15); so
+// it waits a little over a second, then runs one query on each idle connection of agentry's
+// pool, which makes each backend flush, and subtracts those queries.
+func (e *env) counters(ctx context.Context) (counts, error) {
+	var c counts
+	time.Sleep(1100 * time.Millisecond)
+	touched := 0
+	for _, conn := range e.app.DB.Pool.AcquireAllIdle(ctx) {
+		if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
+			touched++
+		}
+		conn.Release()
+	}
+	admin, err := pgx.Connect(ctx, e.adminDB)
+	if err != nil {
+		return c, err
+	}
+	defer admin.Close(ctx)
+	if err := admin.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = $1", e.dbName).Scan(&c.commits); err != nil {
+		return c, fmt.Errorf("pg_stat_database: %w", err)
+	}
+	c.commits -= int64(touched)
+	if c.publishInfo, err = e.redisCalls(ctx, "publish"); err != nil {
+		return c, err
+	}
+	c.publishOwn = e.redisHook.publish.Load()
+	c.commandsOwn = e.redisHook.commands.Load()
+	return c, nil
+}
+
+// redisCalls reads the calls of a command from INFO commandstats.
+func (e *env) redisCalls(ctx context.Context, cmd string) (int64, error) {
+	info, err := e.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO commandstats: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				return strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return 0, nil
+}
+
+// budgetWrites returns the rows written (inserted, updated, deleted) so far in the budgets
+// table and in the reservations table.
+func (e *env) budgetWrites(ctx context.Context) ([2]int64, error) {
+	var n [2]int64
+	time.Sleep(1100 * time.Millisecond) // see counters
+	for _, conn := range e.app.DB.Pool.AcquireAllIdle(ctx) {
+		_, _ = conn.Exec(ctx, "SELECT 1")
+		conn.Release()
+	}
+	err := e.owner.QueryRow(ctx, `SELECT
+		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname = 'budgets'), 0)::bigint,
+		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname = 'reservations'), 0)::bigint
+		FROM pg_stat_user_tables WHERE relname IN ('budgets', 'reservations')`).Scan(&n[0], &n[1])
+	return n, err
+}
+
+// commandCounter counts the commands a Redis client sends.
+type commandCounter struct {
+	publish, commands atomic.Int64
+}
+
+func (h *commandCounter) count(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		h.commands.Add(1)
+		if strings.EqualFold(c.Name(), "publish") {
+			h.publish.Add(1)
+		}
+	}
+}
+
+func (h *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.count(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+var _ redis.Hook = (*commandCounter)(nil)

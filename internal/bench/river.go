@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/jobs"
+)
+
+// benchQueue is the bare-River baseline's queue; agentry's client never works it.
+const benchQueue = "bench_noop"
+
+// noopArgs is the baseline's job: it does nothing but say when it ran.
+type noopArgs struct {
+	// Sent is the intended insert time (unix nanoseconds), for pickup latency.
+	Sent int64 `json:"sent"`
+	// Waiter is the closed-loop worker waiting for the job (-1: none).
+	Waiter int `json:"waiter"`
+}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+func (noopArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: benchQueue} }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	mu     sync.Mutex
+	lat    *samples
+	waiter []chan struct{}
+}
+
+func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
+	now := time.Now()
+	w.mu.Lock()
+	lat, waiter := w.lat, w.waiter
+	w.mu.Unlock()
+	if lat != nil && job.Args.Sent > 0 {
+		lat.add(now.Sub(time.Unix(0, job.Args.Sent)))
+	}
+	if job.Args.Waiter >= 0 && job.Args.Waiter < len(waiter) {
+		select {
+		case waiter[job.Args.Waiter] <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// bareRiver is the baseline of the queue measures: a River client with a no-op worker, on a
+// pool opened like agentry's (same URL, role and size) and the chat queue's settings and worker
+// count.
+type bareRiver struct {
+	db     *db.DB
+	client *river.Client[pgx.Tx]
+	worker *noopWorker
+}
+
+func startBareRiver(ctx context.Context, e *env) (*bareRiver, error) {
+	quiet := slog.New(slog.DiscardHandler)
+	d, err := db.Open(ctx, e.dbURL, e.app.Config.DBRole, quiet)
+	if err != nil {
+		return nil, err
+	}
+	w := &noopWorker{}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	client, err := river.NewClient(riverpgxv5.New(d.Pool), &river.Config{
+		Logger:               quiet,
+		FetchCooldown:        jobs.FetchCooldown,
+		Workers:              workers,
+		Queues:               map[string]river.QueueConfig{benchQueue: jobs.ChatQueue(e.app.Config.WorkerConcurrency)},
+		RescueStuckJobsAfter: 2 * time.Hour,
+	})
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("bare River client: %w", err)
+	}
+	if err := client.Start(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("start bare River: %w", err)
+	}
+	return &bareRiver{db: d, client: client, worker: w}, nil
+}
+
+// record sets where pickup latencies go and the closed-loop waiters' channels.
+func (b *bareRiver) record(lat *samples, waiters int) []chan struct{} {
+	ch := make([]chan struct{}, waiters)
+	for i := range ch {
+		ch[i] = make(chan struct{}, 1)
+	}
+	b.worker.mu.Lock()
+	b.worker.lat, b.worker.waiter = lat, ch
+	b.worker.mu.Unlock()
+	return ch
+}
+
+func (b *bareRiver) insert(ctx context.Context, args noopArgs) error {
+	_, err := b.client.Insert(ctx, args, nil)
+	return err
+}
+
+func (b *bareRiver) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.client.Stop(ctx); err != nil {
+		_ = b.client.StopAndCancel(ctx)
+	}
+	b.db.Close()
+}

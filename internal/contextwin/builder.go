@@ -1,0 +1,88 @@
+package contextwin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/memory"
+)
+
+// Builder limits.
+const (
+	// DefaultMemoryTokens bounds the recalled memories in a system prompt.
+	DefaultMemoryTokens = 500
+	// MaxRecalled is the most memories recalled into one system prompt.
+	MaxRecalled = 8
+	// MaxTasks is the most open tasks listed in a system prompt.
+	MaxTasks = 10
+)
+
+// BuildInput says whose context to build.
+type BuildInput struct {
+	TenantID, UserID, ProjectID uuid.UUID
+	// Mode is the conversation's context mode.
+	Mode string
+	// Query is the new message: the memories relevant to it are recalled.
+	Query string
+	// MemoryTokens bounds the recalled memories (DefaultMemoryTokens when 0).
+	MemoryTokens int
+}
+
+// Build assembles, in tx, what the system prompt says beyond the agent's own instructions
+// (the user's preferences are those): the mode's instruction, the project (name, description,
+// open tasks, most urgent first) and the user's memories relevant to the new message. Parts
+// with nothing to say are left out.
+func Build(ctx context.Context, tx *db.Tx, in BuildInput) (string, error) {
+	var parts []string
+	if s := ModeInstruction(in.Mode); s != "" {
+		parts = append(parts, s)
+	}
+	if in.ProjectID != uuid.Nil {
+		p, err := tx.Q.ProjectGet(ctx, dbsqlc.ProjectGetParams{TenantID: in.TenantID, ID: in.ProjectID})
+		if err != nil {
+			return "", fmt.Errorf("load project: %w", err)
+		}
+		tasks, err := tx.Q.ContextProjectTasks(ctx, dbsqlc.ContextProjectTasksParams{TenantID: in.TenantID, ProjectID: in.ProjectID, Lim: MaxTasks})
+		if err != nil {
+			return "", fmt.Errorf("load tasks: %w", err)
+		}
+		parts = append(parts, projectInfo(p, tasks))
+	}
+	tokens := in.MemoryTokens
+	if tokens <= 0 {
+		tokens = DefaultMemoryTokens
+	}
+	mems, err := memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
+	if err != nil {
+		return "", err
+	}
+	if len(mems) > 0 {
+		var b strings.Builder
+		b.WriteString("What you remember about this user and project (from earlier conversations; use it when it is relevant):")
+		for _, m := range mems {
+			b.WriteString("\n- " + m.Content)
+		}
+		parts = append(parts, b.String())
+	}
+	return strings.Join(parts, "\n\n"), nil
+}
+
+func projectInfo(p dbsqlc.Project, tasks []dbsqlc.Task) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Project: %s", p.Name)
+	if d := strings.TrimSpace(p.Description); d != "" {
+		b.WriteString("\nDescription: " + clip(d, 2000))
+	}
+	if len(tasks) > 0 {
+		b.WriteString("\nOpen tasks (most urgent first):")
+		for _, t := range tasks {
+			fmt.Fprintf(&b, "\n- [%s, %s] %s (%s)", t.Priority, t.Status, clip(t.Title, 300), t.Slug)
+		}
+	}
+	return b.String()
+}

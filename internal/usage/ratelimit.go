@@ -1,0 +1,209 @@
+package usage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/config"
+	"github.com/agentry/agentry/internal/db"
+)
+
+// Plan is what a tenant plan (tenants.plan) allows.
+type Plan struct {
+	// Spend limits the mutations that make the agent spend (sendMessage, runTask, ...) per
+	// tenant. Each API key of the tenant also has a bucket of its own with half that rate and
+	// burst (KeyLimit), so one integration cannot take the whole tenant's allowance.
+	Spend config.RateLimit
+}
+
+// KeyLimit is the limit of one API key under a tenant limit: half its rate and burst.
+func KeyLimit(tenant config.RateLimit) config.RateLimit {
+	if tenant.Off {
+		return tenant
+	}
+	return config.RateLimit{Rate: max(tenant.Rate/2, 1), Burst: max(tenant.Burst/2, 1), Period: tenant.Period}
+}
+
+// Plans is the table of tenant plans. A tenant whose plan is not listed gets "free".
+var Plans = map[string]Plan{
+	"free":       {Spend: config.RateLimit{Rate: 10, Burst: 20, Period: time.Second}},
+	"pro":        {Spend: config.RateLimit{Rate: 50, Burst: 100, Period: time.Second}},
+	"enterprise": {Spend: config.RateLimit{Rate: 200, Burst: 400, Period: time.Second}},
+}
+
+// DefaultAuthLimit limits logIn and signUp per client IP.
+var DefaultAuthLimit = config.RateLimit{Rate: 20, Burst: 20, Period: time.Minute}
+
+// limiterTimeout bounds one Redis round trip of the limiter: an unreachable Redis must fail a
+// request fast, not hang it.
+const limiterTimeout = 500 * time.Millisecond
+
+// planTTL is how long the limiter trusts a tenant's plan it has read.
+const planTTL = time.Minute
+
+// LimiterOptions configure a Limiter.
+type LimiterOptions struct {
+	// Redis holds the GCRA state; Prefix namespaces its keys.
+	Redis  redis.UniversalClient
+	Prefix string
+	// DB reads tenants' plans.
+	DB *db.DB
+	// Spend overrides Plans' spend limits (config.Config.RateLimitSpend: plan -> limit, "" for
+	// every plan not named); nil keeps them.
+	Spend map[string]config.RateLimit
+	// Auth overrides DefaultAuthLimit; nil keeps it.
+	Auth *config.RateLimit
+	Log  *slog.Logger
+}
+
+// Limiter applies GCRA rate limits (go-redis/redis_rate) to the mutations that spend, per
+// tenant and per API key, and to logIn / signUp per client IP. Refusals are RATE_LIMITED with
+// retryAfter (seconds) in the error. When Redis cannot be reached spending mutations fail closed
+// (RATE_LIMITED, "rate limiting is unavailable"), while logIn and signUp go on (logged): locking
+// every user out would be worse than losing brute-force throttling for a while.
+type Limiter struct {
+	rdb    atomic.Pointer[redis_rate.Limiter]
+	prefix string
+	db     *db.DB
+	spend  map[string]config.RateLimit
+	auth   config.RateLimit
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	plans map[uuid.UUID]planEntry
+}
+
+type planEntry struct {
+	plan    string
+	expires time.Time
+}
+
+// NewLimiter returns a limiter.
+func NewLimiter(o LimiterOptions) *Limiter {
+	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, log: o.Log, plans: map[uuid.UUID]planEntry{}}
+	if o.Auth != nil {
+		l.auth = *o.Auth
+	}
+	l.UseRedis(o.Redis)
+	return l
+}
+
+// UseRedis switches the Redis the limiter keeps its state in.
+func (l *Limiter) UseRedis(rdb redis.UniversalClient) { l.rdb.Store(redis_rate.NewLimiter(rdb)) }
+
+// SpendLimit is the spending limit of a plan after the configured overrides.
+func (l *Limiter) SpendLimit(plan string) config.RateLimit {
+	if o, ok := l.spend[plan]; ok {
+		return o
+	}
+	if o, ok := l.spend[""]; ok {
+		return o
+	}
+	p, ok := Plans[plan]
+	if !ok {
+		p = Plans["free"]
+	}
+	return p.Spend
+}
+
+// Spend admits one spending mutation of the actor: for an API key, the key's own bucket
+// (KeyLimit), then its tenant's bucket must have room.
+func (l *Limiter) Spend(ctx context.Context, a auth.Actor) error {
+	plan, err := l.plan(ctx, a.TenantID)
+	if err != nil {
+		return err
+	}
+	limit := l.SpendLimit(plan)
+	if limit.Off {
+		return nil
+	}
+	if a.APIKeyID != uuid.Nil {
+		if err := l.allow(ctx, "key:"+a.APIKeyID.String(), KeyLimit(limit)); err != nil {
+			return l.closed(ctx, err)
+		}
+	}
+	if err := l.allow(ctx, "tenant:"+a.TenantID.String(), limit); err != nil {
+		return l.closed(ctx, err)
+	}
+	return nil
+}
+
+// Auth admits one logIn or signUp from a client IP. An unreachable Redis admits it (logged).
+func (l *Limiter) Auth(ctx context.Context, ip string) error {
+	if l.auth.Off || ip == "" {
+		return nil
+	}
+	err := l.allow(ctx, "ip:"+ip, l.auth)
+	if err != nil && apperr.CodeOf(err) != apperr.RateLimited {
+		l.log.WarnContext(ctx, "rate limiter unavailable: logIn/signUp not limited", slog.Any("error", err))
+		return nil
+	}
+	return err
+}
+
+// errUnavailable marks a limiter that could not reach Redis.
+var errUnavailable = errors.New("rate limiter unavailable")
+
+// closed turns a Redis failure into the fail-closed answer of spending mutations.
+func (l *Limiter) closed(ctx context.Context, err error) error {
+	if apperr.CodeOf(err) == apperr.RateLimited {
+		return err
+	}
+	l.log.WarnContext(ctx, "rate limiter unavailable: refusing a spending mutation", slog.Any("error", err))
+	return apperr.New(apperr.RateLimited, "rate limiting is unavailable (its store cannot be reached), so operations that spend are refused; try again shortly").
+		With("retryAfter", 1)
+}
+
+func (l *Limiter) allow(ctx context.Context, key string, limit config.RateLimit) error {
+	ctx, cancel := context.WithTimeout(ctx, limiterTimeout)
+	defer cancel()
+	res, err := l.rdb.Load().Allow(ctx, l.prefix+key, redis_rate.Limit{Rate: limit.Rate, Burst: limit.Burst, Period: limit.Period})
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	if res.Allowed > 0 {
+		return nil
+	}
+	secs := int(math.Ceil(res.RetryAfter.Seconds()))
+	secs = max(secs, 1)
+	return apperr.New(apperr.RateLimited, "too many requests (limit %s): retry in %d s", limit, secs).With("retryAfter", secs)
+}
+
+// plan returns the tenant's plan, cached for planTTL.
+func (l *Limiter) plan(ctx context.Context, tenantID uuid.UUID) (string, error) {
+	now := time.Now()
+	l.mu.Lock()
+	e, ok := l.plans[tenantID]
+	l.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.plan, nil
+	}
+	var plan string
+	err := l.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		t, err := tx.Q.TenantGetByID(ctx, tenantID)
+		plan = t.Plan
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("read the plan of tenant %s: %w", tenantID, err)
+	}
+	l.mu.Lock()
+	if len(l.plans) > 10_000 {
+		l.plans = map[uuid.UUID]planEntry{}
+	}
+	l.plans[tenantID] = planEntry{plan: plan, expires: now.Add(planTTL)}
+	l.mu.Unlock()
+	return plan, nil
+}

@@ -1,0 +1,163 @@
+package usage_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/config"
+	"github.com/agentry/agentry/internal/usage"
+)
+
+func (b *bundle) limiter(t testing.TB, spend map[string]config.RateLimit, authLimit *config.RateLimit) *usage.Limiter {
+	t.Helper()
+	return usage.NewLimiter(usage.LimiterOptions{
+		Redis: b.rdb, Prefix: fmt.Sprintf("rltest%d:", time.Now().UnixNano()), DB: b.db,
+		Spend: spend, Auth: authLimit, Log: slog.New(slog.DiscardHandler),
+	})
+}
+
+// TestGCRA: 10 requests/s with bursts of 20, hammered for 30 s, allows between 300 and 321
+// (20 at once, then one every 100 ms); every refusal is RATE_LIMITED with retryAfter.
+func TestGCRA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 30 s")
+	}
+	t.Parallel()
+	b := setup(t)
+	l := b.limiter(t, map[string]config.RateLimit{"": {Rate: 10, Burst: 20, Period: time.Second}}, nil)
+	a := auth.Actor{UserID: b.member, TenantID: b.tenant, Role: auth.RoleMember}
+	allowed, refused := 0, 0
+	start := time.Now()
+	for time.Since(start) < 30*time.Second {
+		err := l.Spend(context.Background(), a)
+		switch {
+		case err == nil:
+			allowed++
+		default:
+			e, ok := apperr.As(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, apperr.RateLimited, e.Code)
+			require.GreaterOrEqual(t, e.Fields["retryAfter"], 1, "retryAfter in seconds")
+			refused++
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("allowed %d, refused %d in 30 s", allowed, refused)
+	require.GreaterOrEqual(t, allowed, 300)
+	require.LessOrEqual(t, allowed, 321)
+	require.Positive(t, refused)
+}
+
+// TestSpendLimitsPerTenantAndKey: a tenant's bucket is shared by its users and keys; an API key
+// also has its own; tenants do not share; plans and overrides pick the limit.
+func TestSpendLimitsPerTenantAndKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := b.limiter(t, map[string]config.RateLimit{"free": {Rate: 1, Burst: 3, Period: time.Hour}, "pro": {Off: true}}, nil)
+	member := auth.Actor{UserID: b.member, TenantID: b.tenant, Role: auth.RoleMember}
+	admin := auth.Actor{UserID: b.admin, TenantID: b.tenant, Role: auth.RoleOwner}
+	ctx := context.Background()
+	require.NoError(t, l.Spend(ctx, member))
+	require.NoError(t, l.Spend(ctx, admin))
+	require.NoError(t, l.Spend(ctx, member))
+	require.Equal(t, apperr.RateLimited, apperr.CodeOf(l.Spend(ctx, admin)), "the tenant's burst of 3 is shared")
+	other, otherOwner, _ := b.newTenant(t)
+	require.NoError(t, l.Spend(ctx, auth.Actor{UserID: otherOwner, TenantID: other, Role: auth.RoleOwner}), "another tenant has its own")
+
+	// A pro tenant (limits off by the override) is not limited.
+	pro, proOwner, _ := b.newTenant(t)
+	b.owner(t, func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, `UPDATE tenants SET plan = 'pro' WHERE id = $1`, pro)
+		require.NoError(t, err)
+	})
+	for range 10 {
+		require.NoError(t, l.Spend(ctx, auth.Actor{UserID: proOwner, TenantID: pro, Role: auth.RoleOwner}))
+	}
+
+	require.Equal(t, config.RateLimit{Rate: 1, Burst: 3, Period: time.Hour}, l.SpendLimit("free"))
+	require.Equal(t, usage.Plans["enterprise"].Spend, l.SpendLimit("enterprise"), "not overridden")
+	require.Equal(t, usage.Plans["free"].Spend, b.limiter(t, nil, nil).SpendLimit("no-such-plan"))
+	all := b.limiter(t, map[string]config.RateLimit{"": {Rate: 5, Burst: 5, Period: time.Second}}, nil)
+	require.Equal(t, 5, all.SpendLimit("enterprise").Rate)
+
+	// An API key has its own bucket of half the tenant's: it cannot take the tenant's whole
+	// allowance, and what it was refused is not taken from the tenant.
+	keyed := b.limiter(t, map[string]config.RateLimit{"": {Rate: 1, Burst: 4, Period: time.Hour}}, nil)
+	t2, o2, _ := b.newTenant(t)
+	key := auth.Actor{UserID: o2, TenantID: t2, Role: auth.RoleOwner, APIKeyID: uuid.New()}
+	session := auth.Actor{UserID: o2, TenantID: t2, Role: auth.RoleOwner}
+	require.NoError(t, keyed.Spend(ctx, key))
+	require.NoError(t, keyed.Spend(ctx, key))
+	require.Equal(t, apperr.RateLimited, apperr.CodeOf(keyed.Spend(ctx, key)), "the key's burst of 2")
+	require.NoError(t, keyed.Spend(ctx, session))
+	require.NoError(t, keyed.Spend(ctx, session))
+	require.Equal(t, apperr.RateLimited, apperr.CodeOf(keyed.Spend(ctx, session)), "the tenant's burst of 4")
+	require.Equal(t, config.RateLimit{Rate: 5, Burst: 10, Period: time.Second}, usage.KeyLimit(config.RateLimit{Rate: 10, Burst: 20, Period: time.Second}))
+}
+
+// TestAuthLimitPerIP: logIn/signUp are limited per client IP.
+func TestAuthLimitPerIP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := b.limiter(t, nil, &config.RateLimit{Rate: 2, Burst: 2, Period: time.Minute})
+	ctx := context.Background()
+	require.NoError(t, l.Auth(ctx, "192.0.2.1"))
+	require.NoError(t, l.Auth(ctx, "192.0.2.1"))
+	err := l.Auth(ctx, "192.0.2.1")
+	require.Equal(t, apperr.RateLimited, apperr.CodeOf(err))
+	e, _ := apperr.As(err)
+	require.GreaterOrEqual(t, e.Fields["retryAfter"], 29, "about 30 s until the next one")
+	require.NoError(t, l.Auth(ctx, "192.0.2.2"), "another IP")
+}
+
+// TestRedisUnreachable: with its Redis unreachable the limiter refuses spending at once
+// (fail closed, RATE_LIMITED, a clear message) and lets logIn/signUp through.
+func TestRedisUnreachable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := b.limiter(t, nil, nil)
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	l.UseRedis(dead)
+	start := time.Now()
+	err := l.Spend(context.Background(), auth.Actor{UserID: b.member, TenantID: b.tenant, Role: auth.RoleMember})
+	require.Less(t, time.Since(start), 2*time.Second, "fails fast")
+	e, ok := apperr.As(err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, apperr.RateLimited, e.Code)
+	require.Contains(t, e.Message, "unavailable")
+	require.Equal(t, 1, e.Fields["retryAfter"])
+	require.NoError(t, l.Auth(context.Background(), "192.0.2.9"))
+}
+
+// TestParseRateLimits: the configuration syntax.
+func TestParseRateLimits(t *testing.T) {
+	t.Parallel()
+	got, err := config.ParseRateLimits("10/s burst 20; pro = 100/m; enterprise=off")
+	require.NoError(t, err)
+	require.Equal(t, map[string]config.RateLimit{
+		"":           {Rate: 10, Burst: 20, Period: time.Second},
+		"pro":        {Rate: 100, Burst: 100, Period: time.Minute},
+		"enterprise": {Off: true},
+	}, got)
+	require.Equal(t, "10/s burst 20", got[""].String())
+	for _, bad := range []string{"10", "10/d", "0/s", "ten/s", "10/s burst", "pro=fast"} {
+		_, err := config.ParseRateLimits(bad)
+		require.Error(t, err, bad)
+	}
+	_, err = config.Load(func(k string) string {
+		return map[string]string{"AGENTRY_RATE_LIMIT_SPEND": "lots", "AGENTRY_RATE_LIMIT_AUTH": "5/x"}[k]
+	})
+	require.ErrorContains(t, err, "AGENTRY_RATE_LIMIT_SPEND")
+	require.ErrorContains(t, err, "AGENTRY_RATE_LIMIT_AUTH")
+}
