@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -127,7 +126,7 @@ func wsInit(a *auth.Service, sockets context.Context) transport.WebsocketInitFun
 				raw = v
 			}
 		}
-		token, ok := strings.CutPrefix(raw, "Bearer ")
+		token, ok := auth.BearerToken(raw)
 		if !ok || token == "" {
 			return rejectWS(ctx), nil, errUnauthenticatedWS
 		}
@@ -145,6 +144,12 @@ func wsInit(a *auth.Service, sockets context.Context) transport.WebsocketInitFun
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, expires)
 			_ = cancel // released when the deadline passes or the connection's context ends
+		} else {
+			// API keys do not expire, but can be revoked: check again now and then, and close the
+			// socket once the key no longer authenticates.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			go recheckCredential(ctx, cancel, a, token)
 		}
 		return ctx, nil, nil
 	}
@@ -177,4 +182,23 @@ func originHosts(origins []string) []string {
 		}
 	}
 	return out
+}
+
+// credentialRecheck is how often a WebSocket authenticated with an API key re-validates it.
+const credentialRecheck = 30 * time.Second
+
+func recheckCredential(ctx context.Context, cancel context.CancelFunc, a *auth.Service, token string) {
+	t := time.NewTicker(credentialRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, _, err := a.Authenticate(ctx, token); auth.IsUnauthenticated(err) {
+				cancel()
+				return
+			}
+		}
+	}
 }

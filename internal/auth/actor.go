@@ -4,6 +4,7 @@ package auth
 
 import (
 	"context"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -85,4 +86,15 @@ func Require(ctx context.Context, min Role) (Actor, error) {
 		return Actor{}, apperr.New(apperr.Forbidden, "this operation needs the %s role or higher", min)
 	}
 	return a, nil
+}
+
+// BearerToken extracts the credential of an Authorization value "Bearer <token>" (the scheme is
+// case-insensitive, as HTTP auth schemes are).
+func BearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }

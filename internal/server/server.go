@@ -153,7 +153,7 @@ func authenticate(a Authenticator, log *slog.Logger, next http.Handler) http.Han
 			next.ServeHTTP(w, r)
 			return
 		}
-		token, ok := strings.CutPrefix(h, "Bearer ")
+		token, ok := auth.BearerToken(h)
 		if !ok || token == "" {
 			writeError(w, http.StatusUnauthorized, apperr.Unauthenticated, "Authorization must be \"Bearer <access token or API key>\"")
 			return
