@@ -16,7 +16,7 @@ import (
 
 // SignUp is the resolver for the signUp field.
 func (r *mutationResolver) SignUp(ctx context.Context, input model.SignUpInput) (*model.AuthPayload, error) {
-	sess, err := r.Auth.SignUp(ctx, auth.SignUpInput{Email: input.Email, Password: input.Password, Name: deref(input.Name), TenantName: input.TenantName})
+	sess, err := r.Auth.SignUp(ctx, auth.SignUpInput{Email: input.Email, Password: input.Password, Name: deref(input.Name), TenantName: input.TenantName, InvitationToken: deref(input.InvitationToken)})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,19 @@ func (r *mutationResolver) AddMember(ctx context.Context, input model.AddMemberI
 	if err != nil {
 		return nil, err
 	}
-	return &model.Membership{User: &model.User{UserID: m.User.ID, Row: &m.User}, Role: model.Role(m.Role), Pending: m.Pending}, nil
+	mem := &model.Membership{User: &model.User{UserID: m.User.ID, Row: &m.User}, Role: model.Role(m.Role), Pending: m.Pending}
+	if m.InvitationToken != "" {
+		mem.InvitationToken = &m.InvitationToken
+	}
+	return mem, nil
+}
+
+// AcceptInvitation is the resolver for the acceptInvitation field.
+func (r *mutationResolver) AcceptInvitation(ctx context.Context, token string) (bool, error) {
+	if err := r.Auth.AcceptInvitation(ctx, token); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // Viewer is the resolver for the viewer field.

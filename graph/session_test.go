@@ -26,7 +26,7 @@ const (
 	sessCreateKeyMutation = `mutation($in: CreateApiKeyInput!) { createApiKey(input: $in) {
 		secret apiKey { id name prefix role createdAt revokedAt } } }`
 	sessAddMemberMutation = `mutation($in: AddMemberInput!) { addMember(input: $in) {
-		role pending user { id email } } }`
+		role pending invitationToken user { id email } } }`
 	sessViewerRole = `{ viewer { role tenant { id } } }`
 )
 
@@ -300,9 +300,10 @@ func TestLogIn(t *testing.T) {
 	res := env.Do(t, b.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": a.Email, "role": "MEMBER"}})
 	var added struct {
 		AddMember struct {
-			Role    string
-			Pending bool
-			User    struct{ ID, Email string }
+			Role            string
+			Pending         bool
+			InvitationToken string
+			User            struct{ ID, Email string }
 		}
 	}
 	res.Decode(t, &added)
@@ -352,9 +353,10 @@ func TestInvitedMemberSignsUpAndLogsIn(t *testing.T) {
 	res := env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": email, "role": "ADMIN"}})
 	var added struct {
 		AddMember struct {
-			Role    string
-			Pending bool
-			User    struct{ ID, Email string }
+			Role            string
+			Pending         bool
+			InvitationToken string
+			User            struct{ ID, Email string }
 		}
 	}
 	res.Decode(t, &added)
@@ -370,16 +372,48 @@ func TestInvitedMemberSignsUpAndLogsIn(t *testing.T) {
 	res = env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": email, "role": "MEMBER"}})
 	require.Equal(t, "CONFLICT", res.Code(), "%s", res.Body)
 
-	// They sign up with that email, with a tenant of their own.
+	// Someone signs up with that email but without the invitation's token: they get the
+	// account and a tenant of their own, never the inviting tenant's seat.
 	own := env.SignUp(t, email, "Own")
 	require.NotEqual(t, owner.TenantID, own.TenantID)
 	require.Equal(t, added.AddMember.User.ID, own.UserID, "sign-up did not complete the invited account")
 	require.Equal(t, "OWNER", sessRole(t, env, own.AccessToken))
+	res = sessLogIn(t, env, email, own.Password, owner.TenantID)
+	require.Equal(t, "NOT_FOUND", res.Code(), "an unproven invitation granted the seat: %s", res.Body)
+
+	// A wrong token is refused; the invitation's token grants the seat.
+	res = env.Do(t, own.AccessToken, `mutation($t: String!) { acceptInvitation(token: $t) }`, map[string]any{"t": "agi_forged"})
+	require.Equal(t, "NOT_FOUND", res.Code(), "%s", res.Body)
+	require.NotEmpty(t, added.AddMember.InvitationToken)
+	res = env.Do(t, own.AccessToken, `mutation($t: String!) { acceptInvitation(token: $t) }`, map[string]any{"t": added.AddMember.InvitationToken})
+	require.Empty(t, res.Errors, "%s", res.Body)
 
 	p := sessDecodeAuth(t, sessLogIn(t, env, email, own.Password, owner.TenantID), "logIn")
 	require.Equal(t, owner.TenantID, p.Viewer.Tenant.ID)
 	require.Equal(t, "ADMIN", p.Viewer.Role)
 	require.Equal(t, own.UserID, p.Viewer.User.ID)
+
+	// A token works once.
+	res = env.Do(t, own.AccessToken, `mutation($t: String!) { acceptInvitation(token: $t) }`, map[string]any{"t": added.AddMember.InvitationToken})
+	require.Equal(t, "NOT_FOUND", res.Code())
+}
+
+// TestSignUpWithInvitationToken: signing up with the token joins the inviting tenant at once.
+func TestSignUpWithInvitationToken(t *testing.T) {
+	t.Parallel()
+	env := apptest.Start(t, apptest.Options{NoWork: true})
+	owner := env.SignUp(t, "", "Inviting")
+	email := fmt.Sprintf("invitee-%d@example.com", time.Now().UnixNano())
+	var added struct {
+		AddMember struct{ InvitationToken string }
+	}
+	env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": email, "role": "MEMBER"}}).Decode(t, &added)
+	res := env.Do(t, "", `mutation($in: SignUpInput!) { signUp(input: $in) { accessToken } }`, map[string]any{"in": map[string]any{
+		"email": email, "password": "correct horse battery", "tenantName": "Mine", "invitationToken": added.AddMember.InvitationToken,
+	}})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	p := sessDecodeAuth(t, sessLogIn(t, env, email, "correct horse battery", owner.TenantID), "logIn")
+	require.Equal(t, "MEMBER", p.Viewer.Role)
 }
 
 func TestAPIKeys(t *testing.T) {

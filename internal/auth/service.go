@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,9 +48,10 @@ type Session struct {
 	Actor        Actor
 }
 
-// SignUpInput is a new user with a new tenant.
+// SignUpInput is a new user with a new tenant. InvitationToken, when set, also accepts the
+// invitation it belongs to (the invited email must be the one signing up).
 type SignUpInput struct {
-	Email, Password, Name, TenantName string
+	Email, Password, Name, TenantName, InvitationToken string
 }
 
 var errBadCredentials = apperr.New(apperr.Unauthenticated, "invalid email or password")
@@ -110,7 +112,7 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
 			return fmt.Errorf("find user: %w", err)
 		case user.PasswordHash != nil:
 			return apperr.New(apperr.Conflict, "an account with this email already exists; log in instead")
-		default: // invited: the invitation becomes a real account
+		default: // invited: the account becomes real; its invitations stay pending until proven
 			user, err = tx.Q.UserClaim(ctx, dbsqlc.UserClaimParams{ID: user.ID, PasswordHash: &hash, Name: nonEmpty(name)})
 			if db.IsNoRows(err) {
 				return apperr.New(apperr.Conflict, "an account with this email already exists; log in instead")
@@ -119,6 +121,7 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
 				return fmt.Errorf("claim invited user: %w", err)
 			}
 		}
+
 		if _, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenantID, Name: tenantName}); err != nil {
 			return fmt.Errorf("insert tenant: %w", err)
 		}
@@ -134,7 +137,14 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
 		sess, err = s.startSession(ctx, tx, actor, uuid.Must(uuid.NewV7()))
 		return err
 	})
-	return sess, err
+	if err != nil || in.InvitationToken == "" {
+		return sess, err
+	}
+	// The invitation is another tenant's row: it is accepted in its own transaction.
+	if err := s.acceptInvitation(ctx, sess.Actor.UserID, in.InvitationToken); err != nil {
+		return Session{}, apperr.Invalid("invitationToken", "the account was created, but this invitation token is not valid for it; log in and accept a valid invitation")
+	}
+	return sess, nil
 }
 
 // LogIn checks a password and opens a session in one of the user's tenants: tenantID when given,
@@ -155,7 +165,7 @@ func (s *Service) LogIn(ctx context.Context, email, password string, tenantID uu
 	if !ok {
 		return Session{}, errBadCredentials
 	}
-	var memberships []dbsqlc.Membership
+	var memberships []dbsqlc.MembershipListByUserRow
 	err = s.db.InSystemTx(ctx, "login: list the user's tenants", func(ctx context.Context, tx *db.Tx) error {
 		memberships, err = tx.Q.MembershipListByUser(ctx, user.ID)
 		return err
@@ -163,7 +173,7 @@ func (s *Service) LogIn(ctx context.Context, email, password string, tenantID uu
 	if err != nil {
 		return Session{}, fmt.Errorf("list memberships: %w", err)
 	}
-	var chosen *dbsqlc.Membership
+	var chosen *dbsqlc.MembershipListByUserRow
 	for i := range memberships {
 		if tenantID == uuid.Nil || memberships[i].TenantID == tenantID {
 			chosen = &memberships[i]
@@ -245,7 +255,7 @@ func (s *Service) Refresh(ctx context.Context, token string) (Session, error) {
 			return fmt.Errorf("rotate refresh token: %w", err)
 		}
 		m, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: spent.TenantID, UserID: spent.UserID})
-		if db.IsNoRows(err) {
+		if db.IsNoRows(err) || (err == nil && m.InviteTokenHash != nil) {
 			return errBadRefresh
 		}
 		if err != nil {
@@ -427,4 +437,38 @@ func (s *Service) GetAPIKey(ctx context.Context, id uuid.UUID) (dbsqlc.ApiKey, e
 		return key, apperr.NotFoundf("API key")
 	}
 	return key, err
+}
+
+// NewInvitationToken returns a fresh invitation token ("agi_...") and the hash to store.
+func NewInvitationToken() (token string, hash []byte) {
+	token = invitationPrefix + base64.RawURLEncoding.EncodeToString(randomBytes(32))
+	return token, hashSecret(token)
+}
+
+const invitationPrefix = "agi_"
+
+var errBadInvitation = apperr.New(apperr.NotFound, "invitation not found (or not for this account)")
+
+// acceptInvitation activates the pending membership of userID that token proves.
+func (s *Service) acceptInvitation(ctx context.Context, userID uuid.UUID, token string) error {
+	if !strings.HasPrefix(token, invitationPrefix) {
+		return errBadInvitation
+	}
+	return s.db.InSystemTx(ctx, "invitation: the token names its tenant only through the membership", func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.MembershipAcceptInvitation(ctx, dbsqlc.MembershipAcceptInvitationParams{UserID: userID, TokenHash: hashSecret(token)})
+		if db.IsNoRows(err) {
+			return errBadInvitation
+		}
+		return err
+	})
+}
+
+// AcceptInvitation lets a logged-in user accept an invitation to another tenant with its token;
+// they then log in to that tenant.
+func (s *Service) AcceptInvitation(ctx context.Context, token string) error {
+	a, ok := ActorFrom(ctx)
+	if !ok {
+		return apperr.New(apperr.Unauthenticated, "authentication required")
+	}
+	return s.acceptInvitation(ctx, a.UserID, token)
 }

@@ -21,12 +21,14 @@ type Service struct{ db *db.DB }
 // NewService returns the tenancy service.
 func NewService(d *db.DB) *Service { return &Service{db: d} }
 
-// Member is a user's membership in a tenant. Pending is true while the user was invited by email
-// and has not signed up.
+// Member is a user's membership in a tenant. Pending is true while the invited person has not
+// proven the invitation; InvitationToken (set only when the membership is made) is what they
+// prove it with.
 type Member struct {
-	User    dbsqlc.User
-	Role    auth.Role
-	Pending bool
+	User            dbsqlc.User
+	Role            auth.Role
+	Pending         bool
+	InvitationToken string
 }
 
 // Viewer is the caller: their user, tenant and role.
@@ -86,7 +88,8 @@ func (s *Service) User(ctx context.Context, id uuid.UUID) (dbsqlc.User, error) {
 }
 
 // AddMember adds the user with email to the caller's tenant with role. When no account has that
-// email, a pending account is created: the person completes it by signing up with that email.
+// email, a pending account and a pending membership are made, with an invitation token shown
+// once: the person joins by signing up with the email and the token (or by acceptInvitation).
 // ADMIN or higher; only an OWNER may add an OWNER.
 func (s *Service) AddMember(ctx context.Context, email string, role auth.Role) (Member, error) {
 	a, err := auth.Require(ctx, auth.RoleAdmin)
@@ -112,13 +115,20 @@ func (s *Service) AddMember(ctx context.Context, email string, role auth.Role) (
 		if err != nil {
 			return fmt.Errorf("find or invite user: %w", err)
 		}
-		if _, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: a.TenantID, UserID: user.ID, Role: string(role)}); err != nil {
+		// Someone without an account is invited: their membership waits for the token, so
+		// whoever signs up with the email first cannot take the seat without it.
+		var token string
+		var tokenHash []byte
+		if user.PasswordHash == nil {
+			token, tokenHash = auth.NewInvitationToken()
+		}
+		if _, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: a.TenantID, UserID: user.ID, Role: string(role), InviteTokenHash: tokenHash}); err != nil {
 			if db.IsUniqueViolation(err, "") {
 				return apperr.New(apperr.Conflict, "%s is already a member of this tenant", email)
 			}
 			return fmt.Errorf("insert membership: %w", err)
 		}
-		m = Member{User: user, Role: role, Pending: user.PasswordHash == nil}
+		m = Member{User: user, Role: role, Pending: token != "", InvitationToken: token}
 		return nil
 	})
 	return m, err

@@ -23,7 +23,14 @@ RETURNING *;
 UPDATE users SET is_platform_admin = sqlc.arg(is_platform_admin) WHERE lower(email) = lower(sqlc.arg(email)) RETURNING *;
 
 -- name: MembershipInsert :one
-INSERT INTO memberships (tenant_id, user_id, role) VALUES ($1, $2, $3) RETURNING *;
+INSERT INTO memberships (tenant_id, user_id, role, invite_token_hash) VALUES ($1, $2, $3, $4) RETURNING *;
+
+-- name: MembershipAcceptInvitation :one
+-- Activates the pending membership of user whose invitation token hashes to token_hash
+-- (system transaction: the token names its tenant only through this row).
+UPDATE memberships SET invite_token_hash = NULL
+WHERE user_id = sqlc.arg(user_id) AND invite_token_hash = sqlc.arg(token_hash)
+RETURNING *;
 
 -- name: MembershipGet :one
 SELECT * FROM memberships WHERE tenant_id = $1 AND user_id = $2;
@@ -32,7 +39,7 @@ SELECT * FROM memberships WHERE tenant_id = $1 AND user_id = $2;
 -- Every tenant a user belongs to, oldest membership first. Runs in a system transaction (login).
 SELECT m.tenant_id, m.user_id, m.role, m.created_at
 FROM memberships m
-WHERE m.user_id = $1
+WHERE m.user_id = $1 AND m.invite_token_hash IS NULL
 ORDER BY m.created_at, m.tenant_id;
 
 -- name: UserListByIDsInTenant :many
