@@ -150,9 +150,13 @@ func TestAgentSettings(t *testing.T) {
 	// Settings are per user: another member of the same tenant still has the defaults, and their
 	// changes do not touch the owner's.
 	email := fmt.Sprintf("settings-member-%d@example.com", time.Now().UnixNano())
-	res = env.Do(t, tok, `mutation($e: String!) { addMember(input: {email: $e, role: MEMBER}) { pending } }`, map[string]any{"e": email})
+	res = env.Do(t, tok, `mutation($e: String!) { addMember(input: {email: $e, role: MEMBER}) { pending invitationToken } }`, map[string]any{"e": email})
 	require.Empty(t, res.Errors, "%s", res.Body)
+	var invited struct{ AddMember struct{ InvitationToken string } }
+	res.Decode(t, &invited)
 	member := env.SignUp(t, email, "")
+	accept := env.Do(t, member.AccessToken, `mutation($t: String!) { acceptInvitation(token: $t) }`, map[string]any{"t": invited.AddMember.InvitationToken})
+	require.Empty(t, accept.Errors, "%s", accept.Body)
 	in := sessDecodeAuth(t, sessLogIn(t, env, email, member.Password, owner.TenantID), "logIn")
 	require.Equal(t, owner.TenantID, in.Viewer.Tenant.ID)
 	require.Equal(t, "MEMBER", in.Viewer.Role)
