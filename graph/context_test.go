@@ -320,6 +320,10 @@ func TestContextWindowLongConversation(t *testing.T) {
 	require.LessOrEqual(t, len(first.texts()), len(kept)+1)
 	// The summary is stored with the conversation, and metered on the run.
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM conversations WHERE summary LIKE 'SUMMARY-1:%' AND summarized_through IS NOT NULL`))
+	var shown struct{ Conversation struct{ Summary *string } }
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { conversation(id: $id) { summary } }`, map[string]any{"id": conv}).Decode(t, &shown)
+	require.NotNil(t, shown.Conversation.Summary)
+	require.True(t, strings.HasPrefix(*shown.Conversation.Summary, "SUMMARY-1:"))
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM usage_records WHERE call_index = -1 AND model = $1 AND input_tokens = 900`, cwSummaryModel))
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs r WHERE r.input_tokens = (SELECT sum(input_tokens) FROM usage_records u WHERE u.run_id = r.id)`))
 

@@ -16,6 +16,7 @@ import (
 	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/usage"
+	"github.com/agentry/agentry/internal/workspace"
 )
 
 // Resolver holds the services the resolvers call. It is the edge's dependency injection.
@@ -31,5 +32,6 @@ type Resolver struct {
 	Memory     *memory.Service
 	Usage      *usage.Service
 	RateLimits *usage.Limiter // nil: no rate limits
+	Workspaces *workspace.Service
 	Log        *slog.Logger
 }

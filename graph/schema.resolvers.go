@@ -52,6 +52,12 @@ func (r *queryResolver) Node(ctx context.Context, id string) (model.Node, error)
 		return &model.Approval{Row: a}, nil
 	case "Budget":
 		return r.budgetNode(ctx, uid)
+	case "Snapshot":
+		sn, err := r.Workspaces.Snapshot(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		return &model.Snapshot{Row: sn}, nil
 	}
 	return nil, apperr.NotFoundf("node")
 }

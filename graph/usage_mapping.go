@@ -67,7 +67,7 @@ var (
 func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
 	return func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
 		rc := graphql.GetRootFieldContext(ctx)
-		if l == nil || rc == nil || rc.Object != "Mutation" {
+		if l == nil || rc == nil || !graphql.HasOperationContext(ctx) || graphql.GetOperationContext(ctx).Operation.Operation != ast.Mutation {
 			return next(ctx)
 		}
 		var err error

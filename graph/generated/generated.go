@@ -35,10 +35,13 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Run() RunResolver
+	Snapshot() SnapshotResolver
 	Subscription() SubscriptionResolver
 	Task() TaskResolver
 	Tenant() TenantResolver
 	User() UserResolver
+	Workspace() WorkspaceResolver
+	WorkspaceFile() WorkspaceFileResolver
 }
 
 type DirectiveRoot struct {
@@ -108,6 +111,7 @@ type ComplexityRoot struct {
 		Model        func(childComplexity int) int
 		ProjectID    func(childComplexity int) int
 		Runs         func(childComplexity int, first *int, after *string) int
+		Summary      func(childComplexity int) int
 		SystemPrompt func(childComplexity int) int
 		Title        func(childComplexity int) int
 	}
@@ -127,10 +131,20 @@ type ComplexityRoot struct {
 		Secret func(childComplexity int) int
 	}
 
+	FileVersion struct {
+		CreatedAt func(childComplexity int) int
+		Deleted   func(childComplexity int) int
+		RunID     func(childComplexity int) int
+		Sha256    func(childComplexity int) int
+		Size      func(childComplexity int) int
+		Version   func(childComplexity int) int
+	}
+
 	Membership struct {
-		Pending func(childComplexity int) int
-		Role    func(childComplexity int) int
-		User    func(childComplexity int) int
+		InvitationToken func(childComplexity int) int
+		Pending         func(childComplexity int) int
+		Role            func(childComplexity int) int
+		User            func(childComplexity int) int
 	}
 
 	Memory struct {
@@ -171,10 +185,12 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
+		AcceptInvitation    func(childComplexity int, token string) int
 		AddMember           func(childComplexity int, input model.AddMemberInput) int
 		CancelRun           func(childComplexity int, id string) int
 		CreateAPIKey        func(childComplexity int, input model.CreateAPIKeyInput) int
 		CreateConversation  func(childComplexity int, input model.CreateConversationInput) int
+		CreateSnapshot      func(childComplexity int, projectID *string, label *string) int
 		CreateTask          func(childComplexity int, input model.CreateTaskInput) int
 		DeleteBudget        func(childComplexity int, id string) int
 		DeleteMemory        func(childComplexity int, id string) int
@@ -183,6 +199,8 @@ type ComplexityRoot struct {
 		PauseRun            func(childComplexity int, id string) int
 		RefreshSession      func(childComplexity int, refreshToken string) int
 		ResolveApproval     func(childComplexity int, id string, decision model.ApprovalDecision, note *string) int
+		ResolveRollback     func(childComplexity int, approvalID string, choice model.RollbackChoice) int
+		RestoreSnapshot     func(childComplexity int, id string) int
 		ResumeRun           func(childComplexity int, id string) int
 		RevokeAPIKey        func(childComplexity int, id string) int
 		RunTask             func(childComplexity int, id string) int
@@ -207,15 +225,18 @@ type ComplexityRoot struct {
 		Budgets       func(childComplexity int) int
 		Conversation  func(childComplexity int, id string) int
 		Conversations func(childComplexity int, first *int, after *string) int
+		FileDiff      func(childComplexity int, projectID *string, path string, fromVersion int, toVersion int) int
 		Memories      func(childComplexity int, projectID *string, search *string, first *int, after *string) int
 		Node          func(childComplexity int, id string) int
 		PlatformUsage func(childComplexity int, from time.Time, to time.Time, groupBy model.PlatformUsageGroupBy) int
 		Run           func(childComplexity int, id string) int
 		Runs          func(childComplexity int, first *int, after *string, status []model.RunStatus, kind []model.RunKind) int
+		SnapshotDiff  func(childComplexity int, from string, to string) int
 		Task          func(childComplexity int, id string) int
 		Tasks         func(childComplexity int, projectID *string, first *int, after *string) int
 		UsageSummary  func(childComplexity int, from time.Time, to time.Time, groupBy model.UsageGroupBy) int
 		Viewer        func(childComplexity int) int
+		Workspace     func(childComplexity int, projectID *string) int
 	}
 
 	Run struct {
@@ -264,6 +285,16 @@ type ComplexityRoot struct {
 	SendMessagePayload struct {
 		Message func(childComplexity int) int
 		Run     func(childComplexity int) int
+	}
+
+	Snapshot struct {
+		Committed func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
+		Label     func(childComplexity int) int
+		Run       func(childComplexity int) int
+		State     func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -335,6 +366,22 @@ type ComplexityRoot struct {
 		Tenant        func(childComplexity int) int
 		User          func(childComplexity int) int
 	}
+
+	Workspace struct {
+		File      func(childComplexity int, path string) int
+		Files     func(childComplexity int) int
+		ProjectID func(childComplexity int) int
+		Snapshots func(childComplexity int) int
+	}
+
+	WorkspaceFile struct {
+		Content   func(childComplexity int) int
+		Path      func(childComplexity int) int
+		Size      func(childComplexity int) int
+		UpdatedAt func(childComplexity int) int
+		Version   func(childComplexity int) int
+		Versions  func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -360,6 +407,7 @@ type MutationResolver interface {
 	CreateAPIKey(ctx context.Context, input model.CreateAPIKeyInput) (*model.CreateAPIKeyPayload, error)
 	RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error)
 	AddMember(ctx context.Context, input model.AddMemberInput) (*model.Membership, error)
+	AcceptInvitation(ctx context.Context, token string) (bool, error)
 	ResolveApproval(ctx context.Context, id string, decision model.ApprovalDecision, note *string) (*model.Approval, error)
 	CreateConversation(ctx context.Context, input model.CreateConversationInput) (*model.Conversation, error)
 	SendMessage(ctx context.Context, input model.SendMessageInput) (*model.SendMessagePayload, error)
@@ -375,6 +423,9 @@ type MutationResolver interface {
 	RunTask(ctx context.Context, id string) (*model.Run, error)
 	SetBudget(ctx context.Context, input model.SetBudgetInput) (*model.Budget, error)
 	DeleteBudget(ctx context.Context, id string) (bool, error)
+	CreateSnapshot(ctx context.Context, projectID *string, label *string) (*model.Snapshot, error)
+	RestoreSnapshot(ctx context.Context, id string) (*model.Snapshot, error)
+	ResolveRollback(ctx context.Context, approvalID string, choice model.RollbackChoice) (*model.Approval, error)
 }
 type QueryResolver interface {
 	Node(ctx context.Context, id string) (model.Node, error)
@@ -392,6 +443,9 @@ type QueryResolver interface {
 	UsageSummary(ctx context.Context, from time.Time, to time.Time, groupBy model.UsageGroupBy) ([]*model.UsageBucket, error)
 	PlatformUsage(ctx context.Context, from time.Time, to time.Time, groupBy model.PlatformUsageGroupBy) ([]*model.UsageBucket, error)
 	Activity(ctx context.Context, first *int, after *string) (*model.RunConnection, error)
+	Workspace(ctx context.Context, projectID *string) (*model.Workspace, error)
+	FileDiff(ctx context.Context, projectID *string, path string, fromVersion int, toVersion int) (string, error)
+	SnapshotDiff(ctx context.Context, from string, to string) (string, error)
 }
 type RunResolver interface {
 	Conversation(ctx context.Context, obj *model.Run) (*model.Conversation, error)
@@ -400,6 +454,9 @@ type RunResolver interface {
 	ToolCalls(ctx context.Context, obj *model.Run) ([]*model.ToolCall, error)
 	Approvals(ctx context.Context, obj *model.Run) ([]*model.Approval, error)
 	Task(ctx context.Context, obj *model.Run) (*model.Task, error)
+}
+type SnapshotResolver interface {
+	Run(ctx context.Context, obj *model.Snapshot) (*model.Run, error)
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, afterSeq *int) (<-chan *model.RunEvent, error)
@@ -415,6 +472,14 @@ type TenantResolver interface {
 type UserResolver interface {
 	Email(ctx context.Context, obj *model.User) (string, error)
 	Name(ctx context.Context, obj *model.User) (*string, error)
+}
+type WorkspaceResolver interface {
+	Files(ctx context.Context, obj *model.Workspace) ([]*model.WorkspaceFile, error)
+	File(ctx context.Context, obj *model.Workspace, path string) (*model.WorkspaceFile, error)
+	Snapshots(ctx context.Context, obj *model.Workspace) ([]*model.Snapshot, error)
+}
+type WorkspaceFileResolver interface {
+	Versions(ctx context.Context, obj *model.WorkspaceFile) ([]*model.FileVersion, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -732,6 +797,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Conversation.Runs(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Conversation.summary":
+		if e.ComplexityRoot.Conversation.Summary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.Summary(childComplexity), true
 	case "Conversation.systemPrompt":
 		if e.ComplexityRoot.Conversation.SystemPrompt == nil {
 			break
@@ -784,6 +855,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.CreateApiKeyPayload.Secret(childComplexity), true
 
+	case "FileVersion.createdAt":
+		if e.ComplexityRoot.FileVersion.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileVersion.CreatedAt(childComplexity), true
+	case "FileVersion.deleted":
+		if e.ComplexityRoot.FileVersion.Deleted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileVersion.Deleted(childComplexity), true
+	case "FileVersion.runId":
+		if e.ComplexityRoot.FileVersion.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileVersion.RunID(childComplexity), true
+	case "FileVersion.sha256":
+		if e.ComplexityRoot.FileVersion.Sha256 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileVersion.Sha256(childComplexity), true
+	case "FileVersion.size":
+		if e.ComplexityRoot.FileVersion.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileVersion.Size(childComplexity), true
+	case "FileVersion.version":
+		if e.ComplexityRoot.FileVersion.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FileVersion.Version(childComplexity), true
+
+	case "Membership.invitationToken":
+		if e.ComplexityRoot.Membership.InvitationToken == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Membership.InvitationToken(childComplexity), true
 	case "Membership.pending":
 		if e.ComplexityRoot.Membership.Pending == nil {
 			break
@@ -923,6 +1037,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MessageEdge.Node(childComplexity), true
 
+	case "Mutation.acceptInvitation":
+		if e.ComplexityRoot.Mutation.AcceptInvitation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_acceptInvitation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AcceptInvitation(childComplexity, args["token"].(string)), true
 	case "Mutation.addMember":
 		if e.ComplexityRoot.Mutation.AddMember == nil {
 			break
@@ -967,6 +1092,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateConversation(childComplexity, args["input"].(model.CreateConversationInput)), true
+	case "Mutation.createSnapshot":
+		if e.ComplexityRoot.Mutation.CreateSnapshot == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createSnapshot_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateSnapshot(childComplexity, args["projectId"].(*string), args["label"].(*string)), true
 	case "Mutation.createTask":
 		if e.ComplexityRoot.Mutation.CreateTask == nil {
 			break
@@ -1055,6 +1191,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ResolveApproval(childComplexity, args["id"].(string), args["decision"].(model.ApprovalDecision), args["note"].(*string)), true
+	case "Mutation.resolveRollback":
+		if e.ComplexityRoot.Mutation.ResolveRollback == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resolveRollback_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResolveRollback(childComplexity, args["approvalId"].(string), args["choice"].(model.RollbackChoice)), true
+	case "Mutation.restoreSnapshot":
+		if e.ComplexityRoot.Mutation.RestoreSnapshot == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_restoreSnapshot_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RestoreSnapshot(childComplexity, args["id"].(string)), true
 	case "Mutation.resumeRun":
 		if e.ComplexityRoot.Mutation.ResumeRun == nil {
 			break
@@ -1230,6 +1388,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Conversations(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Query.fileDiff":
+		if e.ComplexityRoot.Query.FileDiff == nil {
+			break
+		}
+
+		args, err := ec.field_Query_fileDiff_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.FileDiff(childComplexity, args["projectId"].(*string), args["path"].(string), args["fromVersion"].(int), args["toVersion"].(int)), true
 
 	case "Query.memories":
 		if e.ComplexityRoot.Query.Memories == nil {
@@ -1286,6 +1455,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Runs(childComplexity, args["first"].(*int), args["after"].(*string), args["status"].([]model.RunStatus), args["kind"].([]model.RunKind)), true
+	case "Query.snapshotDiff":
+		if e.ComplexityRoot.Query.SnapshotDiff == nil {
+			break
+		}
+
+		args, err := ec.field_Query_snapshotDiff_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.SnapshotDiff(childComplexity, args["from"].(string), args["to"].(string)), true
 	case "Query.task":
 		if e.ComplexityRoot.Query.Task == nil {
 			break
@@ -1325,6 +1505,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Viewer(childComplexity), true
+	case "Query.workspace":
+		if e.ComplexityRoot.Query.Workspace == nil {
+			break
+		}
+
+		args, err := ec.field_Query_workspace_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Workspace(childComplexity, args["projectId"].(*string)), true
 
 	case "Run.approvals":
 		if e.ComplexityRoot.Run.Approvals == nil {
@@ -1533,6 +1724,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SendMessagePayload.Run(childComplexity), true
+
+	case "Snapshot.committed":
+		if e.ComplexityRoot.Snapshot.Committed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Snapshot.Committed(childComplexity), true
+	case "Snapshot.createdAt":
+		if e.ComplexityRoot.Snapshot.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Snapshot.CreatedAt(childComplexity), true
+	case "Snapshot.id":
+		if e.ComplexityRoot.Snapshot.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Snapshot.ID(childComplexity), true
+	case "Snapshot.kind":
+		if e.ComplexityRoot.Snapshot.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Snapshot.Kind(childComplexity), true
+	case "Snapshot.label":
+		if e.ComplexityRoot.Snapshot.Label == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Snapshot.Label(childComplexity), true
+	case "Snapshot.run":
+		if e.ComplexityRoot.Snapshot.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Snapshot.Run(childComplexity), true
+	case "Snapshot.state":
+		if e.ComplexityRoot.Snapshot.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Snapshot.State(childComplexity), true
 
 	case "Subscription.conversationEvents":
 		if e.ComplexityRoot.Subscription.ConversationEvents == nil {
@@ -1816,6 +2050,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Viewer.User(childComplexity), true
 
+	case "Workspace.file":
+		if e.ComplexityRoot.Workspace.File == nil {
+			break
+		}
+
+		args, err := ec.field_Workspace_file_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Workspace.File(childComplexity, args["path"].(string)), true
+	case "Workspace.files":
+		if e.ComplexityRoot.Workspace.Files == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Workspace.Files(childComplexity), true
+	case "Workspace.projectId":
+		if e.ComplexityRoot.Workspace.ProjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Workspace.ProjectID(childComplexity), true
+	case "Workspace.snapshots":
+		if e.ComplexityRoot.Workspace.Snapshots == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Workspace.Snapshots(childComplexity), true
+
+	case "WorkspaceFile.content":
+		if e.ComplexityRoot.WorkspaceFile.Content == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceFile.Content(childComplexity), true
+	case "WorkspaceFile.path":
+		if e.ComplexityRoot.WorkspaceFile.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceFile.Path(childComplexity), true
+	case "WorkspaceFile.size":
+		if e.ComplexityRoot.WorkspaceFile.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceFile.Size(childComplexity), true
+	case "WorkspaceFile.updatedAt":
+		if e.ComplexityRoot.WorkspaceFile.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceFile.UpdatedAt(childComplexity), true
+	case "WorkspaceFile.version":
+		if e.ComplexityRoot.WorkspaceFile.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceFile.Version(childComplexity), true
+	case "WorkspaceFile.versions":
+		if e.ComplexityRoot.WorkspaceFile.Versions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceFile.Versions(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -1996,8 +2297,10 @@ type Mutation {
   createApiKey(input: CreateApiKeyInput!): CreateApiKeyPayload!
   "Revokes an API key at once (ADMIN or higher)."
   revokeApiKey(id: ID!): ApiKey!
-  "Adds a user by email; someone without an account is invited and joins on sign-up (ADMIN or higher)."
+  "Adds a user by email (ADMIN or higher). Someone without an account is invited: the answer carries an invitation token, shown once, that they sign up (or accept) with."
   addMember(input: AddMemberInput!): Membership!
+  "Accepts an invitation to another tenant for the logged-in user; log in to that tenant afterwards."
+  acceptInvitation(token: String!): Boolean!
 }
 
 input SignUpInput {
@@ -2005,6 +2308,8 @@ input SignUpInput {
   password: String!
   name: String
   tenantName: String!
+  "the token from an invitation to join another tenant as well"
+  invitationToken: String
 }
 
 input LogInInput {
@@ -2068,8 +2373,10 @@ input AddMemberInput {
 type Membership {
   user: User!
   role: Role!
-  "True while the user was invited and has not signed up yet."
+  "True while the invited person has not proven the invitation."
   pending: Boolean!
+  "The invitation's token: only in addMember's answer for a pending member, never again."
+  invitationToken: String
 }
 `, BuiltIn: false},
 	{Name: "../schema/chat.graphqls", Input: `enum ContextMode {
@@ -2192,6 +2499,11 @@ extend type Mutation {
   deleteMemory(id: ID!): Boolean!
   "Changes a conversation's title, context mode, system prompt or tools switch (its owner or an admin). Omitted fields stay as they are; an empty title clears it."
   updateConversation(id: ID!, input: UpdateConversationInput!): Conversation!
+}
+
+extend type Conversation {
+  "The running summary of the conversation's older messages, which the model sees in their place (null until the context window first summarises)."
+  summary: String
 }
 
 "A fact agentry keeps for a user in a project (stored by the remember tool) and recalls into the model's context when a new message is about it."
@@ -2597,6 +2909,85 @@ extend type Run {
   user: User!
 }
 `, BuiltIn: false},
+	{Name: "../schema/workspace.graphqls", Input: `# Workspace history and state consistency (issue 7): a project's files with their versions,
+# snapshots (manifests of the workspace), diffs, and the user's decision on a failed run's
+# changes.
+
+"What to do with the workspace changes of a run that failed, was cancelled or timed out."
+enum RollbackChoice {
+  "Undo every change the run made (byte-identical); CONFLICT naming the file when one was changed since."
+  ROLLBACK
+  "Leave the changes."
+  KEEP
+  "Re-open the run from where it stopped."
+  CONTINUE
+}
+
+extend type Query {
+  "A project's workspace (the tenant's default project when projectId is omitted). Another tenant's project is NOT_FOUND."
+  workspace(projectId: ID): Workspace!
+  "The unified diff of a file between two of its versions (a deleted version reads as empty); empty when they are equal."
+  fileDiff(projectId: ID, path: String!, fromVersion: Int!, toVersion: Int!): String!
+  "The unified diffs of every file that differs between two snapshots of one project, in path order."
+  snapshotDiff(from: ID!, to: ID!): String!
+}
+
+extend type Mutation {
+  "Records the project's workspace as it is now (a manifest, not a copy)."
+  createSnapshot(projectId: ID, label: String): Snapshot!
+  "Makes the workspace exactly what the snapshot recorded. It snapshots the workspace first and returns that snapshot, so the restore can be undone by restoring it."
+  restoreSnapshot(id: ID!): Snapshot!
+  "Answers a rollback approval (kind rollback) with ROLLBACK, KEEP or CONTINUE."
+  resolveRollback(approvalId: ID!, choice: RollbackChoice!): Approval!
+}
+
+type Workspace {
+  projectId: ID!
+  "Every file, in path order (at most 1000)."
+  files: [WorkspaceFile!]!
+  file(path: String!): WorkspaceFile
+  "Newest first."
+  snapshots: [Snapshot!]!
+}
+
+type WorkspaceFile {
+  path: String!
+  size: Int!
+  version: Int!
+  "Only when the file is asked for by path (Workspace.file)."
+  content: String
+  updatedAt: Time!
+  "Every recorded version, oldest first."
+  versions: [FileVersion!]!
+}
+
+"One recorded state of a file."
+type FileVersion {
+  version: Int!
+  "The version is a deletion: the file did not exist from then on."
+  deleted: Boolean!
+  size: Int!
+  "Hex SHA-256 of the content; null for a deletion."
+  sha256: String
+  "The run whose tool call made this version, if any."
+  runId: ID
+  createdAt: Time!
+}
+
+type Snapshot implements Node {
+  id: ID!
+  label: String
+  "The run the snapshot was taken before (its first change), if any."
+  run: Run
+  "Kept as history: a manual snapshot, or a run that succeeded (or whose changes were kept or rolled back)."
+  committed: Boolean!
+  "open (a run's, undecided), committed, rolled_back or kept."
+  state: String!
+  "run, manual or restore."
+  kind: String!
+  createdAt: Time!
+}
+`, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -2734,6 +3125,8 @@ func (ec *executionContext) childFields_Conversation(ctx context.Context, field 
 		return ec.fieldContext_Conversation_messages(ctx, field)
 	case "runs":
 		return ec.fieldContext_Conversation_runs(ctx, field)
+	case "summary":
+		return ec.fieldContext_Conversation_summary(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Conversation", field.Name)
 }
@@ -2768,6 +3161,24 @@ func (ec *executionContext) childFields_CreateApiKeyPayload(ctx context.Context,
 	return nil, fmt.Errorf("no field named %q was found under type CreateApiKeyPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_FileVersion(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "version":
+		return ec.fieldContext_FileVersion_version(ctx, field)
+	case "deleted":
+		return ec.fieldContext_FileVersion_deleted(ctx, field)
+	case "size":
+		return ec.fieldContext_FileVersion_size(ctx, field)
+	case "sha256":
+		return ec.fieldContext_FileVersion_sha256(ctx, field)
+	case "runId":
+		return ec.fieldContext_FileVersion_runId(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_FileVersion_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type FileVersion", field.Name)
+}
+
 func (ec *executionContext) childFields_Membership(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "user":
@@ -2776,6 +3187,8 @@ func (ec *executionContext) childFields_Membership(ctx context.Context, field gr
 		return ec.fieldContext_Membership_role(ctx, field)
 	case "pending":
 		return ec.fieldContext_Membership_pending(ctx, field)
+	case "invitationToken":
+		return ec.fieldContext_Membership_invitationToken(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Membership", field.Name)
 }
@@ -2960,6 +3373,26 @@ func (ec *executionContext) childFields_SendMessagePayload(ctx context.Context, 
 	return nil, fmt.Errorf("no field named %q was found under type SendMessagePayload", field.Name)
 }
 
+func (ec *executionContext) childFields_Snapshot(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Snapshot_id(ctx, field)
+	case "label":
+		return ec.fieldContext_Snapshot_label(ctx, field)
+	case "run":
+		return ec.fieldContext_Snapshot_run(ctx, field)
+	case "committed":
+		return ec.fieldContext_Snapshot_committed(ctx, field)
+	case "state":
+		return ec.fieldContext_Snapshot_state(ctx, field)
+	case "kind":
+		return ec.fieldContext_Snapshot_kind(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Snapshot_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Snapshot", field.Name)
+}
+
 func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -3086,6 +3519,38 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_platformAdmin(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
+}
+
+func (ec *executionContext) childFields_Workspace(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "projectId":
+		return ec.fieldContext_Workspace_projectId(ctx, field)
+	case "files":
+		return ec.fieldContext_Workspace_files(ctx, field)
+	case "file":
+		return ec.fieldContext_Workspace_file(ctx, field)
+	case "snapshots":
+		return ec.fieldContext_Workspace_snapshots(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Workspace", field.Name)
+}
+
+func (ec *executionContext) childFields_WorkspaceFile(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "path":
+		return ec.fieldContext_WorkspaceFile_path(ctx, field)
+	case "size":
+		return ec.fieldContext_WorkspaceFile_size(ctx, field)
+	case "version":
+		return ec.fieldContext_WorkspaceFile_version(ctx, field)
+	case "content":
+		return ec.fieldContext_WorkspaceFile_content(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_WorkspaceFile_updatedAt(ctx, field)
+	case "versions":
+		return ec.fieldContext_WorkspaceFile_versions(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WorkspaceFile", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3248,6 +3713,20 @@ func (ec *executionContext) field_Conversation_runs_args(ctx context.Context, ra
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_acceptInvitation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "token",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["token"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_addMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3301,6 +3780,28 @@ func (ec *executionContext) field_Mutation_createConversation_args(ctx context.C
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createSnapshot_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "projectId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["projectId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "label",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["label"] = arg1
 	return args, nil
 }
 
@@ -3429,6 +3930,42 @@ func (ec *executionContext) field_Mutation_resolveApproval_args(ctx context.Cont
 		return nil, err
 	}
 	args["note"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_resolveRollback_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "approvalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["approvalId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "choice",
+		func(ctx context.Context, v any) (model.RollbackChoice, error) {
+			return ec.unmarshalNRollbackChoice2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRollbackChoice(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["choice"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_restoreSnapshot_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -3660,6 +4197,44 @@ func (ec *executionContext) field_Query_conversations_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_fileDiff_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "projectId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["projectId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "path",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["path"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "fromVersion",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["fromVersion"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "toVersion",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["toVersion"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_memories_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3794,6 +4369,28 @@ func (ec *executionContext) field_Query_runs_args(ctx context.Context, rawArgs m
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_snapshotDiff_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_task_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3865,6 +4462,20 @@ func (ec *executionContext) field_Query_usageSummary_args(ctx context.Context, r
 		return nil, err
 	}
 	args["groupBy"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_workspace_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "projectId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["projectId"] = arg0
 	return args, nil
 }
 
@@ -3945,6 +4556,20 @@ func (ec *executionContext) field_Task_runs_args(ctx context.Context, rawArgs ma
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Workspace_file_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "path",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["path"] = arg0
 	return args, nil
 }
 
@@ -5213,6 +5838,29 @@ func (ec *executionContext) fieldContext_Conversation_runs(ctx context.Context, 
 	return fc, nil
 }
 
+func (ec *executionContext) _Conversation_summary(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_summary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Summary(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_summary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Conversation", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _ConversationConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.ConversationConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5387,6 +6035,144 @@ func (ec *executionContext) fieldContext_CreateApiKeyPayload_secret(_ context.Co
 	return graphql.NewScalarFieldContext("CreateApiKeyPayload", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _FileVersion_version(ctx context.Context, field graphql.CollectedField, obj *model.FileVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileVersion_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FileVersion_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileVersion", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _FileVersion_deleted(ctx context.Context, field graphql.CollectedField, obj *model.FileVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileVersion_deleted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Deleted(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FileVersion_deleted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileVersion", field, true, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _FileVersion_size(ctx context.Context, field graphql.CollectedField, obj *model.FileVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileVersion_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FileVersion_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileVersion", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _FileVersion_sha256(ctx context.Context, field graphql.CollectedField, obj *model.FileVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileVersion_sha256(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sha256(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_FileVersion_sha256(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileVersion", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _FileVersion_runId(ctx context.Context, field graphql.CollectedField, obj *model.FileVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileVersion_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_FileVersion_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileVersion", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _FileVersion_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.FileVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FileVersion_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FileVersion_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FileVersion", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
 func (ec *executionContext) _Membership_user(ctx context.Context, field graphql.CollectedField, obj *model.Membership) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5463,6 +6249,29 @@ func (ec *executionContext) _Membership_pending(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Membership_pending(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Membership", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Membership_invitationToken(ctx context.Context, field graphql.CollectedField, obj *model.Membership) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Membership_invitationToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InvitationToken, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Membership_invitationToken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Membership", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Memory_id(ctx context.Context, field graphql.CollectedField, obj *model.Memory) (ret graphql.Marshaler) {
@@ -6273,6 +7082,50 @@ func (ec *executionContext) fieldContext_Mutation_addMember(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_acceptInvitation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_acceptInvitation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AcceptInvitation(ctx, fc.Args["token"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_acceptInvitation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_acceptInvitation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_resolveApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6933,6 +7786,138 @@ func (ec *executionContext) fieldContext_Mutation_deleteBudget(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createSnapshot(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createSnapshot(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateSnapshot(ctx, fc.Args["projectId"].(*string), fc.Args["label"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Snapshot) graphql.Marshaler {
+			return ec.marshalNSnapshot2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshot(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createSnapshot(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Snapshot(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createSnapshot_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_restoreSnapshot(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_restoreSnapshot(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RestoreSnapshot(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Snapshot) graphql.Marshaler {
+			return ec.marshalNSnapshot2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshot(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_restoreSnapshot(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Snapshot(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_restoreSnapshot_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_resolveRollback(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_resolveRollback(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ResolveRollback(ctx, fc.Args["approvalId"].(string), fc.Args["choice"].(model.RollbackChoice))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalNApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_resolveRollback(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_resolveRollback_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7585,6 +8570,138 @@ func (ec *executionContext) fieldContext_Query_activity(ctx context.Context, fie
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_activity_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_workspace(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_workspace(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Workspace(ctx, fc.Args["projectId"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Workspace) graphql.Marshaler {
+			return ec.marshalNWorkspace2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWorkspace(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_workspace(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Workspace(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_workspace_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_fileDiff(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_fileDiff(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().FileDiff(ctx, fc.Args["projectId"].(*string), fc.Args["path"].(string), fc.Args["fromVersion"].(int), fc.Args["toVersion"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_fileDiff(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_fileDiff_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_snapshotDiff(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_snapshotDiff(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().SnapshotDiff(ctx, fc.Args["from"].(string), fc.Args["to"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_snapshotDiff(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_snapshotDiff_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -8535,6 +9652,176 @@ func (ec *executionContext) fieldContext_SendMessagePayload_run(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Snapshot_id(ctx context.Context, field graphql.CollectedField, obj *model.Snapshot) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Snapshot_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Snapshot_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Snapshot", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Snapshot_label(ctx context.Context, field graphql.CollectedField, obj *model.Snapshot) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Snapshot_label(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Label(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Snapshot_label(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Snapshot", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Snapshot_run(ctx context.Context, field graphql.CollectedField, obj *model.Snapshot) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Snapshot_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Snapshot().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Snapshot_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Snapshot",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Snapshot_committed(ctx context.Context, field graphql.CollectedField, obj *model.Snapshot) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Snapshot_committed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Committed(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Snapshot_committed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Snapshot", field, true, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Snapshot_state(ctx context.Context, field graphql.CollectedField, obj *model.Snapshot) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Snapshot_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Snapshot_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Snapshot", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Snapshot_kind(ctx context.Context, field graphql.CollectedField, obj *model.Snapshot) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Snapshot_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Snapshot_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Snapshot", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Snapshot_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Snapshot) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Snapshot_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Snapshot_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Snapshot", field, true, false, errors.New("field of type Time does not have child fields"))
 }
 
 func (ec *executionContext) _Subscription_runEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -9641,6 +10928,284 @@ func (ec *executionContext) _Viewer_platformAdmin(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_Viewer_platformAdmin(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Viewer", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Workspace_projectId(ctx context.Context, field graphql.CollectedField, obj *model.Workspace) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Workspace_projectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProjectID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Workspace_projectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Workspace", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Workspace_files(ctx context.Context, field graphql.CollectedField, obj *model.Workspace) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Workspace_files(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Workspace().Files(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.WorkspaceFile) graphql.Marshaler {
+			return ec.marshalNWorkspaceFile2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWorkspaceFileᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Workspace_files(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Workspace",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkspaceFile(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Workspace_file(ctx context.Context, field graphql.CollectedField, obj *model.Workspace) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Workspace_file(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Workspace().File(ctx, obj, fc.Args["path"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WorkspaceFile) graphql.Marshaler {
+			return ec.marshalOWorkspaceFile2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWorkspaceFile(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Workspace_file(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Workspace",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkspaceFile(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Workspace_file_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Workspace_snapshots(ctx context.Context, field graphql.CollectedField, obj *model.Workspace) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Workspace_snapshots(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Workspace().Snapshots(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Snapshot) graphql.Marshaler {
+			return ec.marshalNSnapshot2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshotᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Workspace_snapshots(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Workspace",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Snapshot(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkspaceFile_path(ctx context.Context, field graphql.CollectedField, obj *model.WorkspaceFile) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceFile_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceFile_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceFile", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _WorkspaceFile_size(ctx context.Context, field graphql.CollectedField, obj *model.WorkspaceFile) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceFile_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceFile_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceFile", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _WorkspaceFile_version(ctx context.Context, field graphql.CollectedField, obj *model.WorkspaceFile) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceFile_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceFile_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceFile", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _WorkspaceFile_content(ctx context.Context, field graphql.CollectedField, obj *model.WorkspaceFile) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceFile_content(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Content(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceFile_content(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceFile", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _WorkspaceFile_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.WorkspaceFile) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceFile_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceFile_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceFile", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _WorkspaceFile_versions(ctx context.Context, field graphql.CollectedField, obj *model.WorkspaceFile) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceFile_versions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WorkspaceFile().Versions(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.FileVersion) graphql.Marshaler {
+			return ec.marshalNFileVersion2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐFileVersionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceFile_versions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkspaceFile",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_FileVersion(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -11214,7 +12779,7 @@ func (ec *executionContext) unmarshalInputSignUpInput(ctx context.Context, obj a
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"email", "password", "name", "tenantName"}
+	fieldsInOrder := [...]string{"email", "password", "name", "tenantName", "invitationToken"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -11249,6 +12814,13 @@ func (ec *executionContext) unmarshalInputSignUpInput(ctx context.Context, obj a
 				return it, err
 			}
 			it.TenantName = data
+		case "invitationToken":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("invitationToken"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.InvitationToken = data
 		}
 	}
 	return it, nil
@@ -11412,6 +12984,11 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Task(ctx, sel, obj)
+	case *model.Snapshot:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Snapshot(ctx, sel, obj)
 	case *model.Run:
 		if obj == nil {
 			return graphql.Null
@@ -12009,6 +13586,11 @@ func (ec *executionContext) _Conversation(ctx context.Context, sel ast.Selection
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "summary":
+			out.Values[i] = ec._Conversation_summary(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -12159,6 +13741,69 @@ func (ec *executionContext) _CreateApiKeyPayload(ctx context.Context, sel ast.Se
 	return out
 }
 
+var fileVersionImplementors = []string{"FileVersion"}
+
+func (ec *executionContext) _FileVersion(ctx context.Context, sel ast.SelectionSet, obj *model.FileVersion) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, fileVersionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("FileVersion")
+		case "version":
+			out.Values[i] = ec._FileVersion_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleted":
+			out.Values[i] = ec._FileVersion_deleted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "size":
+			out.Values[i] = ec._FileVersion_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sha256":
+			out.Values[i] = ec._FileVersion_sha256(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "runId":
+			out.Values[i] = ec._FileVersion_runId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._FileVersion_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
 var membershipImplementors = []string{"Membership"}
 
 func (ec *executionContext) _Membership(ctx context.Context, sel ast.SelectionSet, obj *model.Membership) graphql.Marshaler {
@@ -12184,6 +13829,11 @@ func (ec *executionContext) _Membership(ctx context.Context, sel ast.SelectionSe
 		case "pending":
 			out.Values[i] = ec._Membership_pending(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "invitationToken":
+			out.Values[i] = ec._Membership_invitationToken(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -12602,6 +14252,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "acceptInvitation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_acceptInvitation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "resolveApproval":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resolveApproval(ctx, field)
@@ -12703,6 +14360,27 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "deleteBudget":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteBudget(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createSnapshot":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createSnapshot(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "restoreSnapshot":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_restoreSnapshot(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resolveRollback":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_resolveRollback(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -13109,6 +14787,72 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_activity(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "workspace":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_workspace(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "fileDiff":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_fileDiff(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "snapshotDiff":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_snapshotDiff(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -13629,6 +15373,107 @@ func (ec *executionContext) _SendMessagePayload(ctx context.Context, sel ast.Sel
 			out.Values[i] = ec._SendMessagePayload_run(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var snapshotImplementors = []string{"Snapshot", "Node"}
+
+func (ec *executionContext) _Snapshot(ctx context.Context, sel ast.SelectionSet, obj *model.Snapshot) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, snapshotImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Snapshot")
+		case "id":
+			out.Values[i] = ec._Snapshot_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "label":
+			out.Values[i] = ec._Snapshot_label(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Snapshot_run(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "committed":
+			out.Values[i] = ec._Snapshot_committed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "state":
+			out.Values[i] = ec._Snapshot_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._Snapshot_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Snapshot_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -14250,6 +16095,254 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var workspaceImplementors = []string{"Workspace"}
+
+func (ec *executionContext) _Workspace(ctx context.Context, sel ast.SelectionSet, obj *model.Workspace) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, workspaceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Workspace")
+		case "projectId":
+			out.Values[i] = ec._Workspace_projectId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "files":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Workspace_files(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "file":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Workspace_file(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "snapshots":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Workspace_snapshots(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var workspaceFileImplementors = []string{"WorkspaceFile"}
+
+func (ec *executionContext) _WorkspaceFile(ctx context.Context, sel ast.SelectionSet, obj *model.WorkspaceFile) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, workspaceFileImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WorkspaceFile")
+		case "path":
+			out.Values[i] = ec._WorkspaceFile_path(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "size":
+			out.Values[i] = ec._WorkspaceFile_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "version":
+			out.Values[i] = ec._WorkspaceFile_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "content":
+			out.Values[i] = ec._WorkspaceFile_content(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._WorkspaceFile_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "versions":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._WorkspaceFile_versions(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -14923,6 +17016,32 @@ func (ec *executionContext) unmarshalNCreateTaskInput2githubᚗcomᚋagentryᚋa
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNFileVersion2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐFileVersionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.FileVersion) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNFileVersion2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐFileVersion(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNFileVersion2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐFileVersion(ctx context.Context, sel ast.SelectionSet, v *model.FileVersion) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._FileVersion(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -15144,6 +17263,16 @@ func (ec *executionContext) marshalNRole2githubᚗcomᚋagentryᚋagentryᚋgrap
 	return v
 }
 
+func (ec *executionContext) unmarshalNRollbackChoice2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRollbackChoice(ctx context.Context, v any) (model.RollbackChoice, error) {
+	var res model.RollbackChoice
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRollbackChoice2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRollbackChoice(ctx context.Context, sel ast.SelectionSet, v model.RollbackChoice) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {
 	if v == nil {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
@@ -15259,6 +17388,32 @@ func (ec *executionContext) unmarshalNSetBudgetInput2githubᚗcomᚋagentryᚋag
 func (ec *executionContext) unmarshalNSignUpInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSignUpInput(ctx context.Context, v any) (model.SignUpInput, error) {
 	res, err := ec.unmarshalInputSignUpInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSnapshot2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshotᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Snapshot) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSnapshot2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshot(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSnapshot2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshot(ctx context.Context, sel ast.SelectionSet, v *model.Snapshot) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Snapshot(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -15508,6 +17663,42 @@ func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋagentryᚋagentry�
 		return graphql.Null
 	}
 	return ec._Viewer(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWorkspace2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWorkspace(ctx context.Context, sel ast.SelectionSet, v *model.Workspace) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Workspace(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWorkspaceFile2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWorkspaceFileᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.WorkspaceFile) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWorkspaceFile2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWorkspaceFile(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWorkspaceFile2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWorkspaceFile(ctx context.Context, sel ast.SelectionSet, v *model.WorkspaceFile) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._WorkspaceFile(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -16110,6 +18301,13 @@ func (ec *executionContext) marshalOVerbosity2ᚖgithubᚗcomᚋagentryᚋagentr
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalOWorkspaceFile2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWorkspaceFile(ctx context.Context, sel ast.SelectionSet, v *model.WorkspaceFile) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._WorkspaceFile(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

@@ -125,8 +125,10 @@ type LogInInput struct {
 type Membership struct {
 	User *User `json:"user"`
 	Role Role  `json:"role"`
-	// True while the user was invited and has not signed up yet.
+	// True while the invited person has not proven the invitation.
 	Pending bool `json:"pending"`
+	// The invitation's token: only in addMember's answer for a pending member, never again.
+	InvitationToken *string `json:"invitationToken,omitempty"`
 }
 
 type MemoryConnection struct {
@@ -202,6 +204,8 @@ type SignUpInput struct {
 	Password   string  `json:"password"`
 	Name       *string `json:"name,omitempty"`
 	TenantName string  `json:"tenantName"`
+	// the token from an invitation to join another tenant as well
+	InvitationToken *string `json:"invitationToken,omitempty"`
 }
 
 type Subscription struct {
@@ -942,6 +946,67 @@ func (e *Role) UnmarshalJSON(b []byte) error {
 }
 
 func (e Role) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What to do with the workspace changes of a run that failed, was cancelled or timed out.
+type RollbackChoice string
+
+const (
+	// Undo every change the run made (byte-identical); CONFLICT naming the file when one was changed since.
+	RollbackChoiceRollback RollbackChoice = "ROLLBACK"
+	// Leave the changes.
+	RollbackChoiceKeep RollbackChoice = "KEEP"
+	// Re-open the run from where it stopped.
+	RollbackChoiceContinue RollbackChoice = "CONTINUE"
+)
+
+var AllRollbackChoice = []RollbackChoice{
+	RollbackChoiceRollback,
+	RollbackChoiceKeep,
+	RollbackChoiceContinue,
+}
+
+func (e RollbackChoice) IsValid() bool {
+	switch e {
+	case RollbackChoiceRollback, RollbackChoiceKeep, RollbackChoiceContinue:
+		return true
+	}
+	return false
+}
+
+func (e RollbackChoice) String() string {
+	return string(e)
+}
+
+func (e *RollbackChoice) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RollbackChoice(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RollbackChoice", str)
+	}
+	return nil
+}
+
+func (e RollbackChoice) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RollbackChoice) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RollbackChoice) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

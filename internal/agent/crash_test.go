@@ -78,10 +78,11 @@ func TestCrashRecovery(t *testing.T) {
 	// slow enough that kills land mid-run.
 	srv.SetResponder(func(req llmtest.Request) llmtest.Reply {
 		raw := string(req.Raw)
-		m := jobNumber.FindStringSubmatch(raw)
+		// The run's own task is the last one named: the system prompt lists the project's
+		// other open tasks first.
 		job := "x"
-		if m != nil {
-			job = m[1]
+		if ms := jobNumber.FindAllStringSubmatch(raw, -1); len(ms) > 0 {
+			job = ms[len(ms)-1][1]
 		}
 		turn := strings.Count(raw, `"role":"tool"`)
 		if turn < 2 {

@@ -140,7 +140,8 @@ var ErrCancelled = errors.New("run cancelled")
 // was already there, or another attempt owns it), a *Retry when the attempt should be retried,
 // or another error for a failure that was recorded as terminal.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
-	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID)
+	t := &turn{e: e, at: at}
+	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, t.preload)
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started
 	}
@@ -154,7 +155,7 @@ func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at At
 	defer lose(nil)
 	go e.runs.Heartbeat(hbCtx, lease, func() { lose(run.ErrFenced) })
 
-	t := &turn{e: e, lease: lease, log: log, at: at}
+	t.lease, t.log = lease, log
 	res := t.work(workCtx)
 	stopHB()
 	if errors.Is(context.Cause(workCtx), run.ErrFenced) || (res.retry != nil && res.retry.Fenced) {
@@ -213,20 +214,27 @@ func (e *Executor) retryDelay(attempt int) time.Duration {
 	return e.retryBase << max(attempt-1, 0)
 }
 
-// loadSettings returns the settings of the run's user.
-func (e *Executor) loadSettings(ctx context.Context, r dbsqlc.Run) (settings.Settings, dbsqlc.Conversation, error) {
-	var set settings.Settings
-	var conv dbsqlc.Conversation
-	err := e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		var err error
-		set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID)
+// preload reads, in the transaction that acquires the run (run.Service.Acquire), what the
+// attempt needs first: the settings of the run's user, its conversation and, when nothing can
+// change them before the loop starts (a first attempt of a kind without hooks), the run's
+// state for the first step. A chat turn thus starts with one transaction instead of three.
+func (t *turn) preload(ctx context.Context, tx *db.Tx, l run.Lease) error {
+	r := l.Run
+	var err error
+	if t.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID); err != nil {
+		return err
+	}
+	if r.ConversationID.Valid {
+		if t.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
+			return err
+		}
+	}
+	if t.e.hooks[r.Kind] == nil && l.Attempt == 1 {
+		st, err := readState(ctx, tx, l, t.conv.ID)
 		if err != nil {
 			return err
 		}
-		if r.ConversationID.Valid {
-			conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID})
-		}
-		return err
-	})
-	return set, conv, err
+		t.first = &st
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/workspace"
 )
 
 // ApprovalState is where a person's decision on an approval stands ("" when none was asked).
@@ -93,25 +94,17 @@ func (t *turn) fromError(ctx context.Context, err error) result {
 // load reads the run, the conversation's context for it, its tool calls and newer user
 // messages.
 func (t *turn) load(ctx context.Context) (state, error) {
-	r := t.lease.Run
 	var st state
-	err := t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		var err error
-		if st.run, err = tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
+	var err error
+	if t.first != nil {
+		st, t.first = *t.first, nil // read with the lease (preload)
+	} else {
+		err = t.e.db.InTx(ctx, t.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			var err error
+			st, err = readState(ctx, tx, t.lease, t.conv.ID)
 			return err
-		}
-		if st.run.Attempt != t.lease.Attempt || st.run.Status != run.StatusRunning {
-			return run.ErrFenced
-		}
-		if st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, ConversationID: t.conv.ID, RunSeq: r.ConversationSeq}); err != nil {
-			return err
-		}
-		if st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID}); err != nil {
-			return err
-		}
-		st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, ConversationID: t.conv.ID, RunSeq: r.ConversationSeq})
-		return err
-	})
+		})
+	}
 	if err == nil && len(t.earlier) == 0 {
 		for _, c := range st.calls {
 			if c.Status == "FAILED" && c.Error != nil {
@@ -119,6 +112,28 @@ func (t *turn) load(ctx context.Context) (state, error) {
 			}
 		}
 	}
+	return st, err
+}
+
+// readState reads the leased run (ErrFenced when its attempt moved on), the context of
+// conversation convID for it, its tool calls and newer user messages.
+func readState(ctx context.Context, tx *db.Tx, l run.Lease, convID uuid.UUID) (state, error) {
+	r := l.Run
+	var st state
+	var err error
+	if st.run, err = tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
+		return st, err
+	}
+	if st.run.Attempt != l.Attempt || st.run.Status != run.StatusRunning {
+		return st, run.ErrFenced
+	}
+	if st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, ConversationID: convID, RunSeq: r.ConversationSeq}); err != nil {
+		return st, err
+	}
+	if st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID}); err != nil {
+		return st, err
+	}
+	st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, ConversationID: convID, RunSeq: r.ConversationSeq})
 	return st, err
 }
 
@@ -252,7 +267,7 @@ func (t *turn) runBatch(ctx context.Context, batch []dbsqlc.ToolCall, parallel b
 			// The tool runs in a savepoint: its failure undoes its partial effects only.
 			runErr = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, stx *db.Tx) error {
 				var err error
-				output, err = t.e.tools.Run(ctx, stx, t.callOf(c))
+				output, err = t.e.tools.Run(workspace.ForRun(ctx, t.e.pub, t.lease.Scope(), c.ID), stx, t.callOf(c))
 				return err
 			})
 			if ctx.Err() != nil {

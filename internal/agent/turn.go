@@ -35,6 +35,8 @@ type turn struct {
 	earlier []Failure
 	// built is the context builder's system-prompt text for this attempt (nil until built).
 	built *string
+	// first is the state read with the lease (preload), for the first load; nil after.
+	first *state
 }
 
 // result is how an attempt ended: an outcome to record, a retry, or suspended (the run is
@@ -53,10 +55,7 @@ func done(o run.Outcome) result { return result{outcome: o} }
 func (t *turn) work(ctx context.Context) result {
 	r := t.lease.Run
 	var err error
-	t.set, t.conv, err = t.e.loadSettings(ctx, r)
-	if err != nil {
-		return t.fromError(ctx, err)
-	}
+	// t.set and t.conv were read with the lease (preload).
 	t.limits = Limits{MaxTurns: MaxChatTurns}
 	if t.e.MaxTurns > 0 {
 		t.limits.MaxTurns = t.e.MaxTurns
@@ -206,7 +205,10 @@ func (t *turn) work(ctx context.Context) result {
 // afterEscalation applies the user's answer to an escalation the run was parked for: a refusal
 // ends the run; an approval's note goes into the conversation as the user's guidance (once).
 func (t *turn) afterEscalation(ctx context.Context) (result, bool) {
-	if t.e.approvals == nil {
+	// An escalation is asked from inside an attempt and answered before a later one (a resumed
+	// run is acquired again, which bumps its attempt): the first attempt has none to apply and
+	// skips the lookup, a transaction per chat turn (agentry bench, COUNTERS).
+	if t.e.approvals == nil || t.lease.Attempt <= 1 {
 		return result{}, false
 	}
 	r := t.lease.Run

@@ -25,6 +25,7 @@ import (
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/jobs"
 	"github.com/agentry/agentry/internal/llm"
@@ -37,6 +38,7 @@ import (
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
 	"github.com/agentry/agentry/internal/usage"
+	"github.com/agentry/agentry/internal/workspace"
 	"github.com/agentry/agentry/web"
 )
 
@@ -67,6 +69,7 @@ type App struct {
 	Context   *contextwin.Manager // the context window manager (tests override model limits through it)
 	Memory    *memory.Service
 	Usage     *usage.Service
+	Workspace *workspace.Service // workspace history, snapshots and rollback (issue 7)
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
 	RateLimits *usage.Limiter
 	Registry   *prometheus.Registry
@@ -145,7 +148,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Executor.SetContextWindow(a.Context)
 	taskHooks := task.Hooks{}
 	a.Executor.Register(run.KindTask, taskHooks)
-	a.Runs.OnFinish(run.KindTask, taskHooks.Finished)
+	a.Workspace = workspace.NewService(a.DB, &workspace.Store{}, a.Runs, a.Approvals)
+	a.Runs.OnFinish(run.KindTask, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
+		if err := taskHooks.Finished(ctx, tx, fin); err != nil {
+			return err
+		}
+		return a.Workspace.Finished(ctx, tx, fin)
+	})
+	a.Runs.OnFinish(run.KindChatTurn, a.Workspace.Finished)
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
 	a.Executor.SetBudgets(a.Usage)
@@ -181,7 +191,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
 				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
-				Usage: a.Usage, RateLimits: a.RateLimits, Log: log,
+				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Log: log,
 			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,

@@ -46,6 +46,12 @@ type Options struct {
 	// Tenants signed up for the real path (default 8): conversations and sockets spread over
 	// them.
 	Tenants int
+	// Clients is the closed-loop concurrency of E2E-TPUT and BUDGET (default 64: more than
+	// the 50 workers, so they never wait for work).
+	Clients int
+	// Subscribers are FANOUT's subscriber counts (default 1, 10, 100); the latency check uses
+	// the last.
+	Subscribers []int
 	// Only, when set, runs just these measures (by id, e.g. "Q-LAT").
 	Only []string
 	// ProfileDir, when set, receives a CPU profile of each measure's last agentry segment.
@@ -72,19 +78,29 @@ func (o *Options) defaults() {
 	if o.Tenants <= 0 {
 		o.Tenants = 8
 	}
+	if o.Clients <= 0 {
+		o.Clients = 64
+	}
+	if len(o.Subscribers) == 0 {
+		o.Subscribers = []int{1, 10, 100}
+	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
 }
 
-// window returns a measuring window: full in a full run, quick otherwise, times Scale.
+// window returns a measuring window: full in a full run, quick otherwise, times Scale, and
+// at least minWindow.
 func (o *Options) window(full, quick time.Duration) time.Duration {
 	d := full
 	if o.Quick {
 		d = quick
 	}
-	return time.Duration(float64(d) * o.Scale)
+	return max(time.Duration(float64(d)*o.Scale), minWindow)
 }
+
+// minWindow is the shortest measuring window: several turns must fit even on a busy machine.
+const minWindow = 300 * time.Millisecond
 
 func (o *Options) runs(id string) bool {
 	if len(o.Only) == 0 {

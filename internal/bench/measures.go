@@ -152,8 +152,6 @@ func measureQLat(ctx context.Context, e *env, rep *Report) error {
 
 // ---------------------------------------------------------------- E2E-TPUT
 
-// e2eClients is the closed-loop concurrency of the throughput measures.
-const e2eClients = 64
 
 // e2eRound runs one closed-loop round of chat turns on fresh conversations (so histories stay
 // short) and returns turns completed, the window, and failures.
@@ -201,7 +199,7 @@ func riverRound(ctx context.Context, br *bareRiver, clients int, win time.Durati
 
 // measureE2E: chat turns per second end to end against bare River no-op jobs per second.
 func measureE2E(ctx context.Context, e *env, rep *Report) error {
-	win := e.o.window(5*time.Second, 2*time.Second)
+	win := max(e.o.window(5*time.Second, 2*time.Second), time.Second)
 	br, err := startBareRiver(ctx, e)
 	if err != nil {
 		return err
@@ -209,13 +207,13 @@ func measureE2E(ctx context.Context, e *env, rep *Report) error {
 	defer br.stop()
 	var base, ours rate
 	warm := func(ctx context.Context) error {
-		riverRound(ctx, br, e2eClients, e.o.window(time.Second, 500*time.Millisecond))
-		_, _, _, err := e.e2eRound(ctx, e.sessions, e2eClients, e.o.window(time.Second, 500*time.Millisecond), "bench-t20")
+		riverRound(ctx, br, e.o.Clients, e.o.window(time.Second, 500*time.Millisecond))
+		_, _, _, err := e.e2eRound(ctx, e.sessions, e.o.Clients, e.o.window(time.Second, 500*time.Millisecond), "bench-t20")
 		return err
 	}
 	err = e.alternate(ctx, "E2E-TPUT", warm,
 		func(ctx context.Context, _ int, _ bool) error {
-			base.add(riverRound(ctx, br, e2eClients, win))
+			base.add(riverRound(ctx, br, e.o.Clients, win))
 			return nil
 		},
 		func(ctx context.Context, _ int, last bool) error {
@@ -223,12 +221,12 @@ func measureE2E(ctx context.Context, e *env, rep *Report) error {
 			e.profile("e2e-tput", last, func() {
 				var n, f int64
 				var w time.Duration
-				n, w, f, err = e.e2eRound(ctx, e.sessions, e2eClients, win, "bench-t20")
+				n, w, f, err = e.e2eRound(ctx, e.sessions, e.o.Clients, win, "bench-t20")
 				ours.add(n, w, f)
 			})
 			return err
 		})
-	if err == nil {
+	if err == nil && e.o.Scale >= 1 {
 		// Where the CPU goes (independent of what else the machine runs): a closed-loop
 		// round at lower concurrency, CPU of this process and of the database's backends.
 		before := e.cpu(ctx)
@@ -272,7 +270,7 @@ func measureE2E(ctx context.Context, e *env, rep *Report) error {
 // the same on tenants without any (nothing is checked), and the budget rows written per LLM
 // call.
 func measureBudget(ctx context.Context, e *env, rep *Report) error {
-	win := e.o.window(5*time.Second, 2*time.Second)
+	win := max(e.o.window(5*time.Second, 2*time.Second), time.Second)
 	var off, on rate
 	var budgetWrites, reservationWrites int64
 	round := func(enforce bool) func(ctx context.Context, _ int, last bool) error {
@@ -288,7 +286,7 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 					return err
 				}
 			}
-			n, w, f, err := e.e2eRound(ctx, sessions, e2eClients, win, "bench-t20")
+			n, w, f, err := e.e2eRound(ctx, sessions, e.o.Clients, win, "bench-t20")
 			if err != nil {
 				return err
 			}

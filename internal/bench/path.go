@@ -129,8 +129,13 @@ func (f *fleet) close() {
 	}
 }
 
+// turnTimeout bounds one turn: a turn that takes longer failed (a retry backs off for longer).
+const turnTimeout = 30 * time.Second
+
 // turn sends content to c and waits until the run's terminal event reached the client.
 func (e *env) turn(ctx context.Context, f *fleet, c conversation, content string) (*turnRec, error) {
+	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
+	defer cancel()
 	sent := time.Now()
 	runID, err := e.gql.sendMessage(ctx, c.s, c.id, content)
 	if err != nil {

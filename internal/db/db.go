@@ -38,13 +38,15 @@ func Open(ctx context.Context, url, role string, log *slog.Logger) (*DB, error) 
 		cfg.MaxConns = 8
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	if role != "" {
-		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			if err := dbsqlc.New(c).TxSetRole(ctx, role); err != nil {
-				return fmt.Errorf("set role %s (run `agentry migrate` first): %w", role, err)
-			}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		registerUUID(c.TypeMap())
+		if role == "" {
 			return nil
 		}
+		if err := dbsqlc.New(c).TxSetRole(ctx, role); err != nil {
+			return fmt.Errorf("set role %s (run `agentry migrate` first): %w", role, err)
+		}
+		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -151,8 +151,10 @@ type Lease struct {
 func (l Lease) Scope() events.Scope { return ScopeOf(l.Run) }
 
 // Acquire takes a run for a worker: the attempt is bumped (fencing out any older worker) and
-// execution.started appended. It returns ErrFenced when the run is already terminal.
-func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64) (Lease, error) {
+// execution.started appended. It returns ErrFenced when the run is already terminal. Each of
+// also runs in the same transaction with the new lease (the worker's first reads: one
+// transaction instead of several); an error from one undoes the acquisition.
+func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
 	var l Lease
 	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		r, err := tx.Q.RunAcquire(ctx, dbsqlc.RunAcquireParams{TenantID: tenantID, ID: runID, Owner: owner, LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID})
@@ -167,8 +169,15 @@ func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner 
 		if r.Attempt == 1 {
 			news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": r.Kind}})
 		}
-		_, err = s.pub.Append(ctx, tx, l.Scope(), news...)
-		return err
+		if _, err = s.pub.Append(ctx, tx, l.Scope(), news...); err != nil {
+			return err
+		}
+		for _, fn := range also {
+			if err := fn(ctx, tx, l); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	return l, err
 }
@@ -249,13 +258,15 @@ func (s *Service) finishTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt
 	default:
 		news = []events.New{{Type: events.TaskFailed, Data: data}, {Type: events.ExecutionFailed, Data: data}}
 	}
-	if _, err := s.pub.Append(ctx, tx, ScopeOf(fin), news...); err != nil {
-		return fin, err
-	}
+	// The hook runs first so that the events it writes (state.committed, a rollback question)
+	// come before the terminal event, at which a run subscription ends.
 	if h := s.onFinish[fin.Kind]; h != nil {
 		if err := h(ctx, tx, fin); err != nil {
 			return fin, fmt.Errorf("finish hook of %s: %w", fin.Kind, err)
 		}
+	}
+	if _, err := s.pub.Append(ctx, tx, ScopeOf(fin), news...); err != nil {
+		return fin, err
 	}
 	if next && fin.ConversationID.Valid {
 		if err := s.startNext(ctx, tx, fin); err != nil {

@@ -1,5 +1,7 @@
 // Package workspace stores a project's files in Postgres (table workspace_files): UTF-8 text
-// files keyed by (tenant, project, path), each write a new version. Paths are normalised and
+// files keyed by (tenant, project, path), each write a new version. Every change also keeps
+// the new state as a version in history (content-addressed blobs, history.go); changes made
+// for a run are journalled with their inverses after the run's snapshot (see ForRun). Paths are normalised and
 // checked by NormalizePath; there is no file system underneath. Every operation runs in the
 // caller's tenant-scoped transaction (db.InTx) and names the tenant explicitly; row-level
 // security backs that up.
@@ -85,7 +87,8 @@ type File struct {
 	Content string
 	// Size is len(Content) in bytes.
 	Size int
-	// Version starts at 1 when the file is created and grows by one with each write or edit.
+	// Version starts at 1 when the file is created and grows by one with each write, edit or
+	// delete (history keeps a version per change; a file re-created after a delete continues).
 	Version   int
 	SHA256    [sha256.Size]byte
 	UpdatedAt time.Time
@@ -150,13 +153,20 @@ func (s *Store) Write(ctx context.Context, tx *db.Tx, tenantID, projectID uuid.U
 	if err := s.checkContent(p, content); err != nil {
 		return 0, err
 	}
+	if err := s.beforeChange(ctx, tx, tenantID, projectID); err != nil {
+		return 0, err
+	}
+	before, err := currentSHA(ctx, tx, tenantID, projectID, p)
+	if err != nil {
+		return 0, err
+	}
 	sum := sha256.Sum256([]byte(content))
 	version, err := tx.Q.WorkspaceFileUpdate(ctx, dbsqlc.WorkspaceFileUpdateParams{
 		TenantID: tenantID, ProjectID: projectID, Path: p,
 		Content: content, Size: int32(len(content)), Sha256: sum[:],
 	})
 	if err == nil {
-		return int(version), nil
+		return s.afterChange(ctx, tx, tenantID, projectID, p, before, sum[:], content, int(version))
 	}
 	if !db.IsNoRows(err) {
 		return 0, fmt.Errorf("write workspace file %s: %w", p, err)
@@ -173,7 +183,7 @@ func (s *Store) Write(ctx context.Context, tx *db.Tx, tenantID, projectID uuid.U
 	if err != nil {
 		return 0, fmt.Errorf("create workspace file %s: %w", p, err)
 	}
-	return int(version), nil
+	return s.afterChange(ctx, tx, tenantID, projectID, p, before, sum[:], content, int(version))
 }
 
 // lockForCreate locks the project's workspace against concurrent creations and checks that one
@@ -213,6 +223,9 @@ func (s *Store) Edit(ctx context.Context, tx *db.Tx, tenantID, projectID uuid.UU
 	if oldText == newText {
 		return 0, 0, apperr.Invalid("new_string", "is the same as old_string; nothing would change")
 	}
+	if err := s.beforeChange(ctx, tx, tenantID, projectID); err != nil {
+		return 0, 0, err
+	}
 	row, err := tx.Q.WorkspaceFileGetForUpdate(ctx, dbsqlc.WorkspaceFileGetForUpdateParams{TenantID: tenantID, ProjectID: projectID, Path: p})
 	if db.IsNoRows(err) {
 		return 0, 0, notFound(p)
@@ -242,10 +255,14 @@ func (s *Store) Edit(ctx context.Context, tx *db.Tx, tenantID, projectID uuid.UU
 	if err != nil {
 		return 0, 0, fmt.Errorf("edit workspace file %s: %w", p, err)
 	}
+	version, err = s.afterChange(ctx, tx, tenantID, projectID, p, row.Sha256, sum[:], content, int(v))
+	if err != nil {
+		return 0, 0, err
+	}
 	if !replaceAll {
 		n = 1
 	}
-	return int(v), n, nil
+	return version, n, nil
 }
 
 // Delete removes the file at path, or answers NOT_FOUND. It removes one file, never a
@@ -255,6 +272,16 @@ func (s *Store) Delete(ctx context.Context, tx *db.Tx, tenantID, projectID uuid.
 	if err != nil {
 		return err
 	}
+	if err := s.beforeChange(ctx, tx, tenantID, projectID); err != nil {
+		return err
+	}
+	before, err := currentSHA(ctx, tx, tenantID, projectID, p)
+	if err != nil {
+		return err
+	}
+	if before == nil {
+		return notFound(p)
+	}
 	n, err := tx.Q.WorkspaceFileDelete(ctx, dbsqlc.WorkspaceFileDeleteParams{TenantID: tenantID, ProjectID: projectID, Path: p})
 	if err != nil {
 		return fmt.Errorf("delete workspace file %s: %w", p, err)
@@ -262,7 +289,8 @@ func (s *Store) Delete(ctx context.Context, tx *db.Tx, tenantID, projectID uuid.
 	if n == 0 {
 		return notFound(p)
 	}
-	return nil
+	_, err = s.afterChange(ctx, tx, tenantID, projectID, p, before, nil, "", 0)
+	return err
 }
 
 // List returns the files at or under prefix (see NormalizePrefix: "" is the whole workspace,

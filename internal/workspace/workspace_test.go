@@ -241,8 +241,9 @@ func TestDelete(t *testing.T) {
 	})
 	requireCode(t, err, apperr.NotFound, "not found")
 	require.Equal(t, []string{"a/c.txt"}, paths(b.list(t, b.a, "", 0)))
-	// A file written again after its deletion starts over at version 1.
-	require.Equal(t, 1, b.write(t, b.a, "a/b.txt", "again"))
+	// A file written again after its deletion continues its history: version 1 (created),
+	// 2 (deleted), then 3.
+	require.Equal(t, 3, b.write(t, b.a, "a/b.txt", "again"))
 }
 
 func TestList(t *testing.T) {

@@ -16,7 +16,7 @@ const aPIKeyAuthenticate = `-- name: APIKeyAuthenticate :one
 SELECT k.tenant_id, k.id, k.user_id, k.secret_hash, k.role, k.revoked_at,
        m.role AS member_role, u.is_platform_admin
 FROM api_keys k
-JOIN memberships m ON m.tenant_id = k.tenant_id AND m.user_id = k.user_id
+JOIN memberships m ON m.tenant_id = k.tenant_id AND m.user_id = k.user_id AND m.invite_token_hash IS NULL
 JOIN users u ON u.id = k.user_id
 WHERE k.prefix = $1
 `

@@ -94,10 +94,11 @@ type Conversation struct {
 }
 
 type Membership struct {
-	TenantID  uuid.UUID
-	UserID    uuid.UUID
-	Role      string
-	CreatedAt time.Time
+	TenantID        uuid.UUID
+	UserID          uuid.UUID
+	Role            string
+	CreatedAt       time.Time
+	InviteTokenHash []byte
 }
 
 type Memory struct {
@@ -314,6 +315,14 @@ type User struct {
 	CreatedAt       time.Time
 }
 
+type WorkspaceBlob struct {
+	TenantID  uuid.UUID
+	Sha256    []byte
+	Content   string
+	Size      int32
+	CreatedAt time.Time
+}
+
 type WorkspaceFile struct {
 	TenantID  uuid.UUID
 	ProjectID uuid.UUID
@@ -323,4 +332,46 @@ type WorkspaceFile struct {
 	Sha256    []byte
 	Version   int32
 	UpdatedAt time.Time
+}
+
+type WorkspaceFileVersion struct {
+	TenantID   uuid.UUID
+	ProjectID  uuid.UUID
+	Path       string
+	Version    int32
+	Sha256     []byte
+	RunID      uuid.NullUUID
+	ToolCallID uuid.NullUUID
+	CreatedAt  time.Time
+}
+
+type WorkspaceJournal struct {
+	TenantID   uuid.UUID
+	ID         int64
+	ProjectID  uuid.UUID
+	RunID      uuid.UUID
+	ToolCallID uuid.NullUUID
+	Op         string
+	Path       string
+	BeforeSha  []byte
+	AfterSha   []byte
+	CreatedAt  time.Time
+}
+
+type WorkspaceSnapshot struct {
+	TenantID  uuid.UUID
+	ID        uuid.UUID
+	ProjectID uuid.UUID
+	Kind      string
+	Label     *string
+	RunID     uuid.NullUUID
+	State     string
+	CreatedAt time.Time
+}
+
+type WorkspaceSnapshotEntry struct {
+	TenantID   uuid.UUID
+	SnapshotID uuid.UUID
+	Path       string
+	Sha256     []byte
 }

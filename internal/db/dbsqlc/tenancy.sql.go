@@ -7,12 +7,39 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
 
+const membershipAcceptInvitation = `-- name: MembershipAcceptInvitation :one
+UPDATE memberships SET invite_token_hash = NULL
+WHERE user_id = $1 AND invite_token_hash = $2
+RETURNING tenant_id, user_id, role, created_at, invite_token_hash
+`
+
+type MembershipAcceptInvitationParams struct {
+	UserID    uuid.UUID
+	TokenHash []byte
+}
+
+// Activates the pending membership of user whose invitation token hashes to token_hash
+// (system transaction: the token names its tenant only through this row).
+func (q *Queries) MembershipAcceptInvitation(ctx context.Context, arg MembershipAcceptInvitationParams) (Membership, error) {
+	row := q.db.QueryRow(ctx, membershipAcceptInvitation, arg.UserID, arg.TokenHash)
+	var i Membership
+	err := row.Scan(
+		&i.TenantID,
+		&i.UserID,
+		&i.Role,
+		&i.CreatedAt,
+		&i.InviteTokenHash,
+	)
+	return i, err
+}
+
 const membershipGet = `-- name: MembershipGet :one
-SELECT tenant_id, user_id, role, created_at FROM memberships WHERE tenant_id = $1 AND user_id = $2
+SELECT tenant_id, user_id, role, created_at, invite_token_hash FROM memberships WHERE tenant_id = $1 AND user_id = $2
 `
 
 type MembershipGetParams struct {
@@ -28,28 +55,36 @@ func (q *Queries) MembershipGet(ctx context.Context, arg MembershipGetParams) (M
 		&i.UserID,
 		&i.Role,
 		&i.CreatedAt,
+		&i.InviteTokenHash,
 	)
 	return i, err
 }
 
 const membershipInsert = `-- name: MembershipInsert :one
-INSERT INTO memberships (tenant_id, user_id, role) VALUES ($1, $2, $3) RETURNING tenant_id, user_id, role, created_at
+INSERT INTO memberships (tenant_id, user_id, role, invite_token_hash) VALUES ($1, $2, $3, $4) RETURNING tenant_id, user_id, role, created_at, invite_token_hash
 `
 
 type MembershipInsertParams struct {
-	TenantID uuid.UUID
-	UserID   uuid.UUID
-	Role     string
+	TenantID        uuid.UUID
+	UserID          uuid.UUID
+	Role            string
+	InviteTokenHash []byte
 }
 
 func (q *Queries) MembershipInsert(ctx context.Context, arg MembershipInsertParams) (Membership, error) {
-	row := q.db.QueryRow(ctx, membershipInsert, arg.TenantID, arg.UserID, arg.Role)
+	row := q.db.QueryRow(ctx, membershipInsert,
+		arg.TenantID,
+		arg.UserID,
+		arg.Role,
+		arg.InviteTokenHash,
+	)
 	var i Membership
 	err := row.Scan(
 		&i.TenantID,
 		&i.UserID,
 		&i.Role,
 		&i.CreatedAt,
+		&i.InviteTokenHash,
 	)
 	return i, err
 }
@@ -57,20 +92,27 @@ func (q *Queries) MembershipInsert(ctx context.Context, arg MembershipInsertPara
 const membershipListByUser = `-- name: MembershipListByUser :many
 SELECT m.tenant_id, m.user_id, m.role, m.created_at
 FROM memberships m
-WHERE m.user_id = $1
+WHERE m.user_id = $1 AND m.invite_token_hash IS NULL
 ORDER BY m.created_at, m.tenant_id
 `
 
+type MembershipListByUserRow struct {
+	TenantID  uuid.UUID
+	UserID    uuid.UUID
+	Role      string
+	CreatedAt time.Time
+}
+
 // Every tenant a user belongs to, oldest membership first. Runs in a system transaction (login).
-func (q *Queries) MembershipListByUser(ctx context.Context, userID uuid.UUID) ([]Membership, error) {
+func (q *Queries) MembershipListByUser(ctx context.Context, userID uuid.UUID) ([]MembershipListByUserRow, error) {
 	rows, err := q.db.Query(ctx, membershipListByUser, userID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Membership{}
+	items := []MembershipListByUserRow{}
 	for rows.Next() {
-		var i Membership
+		var i MembershipListByUserRow
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.UserID,

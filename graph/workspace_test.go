@@ -1,0 +1,278 @@
+package graph_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/llm/llmtest"
+)
+
+// replyQueue answers each LLM request with the next queued reply.
+type replyQueue struct {
+	mu sync.Mutex
+	q  []llmtest.Reply
+}
+
+func (r *replyQueue) push(replies ...llmtest.Reply) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.q = append(r.q, replies...)
+}
+
+func (r *replyQueue) install(srv *llmtest.Server) {
+	srv.SetResponder(func(llmtest.Request) llmtest.Reply {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.q) == 0 {
+			return llmtest.Stream(llmtest.Text("nothing left to do"))
+		}
+		next := r.q[0]
+		r.q = r.q[1:]
+		return next
+	})
+}
+
+func wsWrite(id, path, content string) llmtest.Reply {
+	return llmtest.Stream(llmtest.ToolCall(id, "write_file", fmt.Sprintf(`{"path":%q,"content":%q}`, path, content)))
+}
+
+func wsEdit(id, path, old, new string) llmtest.Reply {
+	return llmtest.Stream(llmtest.ToolCall(id, "edit_file", fmt.Sprintf(`{"path":%q,"old_string":%q,"new_string":%q}`, path, old, new)))
+}
+
+func wsDelete(id, path string) llmtest.Reply {
+	return llmtest.Stream(llmtest.ToolCall(id, "delete_file", fmt.Sprintf(`{"path":%q}`, path)))
+}
+
+// wsTree returns the workspace as path -> sha256 of content, read through the API.
+func (c *chatEnv) wsTree(t *testing.T, token string) map[string]string {
+	t.Helper()
+	var out struct {
+		Workspace struct{ Files []struct{ Path string } }
+	}
+	c.Do(t, token, `{ workspace { files { path } } }`, nil).Decode(t, &out)
+	tree := map[string]string{}
+	for _, f := range out.Workspace.Files {
+		var one struct {
+			Workspace struct{ File struct{ Content string } }
+		}
+		c.Do(t, token, `query($p: String!) { workspace { file(path: $p) { content } } }`, map[string]any{"p": f.Path}).Decode(t, &one)
+		sum := sha256.Sum256([]byte(one.Workspace.File.Content))
+		tree[f.Path] = hex.EncodeToString(sum[:])
+	}
+	return tree
+}
+
+// rollbackApproval returns the run's pending approval of kind rollback.
+func (c *chatEnv) rollbackApproval(t *testing.T, runID string) string {
+	t.Helper()
+	var out struct {
+		Run struct {
+			Approvals []struct{ ID, Kind, Status string }
+		}
+	}
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { approvals { id kind status } } }`, map[string]any{"id": runID}).Decode(t, &out)
+	for _, a := range out.Run.Approvals {
+		if a.Status == "PENDING" && a.Kind == "rollback" {
+			return a.ID
+		}
+	}
+	t.Fatalf("no pending rollback approval: %+v", out.Run.Approvals)
+	return ""
+}
+
+func (c *chatEnv) resolveRollback(t *testing.T, token, id, choice string) (string, map[string]any) {
+	t.Helper()
+	res := c.Do(t, token, `mutation($id: ID!, $c: RollbackChoice!) { resolveRollback(approvalId: $id, choice: $c) { status note } }`,
+		map[string]any{"id": id, "c": choice})
+	if len(res.Errors) > 0 {
+		return res.Code(), res.Errors[0].Extensions
+	}
+	return "", nil
+}
+
+func TestWorkspaceRollbackKeepContinueAndConflict(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.settings(t, map[string]any{"autoExecute": true, "approvalThreshold": 100})
+	var q replyQueue
+	q.install(c.llm)
+	conv := c.conversation(t, nil)
+	fail := llmtest.Error(401, "invalid x-api-key") // terminal: the run fails at once
+
+	// A successful run creates the starting state; its snapshot is committed.
+	q.push(wsWrite("s1", "b.txt", "b1\nb2\nb3\n"), wsWrite("s2", "c.txt", "to be deleted\n"), llmtest.Stream(llmtest.Text("seeded")))
+	s, _ := c.send(t, conv, "seed", nil)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	evs := c.eventsOf(t, s.RunID)
+	require.Equal(t, 1, countType(evs, "state.snapshot_created"))
+	require.Equal(t, 1, countType(evs, "state.committed"))
+	require.Equal(t, "execution.completed", evs[len(evs)-1].Type, "the terminal event stays last")
+	seeded := c.wsTree(t, c.s.AccessToken)
+	require.Len(t, seeded, 2)
+
+	// A run writes, edits and deletes, then fails: the user is asked; ROLLBACK restores every
+	// file byte-identical.
+	q.push(wsWrite("a1", "a.txt", "new file\n"), wsEdit("a2", "b.txt", "b2", "B2"), wsDelete("a3", "c.txt"), fail)
+	s, _ = c.send(t, conv, "change things", nil)
+	r = c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "FAILED", r.Status)
+	changed := c.wsTree(t, c.s.AccessToken)
+	require.NotEqual(t, seeded, changed)
+	require.Contains(t, changed, "a.txt")
+	require.NotContains(t, changed, "c.txt")
+	evs = c.eventsOf(t, s.RunID)
+	require.Equal(t, 1, countType(evs, "state.snapshot_created"))
+	require.Zero(t, countType(evs, "state.committed"))
+	require.Equal(t, 1, countType(evs, "approval.requested"))
+	ap := c.rollbackApproval(t, s.RunID)
+	code, _ := c.resolveRollback(t, c.s.AccessToken, ap, "ROLLBACK")
+	require.Empty(t, code)
+	require.Equal(t, seeded, c.wsTree(t, c.s.AccessToken), "byte-identical after rollback")
+	require.Equal(t, 1, countType(c.eventsOf(t, s.RunID), "state.rolled_back"))
+	code, _ = c.resolveRollback(t, c.s.AccessToken, ap, "ROLLBACK")
+	require.Equal(t, "CONFLICT", code, "decided once")
+
+	// KEEP leaves the changes.
+	q.push(wsWrite("k1", "a.txt", "kept\n"), fail)
+	s, _ = c.send(t, conv, "change again", nil)
+	require.Equal(t, "FAILED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	kept := c.wsTree(t, c.s.AccessToken)
+	code, _ = c.resolveRollback(t, c.s.AccessToken, c.rollbackApproval(t, s.RunID), "KEEP")
+	require.Empty(t, code)
+	require.Equal(t, kept, c.wsTree(t, c.s.AccessToken))
+	require.Contains(t, kept, "a.txt")
+	require.Equal(t, 1, countType(c.eventsOf(t, s.RunID), "state.kept"))
+
+	// A later change by someone else makes rollback refuse, naming the file, changing nothing.
+	q.push(wsWrite("x1", "d.txt", "run's\n"), wsWrite("x2", "e.txt", "run's too\n"), fail)
+	s, _ = c.send(t, conv, "change d and e", nil)
+	require.Equal(t, "FAILED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	conflictRun := s.RunID
+	conflictAp := c.rollbackApproval(t, conflictRun)
+	q.push(wsEdit("o1", "e.txt", "run's too", "someone else's"), llmtest.Stream(llmtest.Text("edited")))
+	s, _ = c.send(t, conv, "edit e", nil)
+	require.Equal(t, "COMPLETED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	before := c.wsTree(t, c.s.AccessToken)
+	code, ext := c.resolveRollback(t, c.s.AccessToken, conflictAp, "ROLLBACK")
+	require.Equal(t, "CONFLICT", code)
+	require.Equal(t, "e.txt", ext["path"])
+	require.Equal(t, before, c.wsTree(t, c.s.AccessToken), "nothing changed")
+	require.Equal(t, conflictAp, c.rollbackApproval(t, conflictRun), "still pending")
+
+	// CONTINUE re-opens the run, which then finishes; its snapshot is committed then.
+	code, _ = c.resolveRollback(t, c.s.AccessToken, conflictAp, "CONTINUE")
+	require.Empty(t, code)
+	r = c.waitRun(t, conflictRun, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	evs = c.eventsOf(t, conflictRun)
+	require.Equal(t, 1, countType(evs, "execution.resumed"))
+	require.Equal(t, 1, countType(evs, "state.committed"))
+
+	// Diffs between versions: b.txt went b2 -> B2 (version 2) and back (version 3).
+	var fd struct{ FileDiff string }
+	c.Do(t, c.s.AccessToken, `{ fileDiff(path: "b.txt", fromVersion: 1, toVersion: 2) }`, nil).Decode(t, &fd)
+	require.Equal(t, "--- a/b.txt@1\n+++ b/b.txt@2\n@@ -1,3 +1,3 @@\n b1\n-b2\n+B2\n b3\n", fd.FileDiff)
+	var ws struct {
+		Workspace struct {
+			ProjectID string
+			File      struct {
+				Versions []struct {
+					Version int
+					Deleted bool
+					RunID   *string
+				}
+			}
+			Snapshots []struct {
+				ID        string
+				State     string
+				Committed bool
+				Run       *struct{ ID string }
+			}
+		}
+	}
+	c.Do(t, c.s.AccessToken, `{ workspace { projectId file(path: "c.txt") { versions { version deleted runId } }
+		snapshots { id state committed run { id } } } }`, nil).Decode(t, &ws)
+	// c.txt: created by the seed run, deleted by the failed run, re-created by the rollback.
+	vs := ws.Workspace.File.Versions
+	require.Len(t, vs, 3)
+	require.Equal(t, []bool{false, true, false}, []bool{vs[0].Deleted, vs[1].Deleted, vs[2].Deleted})
+	require.NotNil(t, vs[0].RunID)
+	require.NotNil(t, vs[1].RunID)
+	require.Nil(t, vs[2].RunID, "the rollback is the user's, not a run's")
+	states := map[string]int{}
+	for _, sn := range ws.Workspace.Snapshots {
+		states[sn.State]++
+		require.NotNil(t, sn.Run)
+		require.Equal(t, sn.State != "open", sn.Committed)
+	}
+	require.Equal(t, map[string]int{"committed": 3, "rolled_back": 1, "kept": 1}, states)
+
+	// Another tenant sees none of it: files, snapshots, diffs and the question are NOT_FOUND.
+	other := c.SignUp(t, "", "Other")
+	pid := ws.Workspace.ProjectID
+	snap := ws.Workspace.Snapshots[0].ID
+	for _, op := range []struct {
+		q    string
+		vars map[string]any
+	}{
+		{`query($p: ID) { workspace(projectId: $p) { files { path } } }`, map[string]any{"p": pid}},
+		{`query($p: ID) { fileDiff(projectId: $p, path: "b.txt", fromVersion: 1, toVersion: 2) }`, map[string]any{"p": pid}},
+		{`query($s: ID!) { snapshotDiff(from: $s, to: $s) }`, map[string]any{"s": snap}},
+		{`query($s: ID!) { node(id: $s) { id } }`, map[string]any{"s": snap}},
+		{`mutation($s: ID!) { restoreSnapshot(id: $s) { id } }`, map[string]any{"s": snap}},
+		{`mutation($p: ID) { createSnapshot(projectId: $p) { id } }`, map[string]any{"p": pid}},
+		{`mutation($a: ID!) { resolveRollback(approvalId: $a, choice: KEEP) { id } }`, map[string]any{"a": ap}},
+	} {
+		res := c.Do(t, other.AccessToken, op.q, op.vars)
+		require.Equal(t, "NOT_FOUND", res.Code(), "%s: %s", op.q, res.Body)
+	}
+	require.Empty(t, c.wsTree(t, other.AccessToken), "the other tenant's own workspace is empty")
+}
+
+func TestWorkspaceSnapshotCreateRestoreDiff(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.settings(t, map[string]any{"autoExecute": true, "approvalThreshold": 100})
+	var q replyQueue
+	q.install(c.llm)
+	conv := c.conversation(t, nil)
+	q.push(wsWrite("s1", "x.txt", "one\ntwo\n"), wsWrite("s2", "y.txt", "y\n"), llmtest.Stream(llmtest.Text("ok")))
+	s, _ := c.send(t, conv, "seed", nil)
+	require.Equal(t, "COMPLETED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	first := c.wsTree(t, c.s.AccessToken)
+
+	var cs struct{ CreateSnapshot struct{ ID, Kind, State string } }
+	c.Do(t, c.s.AccessToken, `mutation { createSnapshot(label: "v1") { id kind state } }`, nil).Decode(t, &cs)
+	require.Equal(t, "manual", cs.CreateSnapshot.Kind)
+
+	q.push(wsEdit("e1", "x.txt", "two", "TWO"), wsDelete("d1", "y.txt"), wsWrite("w1", "z.txt", "z"), llmtest.Stream(llmtest.Text("ok")))
+	s, _ = c.send(t, conv, "change", nil)
+	require.Equal(t, "COMPLETED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	second := c.wsTree(t, c.s.AccessToken)
+	var cs2 struct{ CreateSnapshot struct{ ID string } }
+	c.Do(t, c.s.AccessToken, `mutation { createSnapshot(label: "v2") { id } }`, nil).Decode(t, &cs2)
+
+	var d struct{ SnapshotDiff string }
+	c.Do(t, c.s.AccessToken, `query($a: ID!, $b: ID!) { snapshotDiff(from: $a, to: $b) }`,
+		map[string]any{"a": cs.CreateSnapshot.ID, "b": cs2.CreateSnapshot.ID}).Decode(t, &d)
+	require.Equal(t, "--- a/x.txt\n+++ b/x.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"+
+		"--- a/y.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-y\n"+
+		"--- /dev/null\n+++ b/z.txt\n@@ -0,0 +1 @@\n+z\n\\ No newline at end of file\n", d.SnapshotDiff)
+
+	// Restoring v1 gives back the first tree; the restore is undoable through the snapshot it
+	// returns.
+	var rs struct{ RestoreSnapshot struct{ ID, Kind string } }
+	c.Do(t, c.s.AccessToken, `mutation($id: ID!) { restoreSnapshot(id: $id) { id kind } }`, map[string]any{"id": cs.CreateSnapshot.ID}).Decode(t, &rs)
+	require.Equal(t, "restore", rs.RestoreSnapshot.Kind)
+	require.Equal(t, first, c.wsTree(t, c.s.AccessToken))
+	c.Do(t, c.s.AccessToken, `mutation($id: ID!) { restoreSnapshot(id: $id) { id } }`, map[string]any{"id": rs.RestoreSnapshot.ID}).Decode(t, &rs)
+	require.Equal(t, second, c.wsTree(t, c.s.AccessToken))
+}

@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBenchHarness runs every measure with tiny windows against the test Postgres and Redis:
+// the harness must set up, measure both sides of every check and tear down. Whether the goals
+// pass depends on the machine, so it checks the figures, not the verdicts.
+func TestBenchHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a whole agentry against Postgres and Redis (about 20 s)")
+	}
+	dbURL := os.Getenv("DATABASE_URL")
+	if dbURL == "" {
+		dbURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	redisURL := os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := Run(ctx, Options{DatabaseURL: dbURL, RedisURL: redisURL, Quick: true, Scale: 0.1, Tenants: 2,
+		Clients: 8, Subscribers: []int{1, 10}, Progress: &progress})
+	require.NoError(t, err, "progress:\n%s", progress.String())
+	t.Log(progress.String())
+
+	measures := map[string]bool{}
+	for _, c := range rep.Checks {
+		measures[c.Measure] = true
+		require.Contains(t, []string{"pass", "fail"}, c.Status, "%s: %+v", c.Name, c)
+		require.False(t, math.IsNaN(c.Agentry) || c.Agentry < 0, "%s: agentry figure %v", c.Name, c.Agentry)
+		if c.Measure != "COUNTERS" {
+			require.False(t, math.IsNaN(c.Baseline) || c.Baseline <= 0, "%s: baseline figure %v", c.Name, c.Baseline)
+		}
+		require.NotContains(t, c.Note, "failed:", "%s", c.Name)
+	}
+	for _, m := range []string{"Q-LAT", "E2E-TPUT", "TTFT-ADD", "TOK-TPUT", "GQL-TPUT", "FANOUT", "BUDGET", "COUNTERS"} {
+		require.True(t, measures[m], "no check of %s", m)
+	}
+
+	var table bytes.Buffer
+	PrintTable(&table, rep)
+	require.Contains(t, table.String(), "E2E-TPUT")
+	raw, err := json.Marshal(rep)
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(raw), `"checks"`))
+}
