@@ -121,44 +121,17 @@ func TestBudgetHoldsUnder200ConcurrentTurns(t *testing.T) {
 
 	stop := make(chan struct{})
 	watched := make(chan error, 1)
+	var peak atomic.Int64
 	go func() {
-		conn, err := pgx.Connect(context.Background(), c.OwnerURL)
-		if err != nil {
-			watched <- err
-			return
-		}
-		defer conn.Close(context.Background())
-		uid := approvalUUID(t, "Budget", bud.ID)
-		polls, peak := 0, int64(0)
-		for {
-			select {
-			case <-stop:
-				if polls < 10 || peak == 0 {
-					watched <- fmt.Errorf("the watcher saw nothing (%d polls)", polls)
-					return
-				}
-				watched <- nil
-				return
-			case <-time.After(10 * time.Millisecond):
+		watched <- usWatch(c.OwnerURL, stop, func(s, r, l int64) error {
+			if r > peak.Load() {
+				peak.Store(r)
 			}
-			var s, r, l int64
-			err := pgx.BeginFunc(context.Background(), conn, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`); err != nil {
-					return err
-				}
-				return tx.QueryRow(context.Background(), `SELECT spent_tokens, reserved_tokens, token_limit FROM budgets WHERE id = $1`, uid).Scan(&s, &r, &l)
-			})
-			if err != nil {
-				watched <- err
-				return
-			}
-			polls++
-			peak = max(peak, r)
 			if s+r > l {
-				watched <- fmt.Errorf("spent %d + reserved %d > limit %d", s, r, l)
-				return
+				return fmt.Errorf("spent %d + reserved %d > limit %d", s, r, l)
 			}
-		}
+			return nil
+		}, approvalUUID(t, "Budget", bud.ID).String())
 	}()
 
 	var admitted, refused atomic.Int64
@@ -200,7 +173,8 @@ func TestBudgetHoldsUnder200ConcurrentTurns(t *testing.T) {
 		}
 	}
 	close(stop)
-	require.NoError(t, <-watched)
+	require.NoError(t, usWait(watched))
+	require.Positive(t, peak.Load(), "the watcher saw reservations")
 
 	final, reserved, _ := c.budgetRow(t, bud.ID)
 	t.Logf("limit %d (worst case %d per turn): %d completed, %d failed budget_exceeded, %d refused at sendMessage; spent %d", limit, worst, completed, failed, refused.Load(), final)
@@ -630,29 +604,19 @@ func TestReservationOfAKilledWorker(t *testing.T) {
 	runUUID := approvalUUID(t, "Run", s.RunID)
 	require.Eventually(t, func() bool {
 		return c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1 AND status = 'HELD'`, runUUID) == 1 && calls.Load() == 1
-	}, 15*time.Second, 10*time.Millisecond, "the call is in flight with its reservation")
+	}, 15*time.Second, 50*time.Millisecond, "the call is in flight with its reservation")
 	_, held, _ := c.budgetRow(t, bud.ID)
 	require.Positive(t, held)
 
 	stop := make(chan struct{})
 	watched := make(chan error, 1)
 	go func() {
-		for {
-			select {
-			case <-stop:
-				watched <- nil
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			var s, r int64
-			c.ownerTx(t, func(tx pgx.Tx) {
-				require.NoError(t, tx.QueryRow(context.Background(), `SELECT spent_tokens, reserved_tokens FROM budgets`).Scan(&s, &r))
-			})
+		watched <- usWatch(c.OwnerURL, stop, func(s, r, _ int64) error {
 			if r < 0 || s < 0 || s+r > limit || r > held {
-				watched <- fmt.Errorf("spent %d, reserved %d (held %d)", s, r, held)
-				return
+				return fmt.Errorf("spent %d, reserved %d (held %d)", s, r, held)
 			}
-		}
+			return nil
+		}, approvalUUID(t, "Budget", bud.ID).String())
 	}()
 	_ = first.cmd.Process.Signal(syscall.SIGKILL)
 	<-first.done
@@ -660,7 +624,7 @@ func TestReservationOfAKilledWorker(t *testing.T) {
 
 	r := c.waitRun(t, s.RunID, 90*time.Second)
 	close(stop)
-	require.NoError(t, <-watched)
+	require.NoError(t, usWait(watched))
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
 	require.Equal(t, int64(2), calls.Load(), "the call was made again by the new attempt")
 	spent, reserved, _ := c.budgetRow(t, bud.ID)
@@ -706,4 +670,50 @@ func usStartWorker(t *testing.T, env *apptest.Env, extra map[string]string) *usW
 		}
 	})
 	return w
+}
+
+// usWatch polls a budget's counters every 10 ms on one connection of its own until stop closes,
+// returning check's first error (or a failure to read).
+func usWatch(ownerURL string, stop <-chan struct{}, check func(spent, reserved, limit int64) error, budgetID string) error {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, ownerURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	polls := 0
+	for {
+		select {
+		case <-stop:
+			if polls < 10 {
+				return fmt.Errorf("the watcher polled only %d times", polls)
+			}
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+		var s, r, l int64
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT set_config('app.system', 'on', true)`); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, `SELECT spent_tokens, reserved_tokens, coalesce(token_limit, -1) FROM budgets WHERE id = $1`, budgetID).Scan(&s, &r, &l)
+		})
+		if err != nil {
+			return fmt.Errorf("watch budget: %w", err)
+		}
+		polls++
+		if err := check(s, r, l); err != nil {
+			return err
+		}
+	}
+}
+
+// usWait waits for a watcher's verdict, at most 10 s.
+func usWait(watched <-chan error) error {
+	select {
+	case err := <-watched:
+		return err
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("the watcher did not stop")
+	}
 }

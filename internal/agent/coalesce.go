@@ -39,16 +39,25 @@ func (c *coalescer) add(ctx context.Context, text string) {
 }
 
 func (c *coalescer) flush(ctx context.Context) {
+	if ev, ok := c.take(); ok {
+		c.pub.Publish(ctx, c.scope.TenantID, ev)
+	}
+}
+
+// take returns the pending text as a message.delta event without publishing it (the executor
+// sends a reply's last delta with the transaction that stores the reply), and starts afresh.
+func (c *coalescer) take() (events.Event, bool) {
 	if c.pending == 0 {
-		return
+		return events.Event{}, false
 	}
 	data := mustJSON(map[string]any{"text": c.buf.String(), "callIndex": c.callIndex, "index": c.sent})
-	c.pub.Publish(ctx, c.scope.TenantID, events.Event{
+	ev := events.Event{
 		RunID: c.scope.RunID, TenantID: c.scope.TenantID, ConversationID: c.scope.ConversationID,
 		Type: events.MessageDelta, Data: data, Timestamp: time.Now().UTC(),
-	})
+	}
 	c.buf.Reset()
 	c.pending = 0
 	c.sent++
 	c.last = time.Now()
+	return ev, true
 }

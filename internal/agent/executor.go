@@ -190,8 +190,10 @@ func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at At
 	if retry != nil {
 		outcome = run.Outcome{Status: run.StatusFailed, FailureClass: string(retry.Class), Error: retry.Err.Error(), TerminationReason: "retries_exhausted"}
 	}
-	if _, err := e.runs.Finish(context.WithoutCancel(ctx), lease, outcome); err != nil && !errors.Is(err, run.ErrFenced) {
-		return fmt.Errorf("finish run %s: %w", runID, err)
+	if !res.finished || retry != nil {
+		if _, err := e.runs.Finish(context.WithoutCancel(ctx), lease, outcome); err != nil && !errors.Is(err, run.ErrFenced) {
+			return fmt.Errorf("finish run %s: %w", runID, err)
+		}
 	}
 	if outcome.FailureClass == string(llm.Terminal) {
 		return &Terminal{Err: errors.New(outcome.Error)}
@@ -217,7 +219,8 @@ func (e *Executor) retryDelay(attempt int) time.Duration {
 // preload reads, in the transaction that acquires the run (run.Service.Acquire), what the
 // attempt needs first: the settings of the run's user, its conversation and, when nothing can
 // change them before the loop starts (a first attempt of a kind without hooks), the run's
-// state for the first step. A chat turn thus starts with one transaction instead of three.
+// state for the first step and the context builder's text. A chat turn thus starts with one
+// transaction instead of four.
 func (t *turn) preload(ctx context.Context, tx *db.Tx, l run.Lease) error {
 	r := l.Run
 	var err error
@@ -235,6 +238,14 @@ func (t *turn) preload(ctx context.Context, tx *db.Tx, l run.Lease) error {
 			return err
 		}
 		t.first = &st
+		if t.e.window != nil {
+			// The context builder's part of the system prompt, built once per attempt.
+			text, err := t.buildContext(ctx, tx, r, st)
+			if err != nil {
+				return err
+			}
+			t.built = &text
+		}
 	}
 	return nil
 }

@@ -37,6 +37,10 @@ type turn struct {
 	built *string
 	// first is the state read with the lease (preload), for the first load; nil after.
 	first *state
+	// tail is the last token delta of the latest reply, not published yet: it goes out with
+	// the transaction that stores the reply (persistReply), else with the next call or at the
+	// end of the attempt (flushTail).
+	tail *events.Event
 }
 
 // result is how an attempt ended: an outcome to record, a retry, or suspended (the run is
@@ -45,6 +49,8 @@ type result struct {
 	outcome   run.Outcome
 	retry     *Retry
 	suspended bool
+	// finished is set when the outcome was recorded already (with the last reply).
+	finished bool
 }
 
 func done(o run.Outcome) result { return result{outcome: o} }
@@ -53,6 +59,7 @@ func done(o run.Outcome) result { return result{outcome: o} }
 // failures) -> BACKTRACK when needed -> TERMINATE? (the adaptive terminator), until the run ends,
 // is suspended, or the attempt fails.
 func (t *turn) work(ctx context.Context) result {
+	defer t.flushTail(context.WithoutCancel(ctx))
 	r := t.lease.Run
 	var err error
 	// t.set and t.conv were read with the lease (preload).
@@ -186,6 +193,15 @@ func (t *turn) work(ctx context.Context) result {
 		if reflecting {
 			resp.Blocks = textOnly(resp.Blocks) // no tools during a reflection turn
 		}
+		if !reflecting && (len(resp.ToolCalls()) == 0 || !t.conv.Agentic) {
+			// TERMINATE: the model stopped on its own. The reply and the run's end are stored
+			// in one transaction, and published in one message.
+			o := run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonCompleted}
+			if err := t.persistReplyAndFinish(ctx, provider, model, resp, calls, o); err != nil {
+				return t.fromError(ctx, err)
+			}
+			return result{outcome: o, finished: true}
+		}
 		if err := t.persistReply(ctx, provider, model, resp, calls, false); err != nil {
 			return t.fromError(ctx, err)
 		}
@@ -195,10 +211,7 @@ func (t *turn) work(ctx context.Context) result {
 			}
 			continue
 		}
-		if len(resp.ToolCalls()) == 0 || !t.conv.Agentic {
-			// TERMINATE: the model stopped on its own.
-			return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonCompleted})
-		}
+		// Tool calls are stored PENDING: the next step runs them (VALIDATE).
 	}
 }
 
@@ -332,6 +345,7 @@ func pendingCalls(calls []dbsqlc.ToolCall) []dbsqlc.ToolCall {
 
 // call streams one model reply, publishing coalesced deltas as they come.
 func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (llm.Response, error) {
+	t.flushTail(ctx)
 	held, err := t.reserve(ctx, p, req, callIndex)
 	if err != nil {
 		return llm.Response{}, err
@@ -349,18 +363,50 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 			co.add(ctx, ev.Text)
 		}
 	})
-	co.flush(ctx)
+	if ev, ok := co.take(); ok {
+		t.tail = &ev
+	}
 	if err != nil && held {
 		t.release(ctx, callIndex) // a partial reply that is kept still settles its usage
 	}
 	return resp, err
 }
 
+// flushTail publishes the last token delta of the latest reply if it has not gone out yet.
+func (t *turn) flushTail(ctx context.Context) {
+	if t.tail != nil {
+		t.e.pub.Publish(ctx, t.lease.Run.TenantID, *t.tail)
+		t.tail = nil
+	}
+}
+
 // persistReply stores the model's reply, its tool calls (PENDING), its usage record and their
 // events in one fenced transaction.
 func (t *turn) persistReply(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool) error {
+	return t.persist(ctx, p, model, resp, callIndex, partial, nil)
+}
+
+// persistReplyAndFinish is persistReply for a reply that ends the run: the run's end (o) is
+// recorded in the same transaction.
+func (t *turn) persistReplyAndFinish(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, o run.Outcome) error {
+	return t.persist(ctx, p, model, resp, callIndex, false, &o)
+}
+
+func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool, end *run.Outcome) error {
 	r := t.lease.Run
-	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		if end != nil && r.ConversationID.Valid {
+			// Ending the run locks the conversation FOR UPDATE (to hand it to its next queued
+			// run). Take that lock first: storing the reply locks the row more weakly, and
+			// upgrading that lock later deadlocks with an interrupted run's end waiting for it.
+			if _, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
+				return fmt.Errorf("lock conversation: %w", err)
+			}
+		}
+		if t.tail != nil {
+			// The reply's last delta goes out with its message.completed.
+			t.e.pub.Stage(ctx, tx, r.TenantID, *t.tail)
+		}
 		blocks := resp.Blocks
 		if partial {
 			// A cut stream's tool calls are unfinished: keep only the text that was shown.
@@ -414,9 +460,16 @@ func (t *turn) persistReply(ctx context.Context, p llm.Provider, model llm.Model
 				"outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,
 			}})
 		}
-		_, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), news...)
+		if _, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), news...); err != nil || end == nil {
+			return err
+		}
+		_, err = t.e.runs.FinishTx(ctx, tx, t.lease, *end)
 		return err
 	})
+	if err == nil {
+		t.tail = nil // published with the commit
+	}
+	return err
 }
 
 func systemPrompt(conv dbsqlc.Conversation) string {

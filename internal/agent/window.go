@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/llm"
 )
 
@@ -71,6 +72,23 @@ func (t *turn) contextText(ctx context.Context, st state) (string, error) {
 	if t.built != nil {
 		return *t.built, nil
 	}
+	r := t.lease.Run
+	var text string
+	err := t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		text, err = t.buildContext(ctx, tx, r, st)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	t.built = &text
+	return text, nil
+}
+
+// buildContext runs the context builder for run r at state st inside tx (the first attempt of
+// a chat turn does it in the transaction that acquires the run: preload).
+func (t *turn) buildContext(ctx context.Context, tx *db.Tx, r dbsqlc.Run, st state) (string, error) {
 	query := ""
 	for i := len(st.hist) - 1; i >= 0; i-- {
 		if m := st.hist[i]; m.Role == "USER" {
@@ -83,20 +101,9 @@ func (t *turn) contextText(ctx context.Context, st state) (string, error) {
 			}
 		}
 	}
-	r := t.lease.Run
-	var text string
-	err := t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		var err error
-		text, err = contextwin.Build(ctx, tx, contextwin.BuildInput{
-			TenantID: r.TenantID, UserID: r.UserID, ProjectID: t.conv.ProjectID, Mode: t.conv.Mode, Query: query,
-		})
-		return err
+	return contextwin.Build(ctx, tx, contextwin.BuildInput{
+		TenantID: r.TenantID, UserID: r.UserID, ProjectID: t.conv.ProjectID, Mode: t.conv.Mode, Query: query,
 	})
-	if err != nil {
-		return "", err
-	}
-	t.built = &text
-	return text, nil
 }
 
 // contextTooLong reports a provider's refusal of a request as longer than the model's context,

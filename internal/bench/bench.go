@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -164,6 +165,10 @@ type Machine struct {
 	GoVersion string `json:"goVersion"`
 	Postgres  string `json:"postgres"`
 	Redis     string `json:"redis"`
+	// LoadBefore and LoadAfter are the 1-minute load averages when the run started and ended:
+	// other work on the machine shifts the absolute figures (the ratios less so).
+	LoadBefore float64 `json:"loadBefore"`
+	LoadAfter  float64 `json:"loadAfter"`
 }
 
 // Failed reports whether a goal was missed.
@@ -266,6 +271,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		progress(o.Progress, "%s done in %s", m.id, time.Since(start).Round(100*time.Millisecond))
 	}
 	rep.Duration = time.Since(rep.Started)
+	rep.Machine.LoadAfter = loadAverage()
 	e.logs.report(o.Progress)
 	return rep, nil
 }
@@ -325,9 +331,9 @@ func (e *env) alternate(ctx context.Context, name string, warm func(ctx context.
 // PrintTable writes the results, one line per check.
 func PrintTable(w io.Writer, rep *Report) {
 	m := rep.Machine
-	fmt.Fprintf(w, "agentry bench (%s, %d rounds) on %d CPUs (%s), %s, Postgres %s, Redis %s, took %s\n\n",
+	fmt.Fprintf(w, "agentry bench (%s, %d rounds) on %d CPUs (%s), %s, Postgres %s, Redis %s, took %s; load average %.2f before, %.2f after\n\n",
 		map[bool]string{true: "quick", false: "full"}[rep.Quick], rep.Rounds, m.CPUs, m.CPUModel, m.GoVersion, m.Postgres, m.Redis,
-		rep.Duration.Round(time.Second))
+		rep.Duration.Round(time.Second), m.LoadBefore, m.LoadAfter)
 	fmt.Fprintf(w, "%-26s %16s %16s %9s  %-34s %s\n", "measure", "baseline", "agentry", "ratio", "goal", "result")
 	for _, c := range rep.Checks {
 		status := strings.ToUpper(c.Status)
@@ -378,7 +384,7 @@ func ratio(f float64) string {
 
 // machine describes the host and the servers.
 func machine(ctx context.Context, e *env) Machine {
-	m := Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version()}
+	m := Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(), LoadBefore: loadAverage()}
 	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(raw), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -396,6 +402,16 @@ func machine(ctx context.Context, e *env) Machine {
 		}
 	}
 	return m
+}
+
+// loadAverage is the machine's 1-minute load average (0 when unknown).
+func loadAverage() float64 {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(raw))[0], 64)
+	return f
 }
 
 // pass returns "pass" or "fail".

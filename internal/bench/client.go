@@ -135,7 +135,9 @@ const sendMessageQuery = `mutation($in: SendMessageInput!) { sendMessage(input: 
 
 // sendMessage sends content to a conversation and returns the run's global id.
 func (c *gqlClient) sendMessage(ctx context.Context, s session, conv, content string) (string, error) {
-	var out struct{ SendMessage struct{ Run struct{ ID string } } }
+	var out struct {
+		SendMessage struct{ Run struct{ ID string } }
+	}
 	err := c.do(ctx, s.token, sendMessageQuery, map[string]any{"in": map[string]any{"conversationId": conv, "content": content}}, &out)
 	return out.SendMessage.Run.ID, err
 }
@@ -168,10 +170,13 @@ type wsEvent struct {
 type wsConn struct {
 	conn    *websocket.Conn
 	onEvent func(subID string, ev wsEvent)
-	mu      sync.Mutex
-	nextID  int
-	done    chan struct{}
-	err     error
+	// onRaw, when set, sees every message first; when it reports true the message is not
+	// decoded (FANOUT's subscribers only read a number out of it).
+	onRaw  func(raw []byte, at time.Time) bool
+	mu     sync.Mutex
+	nextID int
+	done   chan struct{}
+	err    error
 	// complete receives the ids of subscriptions the server completed.
 	complete chan string
 }
@@ -180,6 +185,11 @@ const runEventFields = `{ seq runId type data }`
 
 // dialWS opens a socket to baseURL's /graphql and authenticates with token.
 func dialWS(ctx context.Context, baseURL, token string, onEvent func(string, wsEvent)) (*wsConn, error) {
+	return dialWSRaw(ctx, baseURL, token, onEvent, nil)
+}
+
+// dialWSRaw is dialWS with a raw message hook (see wsConn.onRaw).
+func dialWSRaw(ctx context.Context, baseURL, token string, onEvent func(string, wsEvent), onRaw func([]byte, time.Time) bool) (*wsConn, error) {
 	url := "ws" + strings.TrimPrefix(baseURL, "http") + "/graphql"
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -188,7 +198,7 @@ func dialWS(ctx context.Context, baseURL, token string, onEvent func(string, wsE
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
 	conn.SetReadLimit(16 << 20)
-	w := &wsConn{conn: conn, onEvent: onEvent, done: make(chan struct{}), complete: make(chan string, 1024)}
+	w := &wsConn{conn: conn, onEvent: onEvent, onRaw: onRaw, done: make(chan struct{}), complete: make(chan string, 1024)}
 	if err := w.write(dctx, map[string]any{"type": "connection_init", "payload": map[string]any{"authorization": "Bearer " + token}}); err != nil {
 		_ = conn.CloseNow()
 		return nil, err
@@ -257,6 +267,9 @@ func (w *wsConn) read() {
 			return
 		}
 		at := time.Now()
+		if w.onRaw != nil && w.onRaw(raw, at) {
+			continue
+		}
 		var m wsMessage
 		if err := json.Unmarshal(raw, &m); err != nil {
 			w.err = fmt.Errorf("bad message %.200s: %w", raw, err)

@@ -73,9 +73,9 @@ func (e *env) redisCalls(ctx context.Context, cmd string) (int64, error) {
 }
 
 // budgetWrites returns the rows written (inserted, updated, deleted) so far in the budgets
-// table and in the reservations table.
-func (e *env) budgetWrites(ctx context.Context) ([2]int64, error) {
-	var n [2]int64
+// table and in the reservations table, and the usage records inserted (one per LLM call).
+func (e *env) budgetWrites(ctx context.Context) ([3]int64, error) {
+	var n [3]int64
 	time.Sleep(1100 * time.Millisecond) // see counters
 	for _, conn := range e.app.DB.Pool.AcquireAllIdle(ctx) {
 		_, _ = conn.Exec(ctx, "SELECT 1")
@@ -83,8 +83,9 @@ func (e *env) budgetWrites(ctx context.Context) ([2]int64, error) {
 	}
 	err := e.owner.QueryRow(ctx, `SELECT
 		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname = 'budgets'), 0)::bigint,
-		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname = 'reservations'), 0)::bigint
-		FROM pg_stat_user_tables WHERE relname IN ('budgets', 'reservations')`).Scan(&n[0], &n[1])
+		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname = 'reservations'), 0)::bigint,
+		coalesce(sum(n_tup_ins) FILTER (WHERE relname = 'usage_records'), 0)::bigint
+		FROM pg_stat_user_tables WHERE relname IN ('budgets', 'reservations', 'usage_records')`).Scan(&n[0], &n[1], &n[2])
 	return n, err
 }
 

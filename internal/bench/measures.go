@@ -152,7 +152,6 @@ func measureQLat(ctx context.Context, e *env, rep *Report) error {
 
 // ---------------------------------------------------------------- E2E-TPUT
 
-
 // e2eRound runs one closed-loop round of chat turns on fresh conversations (so histories stay
 // short) and returns turns completed, the window, and failures.
 func (e *env) e2eRound(ctx context.Context, sessions []session, clients int, win time.Duration, model string) (int64, time.Duration, int64, error) {
@@ -272,14 +271,14 @@ func measureE2E(ctx context.Context, e *env, rep *Report) error {
 func measureBudget(ctx context.Context, e *env, rep *Report) error {
 	win := max(e.o.window(5*time.Second, 2*time.Second), time.Second)
 	var off, on rate
-	var budgetWrites, reservationWrites int64
+	var budgetWrites, reservationWrites, calls int64
 	round := func(enforce bool) func(ctx context.Context, _ int, last bool) error {
 		return func(ctx context.Context, _ int, last bool) error {
 			sessions := e.plain
 			if enforce {
 				sessions = e.sessions
 			}
-			var before [2]int64
+			var before [3]int64
 			if enforce {
 				var err error
 				if before, err = e.budgetWrites(ctx); err != nil {
@@ -301,6 +300,7 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 			}
 			budgetWrites += after[0] - before[0]
 			reservationWrites += after[1] - before[1]
+			calls += after[2] - before[2]
 			return nil
 		}
 	}
@@ -308,9 +308,10 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 		return err
 	}
 	b, o := off.perSecond(), on.perSecond()
-	calls := float64(max(on.n+on.failed, 1)) // one LLM call per turn
-	perCall := float64(budgetWrites) / calls
-	rep.Extra["BUDGET reservation rows written per LLM call"] = float64(reservationWrites) / calls
+	// Every LLM call stores one usage record: their count is the calls made, including those
+	// of turns still running when a window closed.
+	perCall := float64(budgetWrites) / float64(max(calls, 1))
+	rep.Extra["BUDGET reservation rows written per LLM call"] = float64(reservationWrites) / float64(max(calls, 1))
 	note := fmt.Sprintf("%.2f budget row writes per LLM call", perCall)
 	if off.failed+on.failed > 0 {
 		note += fmt.Sprintf("; failed: off %d, on %d", off.failed, on.failed)

@@ -17,11 +17,11 @@ import (
 // turnRec is what the clients saw of one run.
 type turnRec struct {
 	sent, acked time.Time // sendMessage sent, answered
-	first  time.Time // first message.delta received
-	end    time.Time // terminal event received
-	status string    // terminal event type
-	tokens int
-	done   chan struct{}
+	first       time.Time // first message.delta received
+	end         time.Time // terminal event received
+	status      string    // terminal event type
+	tokens      int
+	done        chan struct{}
 }
 
 // tracker follows runs through the events the fleet's sockets receive. Events can arrive
@@ -34,6 +34,8 @@ type tracker struct {
 	from, to atomic.Int64
 	// events counts every event received.
 	events atomic.Int64
+	// countTokens makes it decode token deltas and count their tokens (TOK-TPUT).
+	countTokens atomic.Bool
 }
 
 func newTracker() *tracker { return &tracker{runs: map[string]*turnRec{}} }
@@ -57,11 +59,14 @@ func (t *tracker) onEvent(_ string, ev wsEvent) {
 	t.events.Add(1)
 	switch ev.Type {
 	case "message.delta":
-		var d struct {
-			Text string `json:"text"`
+		n := 0
+		if t.countTokens.Load() {
+			var d struct {
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(ev.Data, &d)
+			n = CountTokens(d.Text)
 		}
-		_ = json.Unmarshal(ev.Data, &d)
-		n := CountTokens(d.Text)
 		if at := ev.At.UnixNano(); at >= t.from.Load() && at < t.to.Load() {
 			t.tokens.Add(int64(n))
 		}
@@ -85,6 +90,7 @@ func (t *tracker) onEvent(_ string, ev wsEvent) {
 
 // countTokensBetween makes onEvent count tokens received in [from, to).
 func (t *tracker) countTokensBetween(from, to time.Time) {
+	t.countTokens.Store(true)
 	t.tokens.Store(0)
 	t.from.Store(from.UnixNano())
 	t.to.Store(to.UnixNano())

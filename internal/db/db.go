@@ -67,16 +67,46 @@ type Tx struct {
 	system   bool
 	root     *Tx
 	after    []func()
+	batches  map[any]*commitBatch
+	flushes  []*commitBatch
 }
 
 // AfterCommit registers fn to run once the outermost transaction has committed (never when it
 // rolls back). Events are published to Redis this way: only what Postgres holds goes out.
 func (t *Tx) AfterCommit(fn func()) {
-	r := t
+	t.rootTx().after = append(t.rootTx().after, fn)
+}
+
+func (t *Tx) rootTx() *Tx {
 	if t.root != nil {
-		r = t.root
+		return t.root
 	}
-	r.after = append(r.after, fn)
+	return t
+}
+
+// commitBatch is what AfterCommitBatch gathered under one key.
+type commitBatch struct {
+	items []any
+	flush func(items []any)
+}
+
+// AfterCommitBatch adds item to the batch named key. Once the outermost transaction has
+// committed, after every AfterCommit function, flush (that of the first call for key) gets the
+// batch's items in the order they were added; items added inside a savepoint that rolled back
+// are left out, as AfterCommit functions are. The event publisher gathers a transaction's events
+// this way into one Redis message.
+func (t *Tx) AfterCommitBatch(key any, item any, flush func(items []any)) {
+	r := t.rootTx()
+	b := r.batches[key]
+	if b == nil {
+		if r.batches == nil {
+			r.batches = map[any]*commitBatch{}
+		}
+		b = &commitBatch{flush: flush}
+		r.batches[key] = b
+		r.flushes = append(r.flushes, b)
+	}
+	r.after = append(r.after, func() { b.items = append(b.items, item) })
 }
 
 type txKey struct{}
@@ -165,6 +195,11 @@ func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) er
 	if tx.root == nil {
 		for _, f := range tx.after {
 			f()
+		}
+		for _, b := range tx.flushes {
+			if len(b.items) > 0 {
+				b.flush(b.items)
+			}
 		}
 	}
 	return nil

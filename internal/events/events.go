@@ -109,12 +109,10 @@ func (p *Publisher) Append(ctx context.Context, tx *db.Tx, scope Scope, news ...
 	if len(news) == 0 {
 		return nil, nil
 	}
-	last, err := tx.Q.RunNextSeq(ctx, dbsqlc.RunNextSeqParams{TenantID: scope.TenantID, ID: scope.RunID, N: int32(len(news))})
-	if err != nil {
-		return nil, fmt.Errorf("next event seq of run %s: %w", scope.RunID, err)
-	}
 	now := time.Now().UTC()
 	out := make([]Event, len(news))
+	arg := dbsqlc.RunEventAppendParams{TenantID: scope.TenantID, RunID: scope.RunID, CreatedAt: now,
+		Types: make([]string, len(news)), Phases: make([]string, len(news)), Datas: make([]string, len(news))}
 	for i, n := range news {
 		data, err := json.Marshal(n.Data)
 		if err != nil {
@@ -123,23 +121,60 @@ func (p *Publisher) Append(ctx context.Context, tx *db.Tx, scope Scope, news ...
 		if n.Data == nil {
 			data = []byte("{}")
 		}
-		ev := Event{
-			Seq: int(last) - len(news) + i + 1, RunID: scope.RunID, TenantID: scope.TenantID,
-			ConversationID: scope.ConversationID, Type: n.Type, Phase: n.Phase, Data: data, Timestamp: now,
-		}
-		var phase *string
-		if n.Phase != "" {
-			phase = &ev.Phase
-		}
-		if err := tx.Q.RunEventInsert(ctx, dbsqlc.RunEventInsertParams{
-			TenantID: scope.TenantID, RunID: scope.RunID, Seq: int32(ev.Seq), Type: ev.Type, Phase: phase, Data: data, CreatedAt: now,
-		}); err != nil {
-			return nil, fmt.Errorf("insert event %s: %w", n.Type, err)
-		}
-		out[i] = ev
+		out[i] = Event{RunID: scope.RunID, TenantID: scope.TenantID, ConversationID: scope.ConversationID,
+			Type: n.Type, Phase: n.Phase, Data: data, Timestamp: now}
+		arg.Types[i], arg.Phases[i], arg.Datas[i] = n.Type, n.Phase, string(data)
 	}
-	tx.AfterCommit(func() { p.Publish(context.WithoutCancel(ctx), scope.TenantID, out...) })
+	// One round trip: the seqs and the rows.
+	last, err := tx.Q.RunEventAppend(ctx, arg)
+	if err != nil {
+		return nil, fmt.Errorf("append events to run %s: %w", scope.RunID, err)
+	}
+	for i := range out {
+		out[i].Seq = int(last) - len(news) + i + 1
+	}
+	p.stage(ctx, tx, scope.TenantID, out)
 	return out, nil
+}
+
+// Stage publishes evs (ephemeral ones, such as the last token delta of a reply being stored)
+// once tx commits, in the same message as the events the transaction appends: nothing when it
+// rolls back.
+func (p *Publisher) Stage(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, evs ...Event) {
+	p.stage(ctx, tx, tenantID, evs)
+}
+
+// staged is events of one tenant waiting for their transaction's commit.
+type staged struct {
+	ctx    context.Context
+	tenant uuid.UUID
+	evs    []Event
+}
+
+// stage adds evs to tx's batch of events: after the commit, the batch goes out as one message
+// per tenant (a transaction that stores a reply and ends its run publishes once, not twice).
+func (p *Publisher) stage(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	tx.AfterCommitBatch(p, staged{ctx: context.WithoutCancel(ctx), tenant: tenantID, evs: evs}, p.flush)
+}
+
+// flush publishes a committed transaction's events, in order, one message per tenant.
+func (p *Publisher) flush(items []any) {
+	var tenants []uuid.UUID
+	byTenant := map[uuid.UUID][]Event{}
+	for _, it := range items {
+		s := it.(staged)
+		if _, ok := byTenant[s.tenant]; !ok {
+			tenants = append(tenants, s.tenant)
+		}
+		byTenant[s.tenant] = append(byTenant[s.tenant], s.evs...)
+	}
+	ctx := items[0].(staged).ctx
+	for _, t := range tenants {
+		p.Publish(ctx, t, byTenant[t]...)
+	}
 }
 
 // Publish sends events (durable ones after their commit, or ephemeral ones) in one message.

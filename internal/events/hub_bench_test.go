@@ -15,7 +15,7 @@ func benchEvents(n int) []Event {
 	out := make([]Event, n)
 	for i := range out {
 		out[i] = Event{Seq: i + 1, RunID: run, TenantID: tenant, ConversationID: conv, Type: MessageCompleted,
-			Data: json.RawMessage(`{"messageId":"01a201de-951b-7ccf-a491-6d9a0d8b1749","role":"ASSISTANT","content":"alpha bravo charlie delta echo foxtrot golf hotel","callIndex":0}`),
+			Data:      json.RawMessage(`{"messageId":"01a201de-951b-7ccf-a491-6d9a0d8b1749","role":"ASSISTANT","content":"alpha bravo charlie delta echo foxtrot golf hotel","callIndex":0}`),
 			Timestamp: time.Now().UTC()}
 	}
 	return out

@@ -218,6 +218,12 @@ func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, e
 	return out, err
 }
 
+// FinishTx is Finish inside the caller's transaction, which must hold the lease (InFence): the
+// executor ends a run in the transaction that stores its last reply.
+func (s *Service) FinishTx(ctx context.Context, tx *db.Tx, l Lease, o Outcome) (dbsqlc.Run, error) {
+	return s.finishTx(ctx, tx, l.Run, l.Attempt, o, true)
+}
+
 func (s *Service) finishTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, o Outcome, next bool) (dbsqlc.Run, error) {
 	if _, err := tx.Q.ToolCallCancelOpen(ctx, dbsqlc.ToolCallCancelOpenParams{TenantID: r.TenantID, RunID: r.ID, Reason: "run ended: " + o.Status}); err != nil {
 		return r, fmt.Errorf("close tool calls: %w", err)

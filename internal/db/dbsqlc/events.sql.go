@@ -12,31 +12,45 @@ import (
 	"github.com/google/uuid"
 )
 
-const runEventInsert = `-- name: RunEventInsert :exec
-INSERT INTO run_events (tenant_id, run_id, seq, type, phase, data, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+const runEventAppend = `-- name: RunEventAppend :one
+WITH seq AS (
+    UPDATE runs SET last_seq = last_seq + cardinality($1::text[])
+    WHERE tenant_id = $2::uuid AND id = $3::uuid
+    RETURNING last_seq
+), stored AS (
+    INSERT INTO run_events (tenant_id, run_id, seq, type, phase, data, created_at)
+    SELECT $2::uuid, $3::uuid, seq.last_seq - cardinality($1::text[]) + e.ord::integer,
+           e.type, nullif(($4::text[])[e.ord], ''), ($5::text[])[e.ord]::jsonb, $6::timestamptz
+    FROM seq, unnest($1::text[]) WITH ORDINALITY AS e (type, ord)
+)
+SELECT seq.last_seq FROM seq
 `
 
-type RunEventInsertParams struct {
+type RunEventAppendParams struct {
+	Types     []string
 	TenantID  uuid.UUID
 	RunID     uuid.UUID
-	Seq       int32
-	Type      string
-	Phase     *string
-	Data      []byte
+	Phases    []string
+	Datas     []string
 	CreatedAt time.Time
 }
 
-func (q *Queries) RunEventInsert(ctx context.Context, arg RunEventInsertParams) error {
-	_, err := q.db.Exec(ctx, runEventInsert,
+// Appends events to a run in one statement: the run's last_seq moves on by their number (the
+// row lock this takes orders concurrent appends, so seqs are gapless and committed in order)
+// and each is stored with its seq, in the order given (an empty phase is none). It returns
+// the run's new last_seq; no row when the run does not exist.
+func (q *Queries) RunEventAppend(ctx context.Context, arg RunEventAppendParams) (int32, error) {
+	row := q.db.QueryRow(ctx, runEventAppend,
+		arg.Types,
 		arg.TenantID,
 		arg.RunID,
-		arg.Seq,
-		arg.Type,
-		arg.Phase,
-		arg.Data,
+		arg.Phases,
+		arg.Datas,
 		arg.CreatedAt,
 	)
-	return err
+	var last_seq int32
+	err := row.Scan(&last_seq)
+	return last_seq, err
 }
 
 const runEventList = `-- name: RunEventList :many
@@ -81,23 +95,4 @@ func (q *Queries) RunEventList(ctx context.Context, arg RunEventListParams) ([]R
 		return nil, err
 	}
 	return items, nil
-}
-
-const runNextSeq = `-- name: RunNextSeq :one
-UPDATE runs SET last_seq = last_seq + $3::integer WHERE tenant_id = $1 AND id = $2 RETURNING last_seq
-`
-
-type RunNextSeqParams struct {
-	TenantID uuid.UUID
-	ID       uuid.UUID
-	N        int32
-}
-
-// Gives out the run's next event seq. The row lock it takes orders concurrent appends, so seqs
-// are gapless and committed in order.
-func (q *Queries) RunNextSeq(ctx context.Context, arg RunNextSeqParams) (int32, error) {
-	row := q.db.QueryRow(ctx, runNextSeq, arg.TenantID, arg.ID, arg.N)
-	var last_seq int32
-	err := row.Scan(&last_seq)
-	return last_seq, err
 }
