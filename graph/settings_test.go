@@ -152,7 +152,9 @@ func TestAgentSettings(t *testing.T) {
 	email := fmt.Sprintf("settings-member-%d@example.com", time.Now().UnixNano())
 	res = env.Do(t, tok, `mutation($e: String!) { addMember(input: {email: $e, role: MEMBER}) { pending invitationToken } }`, map[string]any{"e": email})
 	require.Empty(t, res.Errors, "%s", res.Body)
-	var invited struct{ AddMember struct{ InvitationToken string } }
+	var invited struct {
+		AddMember struct{ InvitationToken string }
+	}
 	res.Decode(t, &invited)
 	member := env.SignUp(t, email, "")
 	accept := env.Do(t, member.AccessToken, `mutation($t: String!) { acceptInvitation(token: $t) }`, map[string]any{"t": invited.AddMember.InvitationToken})

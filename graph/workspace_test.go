@@ -249,7 +249,9 @@ func TestWorkspaceSnapshotCreateRestoreDiff(t *testing.T) {
 	require.Equal(t, "COMPLETED", c.waitRun(t, s.RunID, 15*time.Second).Status)
 	first := c.wsTree(t, c.s.AccessToken)
 
-	var cs struct{ CreateSnapshot struct{ ID, Kind, State string } }
+	var cs struct {
+		CreateSnapshot struct{ ID, Kind, State string }
+	}
 	c.Do(t, c.s.AccessToken, `mutation { createSnapshot(label: "v1") { id kind state } }`, nil).Decode(t, &cs)
 	require.Equal(t, "manual", cs.CreateSnapshot.Kind)
 
