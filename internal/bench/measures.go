@@ -476,6 +476,11 @@ func measureTTFT(ctx context.Context, e *env, rep *Report) error {
 				e.profile("ttft"+l.name[1:], last, func() { err = agentry(ctx, l.win, l.our) })
 				return err
 			})
+		if bd, berr := e.breakdown(ctx, f); berr == nil {
+			for k, v := range bd {
+				rep.Extra["TTFT-ADD "+l.name+" ms per turn: "+k] = v
+			}
+		}
 		f.close()
 		if err != nil {
 			return err

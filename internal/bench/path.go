@@ -210,7 +210,7 @@ func (d *directClient) stream(ctx context.Context, model string, onText func(n i
 // finished) and delivery of the terminal event (finished -> received).
 func (e *env) breakdown(ctx context.Context, f *fleet) (map[string]float64, error) {
 	f.tr.mu.Lock()
-	type seen struct{ sent, acked, end time.Time }
+	type seen struct{ sent, acked, first, end time.Time }
 	ids := make([]uuid.UUID, 0, len(f.tr.runs))
 	recs := map[uuid.UUID]seen{}
 	for runID, r := range f.tr.runs {
@@ -222,7 +222,7 @@ func (e *env) breakdown(ctx context.Context, f *fleet) (map[string]float64, erro
 			continue
 		}
 		ids = append(ids, id)
-		recs[id] = seen{r.sent, r.acked, r.end}
+		recs[id] = seen{r.sent, r.acked, r.first, r.end}
 	}
 	f.tr.mu.Unlock()
 	rows, err := e.owner.Query(ctx, "SELECT id, created_at, started_at, finished_at FROM runs WHERE id = ANY($1) AND finished_at IS NOT NULL", ids)
@@ -246,6 +246,9 @@ func (e *env) breakdown(ctx context.Context, f *fleet) (map[string]float64, erro
 		sum["executor (started -> finished)"] += ms(finished.Sub(started))
 		sum["delivery (finished -> received)"] += ms(s.end.Sub(finished))
 		sum["whole turn"] += ms(s.end.Sub(s.sent))
+		if !s.first.IsZero() {
+			sum["first token (started -> received)"] += ms(s.first.Sub(started))
+		}
 	}
 	for k := range sum {
 		sum[k] /= max(n, 1)

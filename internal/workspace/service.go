@@ -552,15 +552,3 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 	})
 	return out, err
 }
-
-// Prune removes the tenant's snapshots older than maxAge, except those of runs still awaiting
-// the user's rollback decision (state open). It returns how many it removed.
-func (s *Service) Prune(ctx context.Context, tenantID uuid.UUID, maxAge time.Duration) (int64, error) {
-	var n int64
-	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		var err error
-		n, err = tx.Q.WorkspaceSnapshotsPrune(ctx, dbsqlc.WorkspaceSnapshotsPruneParams{TenantID: tenantID, Cutoff: time.Now().Add(-maxAge)})
-		return err
-	})
-	return n, err
-}

@@ -449,26 +449,6 @@ func (q *Queries) WorkspaceSnapshotSetState(ctx context.Context, arg WorkspaceSn
 	return i, err
 }
 
-const workspaceSnapshotsPrune = `-- name: WorkspaceSnapshotsPrune :execrows
-DELETE FROM workspace_snapshots
-WHERE tenant_id = $1 AND created_at < $2::timestamptz AND state <> 'open'
-`
-
-type WorkspaceSnapshotsPruneParams struct {
-	TenantID uuid.UUID
-	Cutoff   time.Time
-}
-
-// Removes snapshots created before the cutoff, except those of runs whose rollback question
-// is still open (state open).
-func (q *Queries) WorkspaceSnapshotsPrune(ctx context.Context, arg WorkspaceSnapshotsPruneParams) (int64, error) {
-	result, err := q.db.Exec(ctx, workspaceSnapshotsPrune, arg.TenantID, arg.Cutoff)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const workspaceVersionGet = `-- name: WorkspaceVersionGet :one
 SELECT v.version, v.sha256, coalesce(b.content, '')::text AS content
 FROM workspace_file_versions v

@@ -94,8 +94,3 @@ SELECT * FROM workspace_journal WHERE tenant_id = $1 AND run_id = $2 ORDER BY id
 UPDATE approvals SET status = 'EXPIRED', decided_at = now()
 WHERE tenant_id = $1 AND run_id = $2 AND status = 'PENDING';
 
--- name: WorkspaceSnapshotsPrune :execrows
--- Removes snapshots created before the cutoff, except those of runs whose rollback question
--- is still open (state open).
-DELETE FROM workspace_snapshots
-WHERE tenant_id = $1 AND created_at < sqlc.arg(cutoff)::timestamptz AND state <> 'open';
