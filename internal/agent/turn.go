@@ -395,6 +395,7 @@ func (t *turn) persistReplyAndFinish(ctx context.Context, p llm.Provider, model 
 func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool, end *run.Outcome) error {
 	r := t.lease.Run
 	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		settle := func() error { return nil }
 		if end != nil && r.ConversationID.Valid {
 			// Ending the run locks the conversation FOR UPDATE (to hand it to its next queued
 			// run). Take that lock first: storing the reply locks the row more weakly, and
@@ -452,19 +453,23 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 			}); err != nil {
 				return err
 			}
-			if err := t.settle(ctx, tx, callIndex, resp.Usage, rec.CostMicros); err != nil {
-				return err
-			}
+			settle = func() error { return t.settle(ctx, tx, callIndex, resp.Usage, rec.CostMicros) }
 			news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{
 				"callIndex": callIndex, "provider": p.Name(), "model": model.ID, "inputTokens": rec.InputTokens,
 				"outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,
 			}})
 		}
-		if _, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), news...); err != nil || end == nil {
+		if _, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), news...); err != nil {
 			return err
 		}
-		_, err = t.e.runs.FinishTx(ctx, tx, t.lease, *end)
-		return err
+		if end != nil {
+			if _, err := t.e.runs.FinishTx(ctx, tx, t.lease, *end); err != nil {
+				return err
+			}
+		}
+		// The settlement locks the tenant's budget rows, which every model call of the tenant
+		// needs: it comes last, so the locks are held only until the commit.
+		return settle()
 	})
 	if err == nil {
 		t.tail = nil // published with the commit

@@ -100,6 +100,15 @@ func (o *Options) window(full, quick time.Duration) time.Duration {
 	return max(time.Duration(float64(d)*o.Scale), minWindow)
 }
 
+// floor is the shortest window of a measure whose operations take long: d, or half of it in a
+// scaled-down run (the harness's own test).
+func (o *Options) floor(d time.Duration) time.Duration {
+	if o.Scale < 1 {
+		return d / 2
+	}
+	return d
+}
+
 // minWindow is the shortest measuring window: several turns must fit even on a busy machine.
 const minWindow = 300 * time.Millisecond
 
@@ -211,6 +220,7 @@ func Main(ctx context.Context, args []string, databaseURL, redisURL string, stdo
 			if jerr := enc.Encode(rep); jerr != nil {
 				return jerr
 			}
+			PrintTable(stderr, rep) // for the person watching
 		} else {
 			PrintTable(stdout, rep)
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -198,7 +197,7 @@ func dialWSRaw(ctx context.Context, baseURL, token string, onEvent func(string, 
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
 	conn.SetReadLimit(16 << 20)
-	w := &wsConn{conn: conn, onEvent: onEvent, onRaw: onRaw, done: make(chan struct{}), complete: make(chan string, 1024)}
+	w := &wsConn{conn: conn, onEvent: onEvent, onRaw: onRaw, done: make(chan struct{})}
 	if err := w.write(dctx, map[string]any{"type": "connection_init", "payload": map[string]any{"authorization": "Bearer " + token}}); err != nil {
 		_ = conn.CloseNow()
 		return nil, err
@@ -287,11 +286,6 @@ func (w *wsConn) read() {
 			}
 		case "ping":
 			_ = w.write(ctx, map[string]any{"type": "pong"})
-		case "complete", "error":
-			select {
-			case w.complete <- m.ID:
-			default:
-			}
 		}
 	}
 }
@@ -305,5 +299,3 @@ func (w *wsConn) close() {
 		_ = w.conn.CloseNow()
 	}
 }
-
-var errTimeout = errors.New("timed out")

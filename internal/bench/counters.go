@@ -14,6 +14,7 @@ import (
 
 // counts is a snapshot of the counters COUNTERS compares.
 type counts struct {
+	at          time.Time
 	commits     int64 // pg_stat_database.xact_commit of the bench database
 	publishInfo int64 // INFO commandstats cmdstat_publish calls (the whole Redis server)
 	publishOwn  int64 // PUBLISH commands sent by agentry's Redis client
@@ -40,6 +41,7 @@ func (e *env) counters(ctx context.Context) (counts, error) {
 		return c, err
 	}
 	defer admin.Close(ctx)
+	c.at = time.Now()
 	if err := admin.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = $1", e.dbName).Scan(&c.commits); err != nil {
 		return c, fmt.Errorf("pg_stat_database: %w", err)
 	}

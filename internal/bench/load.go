@@ -23,16 +23,6 @@ func (s *samples) add(d time.Duration) {
 	s.mu.Unlock()
 }
 
-func (s *samples) merge(o *samples) {
-	o.mu.Lock()
-	d := append([]time.Duration(nil), o.d...)
-	o.mu.Unlock()
-	s.mu.Lock()
-	s.d = append(s.d, d...)
-	s.mu.Unlock()
-	s.errors.Add(o.errors.Load())
-}
-
 func (s *samples) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -198,7 +198,7 @@ func riverRound(ctx context.Context, br *bareRiver, clients int, win time.Durati
 
 // measureE2E: chat turns per second end to end against bare River no-op jobs per second.
 func measureE2E(ctx context.Context, e *env, rep *Report) error {
-	win := max(e.o.window(5*time.Second, 2*time.Second), time.Second)
+	win := max(e.o.window(5*time.Second, 2*time.Second), e.o.floor(time.Second))
 	br, err := startBareRiver(ctx, e)
 	if err != nil {
 		return err
@@ -246,7 +246,7 @@ func measureE2E(ctx context.Context, e *env, rep *Report) error {
 		note = fmt.Sprintf("failed: baseline %d, agentry %d", base.failed, ours.failed)
 	}
 	r := o / b
-	goal := "passes"
+	goal := "stretch 0.10x met"
 	if r < 0.10 {
 		goal = "stretch 0.10x missed"
 	}
@@ -269,7 +269,7 @@ func measureE2E(ctx context.Context, e *env, rep *Report) error {
 // the same on tenants without any (nothing is checked), and the budget rows written per LLM
 // call.
 func measureBudget(ctx context.Context, e *env, rep *Report) error {
-	win := max(e.o.window(5*time.Second, 2*time.Second), time.Second)
+	win := max(e.o.window(5*time.Second, 2*time.Second), e.o.floor(time.Second))
 	var off, on rate
 	var budgetWrites, reservationWrites, calls int64
 	round := func(enforce bool) func(ctx context.Context, _ int, last bool) error {
@@ -304,7 +304,13 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 			return nil
 		}
 	}
-	if err := e.alternate(ctx, "BUDGET", nil, round(false), round(true)); err != nil {
+	// At least two rounds (off-on, on-off): the two sides differ by little, and whichever
+	// runs first meets a smaller database.
+	rounds := e.o.Rounds
+	e.o.Rounds = max(rounds, 2)
+	err := e.alternate(ctx, "BUDGET", nil, round(false), round(true))
+	e.o.Rounds = rounds
+	if err != nil {
 		return err
 	}
 	b, o := off.perSecond(), on.perSecond()
@@ -348,10 +354,18 @@ func measureCounters(ctx context.Context, e *env, rep *Report) error {
 		go func() { defer wg.Done(); _, _ = e.turn(ctx, f, c, "warm up") }()
 	}
 	wg.Wait()
+	// What the process commits with no turn running (River's polls and maintenance, the
+	// periodic jobs): subtracted over the turns' interval, so the figure is a turn's own cost.
+	idle, err := e.counters(ctx)
+	if err != nil {
+		return err
+	}
+	time.Sleep(e.o.floor(2 * time.Second))
 	before, err := e.counters(ctx)
 	if err != nil {
 		return err
 	}
+	background := float64(before.commits-idle.commits) / before.at.Sub(idle.at).Seconds()
 	var left atomic.Int64
 	left.Store(int64(turns))
 	var failed atomic.Int64
@@ -377,7 +391,8 @@ func measureCounters(ctx context.Context, e *env, rep *Report) error {
 		return err
 	}
 	n := float64(turns)
-	commits := float64(after.commits-before.commits) / n
+	gross := float64(after.commits-before.commits) / n
+	commits := gross - background*after.at.Sub(before.at).Seconds()/n
 	info := float64(after.publishInfo-before.publishInfo) / n
 	own := float64(after.publishOwn-before.publishOwn) / n
 	publishes, note := info, "INFO commandstats"
@@ -391,7 +406,8 @@ func measureCounters(ctx context.Context, e *env, rep *Report) error {
 	limit := 4 + float64(tokens)/16
 	rep.Checks = append(rep.Checks,
 		Check{Measure: "COUNTERS", Name: "COUNTERS pg commits/turn", Unit: "", Baseline: math.NaN(), Agentry: commits, Ratio: math.NaN(),
-			Goal: "<= 6", Status: pass(commits <= 6 && failed.Load() == 0)},
+			Goal: "<= 6", Status: pass(commits <= 6 && failed.Load() == 0),
+			Note: fmt.Sprintf("%.2f with the background's %.1f commits/s", gross, background)},
 		Check{Measure: "COUNTERS", Name: "COUNTERS PUBLISH/turn", Unit: "", Baseline: math.NaN(), Agentry: publishes, Ratio: math.NaN(),
 			Goal: fmt.Sprintf("<= 4 + %d/16 = %.2f", tokens, limit), Status: pass(publishes <= limit && failed.Load() == 0), Note: note},
 	)
@@ -674,7 +690,7 @@ func measureGQL(ctx context.Context, e *env, rep *Report) error {
 		return err
 	}
 	b, o := base.perSecond(), ours.perSecond()
-	note := "passes"
+	note := "stretch 0.70x met"
 	if o/b < 0.70 {
 		note = "stretch 0.70x missed"
 	}

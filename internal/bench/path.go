@@ -32,8 +32,6 @@ type tracker struct {
 	// tokens counts tokens received in [from, to) (unix ns), for TOK-TPUT.
 	tokens   atomic.Int64
 	from, to atomic.Int64
-	// events counts every event received.
-	events atomic.Int64
 	// countTokens makes it decode token deltas and count their tokens (TOK-TPUT).
 	countTokens atomic.Bool
 }
@@ -56,7 +54,6 @@ func (t *tracker) recLocked(runID string) *turnRec {
 }
 
 func (t *tracker) onEvent(_ string, ev wsEvent) {
-	t.events.Add(1)
 	switch ev.Type {
 	case "message.delta":
 		n := 0
