@@ -10,30 +10,13 @@ import (
 )
 
 const txSetRole = `-- name: TxSetRole :exec
+
 SELECT set_config('role', $1::text, false)
 `
 
+// The tenant scope of a transaction (app.tenant_id, app.system) is set by the statement that
+// opens it: db.scopedBegin.
 func (q *Queries) TxSetRole(ctx context.Context, role string) error {
 	_, err := q.db.Exec(ctx, txSetRole, role)
-	return err
-}
-
-const txSetSystem = `-- name: TxSetSystem :exec
-SELECT set_config('app.system', 'on', true)
-`
-
-// Opens every tenant's rows to this transaction (db.InSystemTx only).
-func (q *Queries) TxSetSystem(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, txSetSystem)
-	return err
-}
-
-const txSetTenant = `-- name: TxSetTenant :exec
-SELECT set_config('app.tenant_id', $1::text, true)
-`
-
-// Scopes the transaction to one tenant for row-level security.
-func (q *Queries) TxSetTenant(ctx context.Context, tenantID string) error {
-	_, err := q.db.Exec(ctx, txSetTenant, tenantID)
 	return err
 }
