@@ -3,9 +3,13 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/run"
 )
@@ -18,6 +22,9 @@ type Budgets interface {
 	// Reserve holds the call's worst case; held reports whether anything was reserved. A
 	// BUDGET_EXCEEDED apperr means a budget has no room: the run ends TERMINAL budget_exceeded.
 	Reserve(ctx context.Context, l run.Lease, callIndex int, m llm.Model, req llm.Request) (held bool, err error)
+	// ReserveTx is Reserve inside tx, which holds l's lease already, with the reservation
+	// lasting until expires at most. A BUDGET_EXCEEDED error leaves tx good to commit.
+	ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (held bool, err error)
 	// Settle records the call's actual usage against the budgets inside tx (once per call).
 	Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, u llm.Usage, costMicros int64) error
 	// Release gives back what the attempt reserved for the call.
@@ -33,6 +40,90 @@ func (t *turn) reserve(ctx context.Context, p llm.Provider, req llm.Request, cal
 		return false, nil
 	}
 	return t.e.budgets.Reserve(ctx, t.lease, callIndex, llm.Lookup(p.Name(), req.Model), req)
+}
+
+// early is the first model call of an attempt, built and reserved in the transaction that
+// acquires the run (preload), so a chat turn reaches its model without a transaction of its
+// own for the reservation: one commit fewer before the first token. The REACT step uses req
+// for its first call (callIndex) and takes the reservation's result instead of reserving.
+type early struct {
+	callIndex int
+	req       llm.Request
+	held      bool
+	refusal   error // BUDGET_EXCEEDED: no room; the refusal was recorded with the lease
+	// used is set when the REACT step took req as its request.
+	used bool
+	// histLen and last identify the history req was built from.
+	histLen int
+	last    uuid.UUID
+}
+
+// sameHistory reports whether hist is the history e's request was built from.
+func (e *early) sameHistory(hist []dbsqlc.Message) bool {
+	return len(hist) == e.histLen && (len(hist) == 0 || hist[len(hist)-1].ID == e.last)
+}
+
+// reserveEarly builds and reserves the attempt's first call inside tx when nothing can change
+// it before the loop makes it: the first attempt of a chat turn whose next step is a model
+// call (no pending tool calls, no stored reply, no reflection, no stop or pause asked), and a
+// context that fits without summarising (summarising calls a model: Apply does it later). In
+// every other case the call is reserved on its own, as before.
+func (t *turn) reserveEarly(ctx context.Context, tx *db.Tx, l run.Lease, st state) error {
+	t.lease = l // lastReply and llmCalls read the run's id from it
+	r := st.run
+	if t.e.budgets == nil || l.Run.Kind != run.KindChatTurn || r.StopRequested || r.PauseRequested || r.MustReflect ||
+		r.LlmCalls > 0 || len(pendingCalls(st.calls)) > 0 || t.llmCalls(st.hist) > 0 {
+		return nil
+	}
+	if _, ok := t.lastReply(st.hist); ok {
+		return nil
+	}
+	p, model, err := t.e.models.Resolve(t.conv.Model)
+	if err != nil {
+		return nil // the loop reports it
+	}
+	req, ok := t.fittedRequest(model, st)
+	if !ok {
+		return nil
+	}
+	// The attempt's deadline (work) starts after this transaction: two minutes of slack (Reserve
+	// gives one past the attempt's deadline).
+	expires := time.Now().Add(time.Duration(t.set.TimeoutSeconds)*time.Second + 2*time.Minute)
+	held, err := t.e.budgets.ReserveTx(ctx, tx, l, 0, llm.Lookup(p.Name(), req.Model), req, expires)
+	if _, refused := budgetOutcome(err); err != nil && !refused {
+		return err
+	}
+	t.early = &early{callIndex: 0, req: req, held: held, refusal: err, histLen: len(st.hist)}
+	if n := len(st.hist); n > 0 {
+		t.early.last = st.hist[n-1].ID
+	}
+	return nil
+}
+
+// takeEarly returns the early reservation of call callIndex, once, when the call is made with
+// its request; one whose request was not used is given back (the call reserves its own).
+func (t *turn) takeEarly(ctx context.Context, callIndex int) (*early, bool) {
+	e := t.early
+	if e == nil || e.callIndex != callIndex {
+		return nil, false
+	}
+	if !e.used {
+		t.dropEarly(ctx)
+		return nil, false
+	}
+	t.early = nil
+	return e, true
+}
+
+// dropEarly gives back an early reservation the attempt never used (it ended before its first
+// call: stopped, cancelled, a terminator signal).
+func (t *turn) dropEarly(ctx context.Context) {
+	if e := t.early; e != nil {
+		t.early = nil
+		if e.held {
+			t.release(ctx, e.callIndex)
+		}
+	}
 }
 
 // release gives a failed call's reservation back; when that fails the sweeper does it later.

@@ -246,6 +246,8 @@ func (t *turn) preload(ctx context.Context, tx *db.Tx, l run.Lease) error {
 			}
 			t.built = &text
 		}
+		// The first model call's reservation, in this transaction too.
+		return t.reserveEarly(ctx, tx, l, st)
 	}
 	return nil
 }

@@ -41,6 +41,8 @@ type turn struct {
 	// the transaction that stores the reply (persistReply), else with the next call or at the
 	// end of the attempt (flushTail).
 	tail *events.Event
+	// early is the first model call, reserved with the lease (reserveEarly); nil once used.
+	early *early
 }
 
 // result is how an attempt ended: an outcome to record, a retry, or suspended (the run is
@@ -60,6 +62,7 @@ func done(o run.Outcome) result { return result{outcome: o} }
 // is suspended, or the attempt fails.
 func (t *turn) work(ctx context.Context) result {
 	defer t.flushTail(context.WithoutCancel(ctx))
+	defer t.dropEarly(context.WithoutCancel(ctx))
 	r := t.lease.Run
 	var err error
 	// t.set and t.conv were read with the lease (preload).
@@ -346,7 +349,13 @@ func pendingCalls(calls []dbsqlc.ToolCall) []dbsqlc.ToolCall {
 // call streams one model reply, publishing coalesced deltas as they come.
 func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (llm.Response, error) {
 	t.flushTail(ctx)
-	held, err := t.reserve(ctx, p, req, callIndex)
+	var held bool
+	var err error
+	if e, ok := t.takeEarly(ctx, callIndex); ok {
+		held, err = e.held, e.refusal
+	} else {
+		held, err = t.reserve(ctx, p, req, callIndex)
+	}
 	if err != nil {
 		return llm.Response{}, err
 	}

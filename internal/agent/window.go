@@ -21,10 +21,11 @@ func (e *Executor) SetContextWindow(m *contextwin.Manager) { e.window = m }
 // provider refused a request as too long. A window that summarised is persisted (summary,
 // usage, context.window.applied) before the call; applied reports one.
 func (t *turn) request(ctx context.Context, model llm.Model, st state, reflecting, force bool) (req llm.Request, applied bool, err error) {
-	req = llm.Request{Model: model.ID, System: t.systemPrompt(st.run), MaxTokens: t.maxTokens(st.run, model)}
-	if t.conv.Agentic && t.e.tools != nil && !reflecting {
-		req.Tools = t.e.tools.Specs()
+	if e := t.early; e != nil && !reflecting && !force && e.sameHistory(st.hist) {
+		e.used = true
+		return e.req, false, nil // built with the lease (reserveEarly)
 	}
+	req = t.baseRequest(model, st, reflecting)
 	if t.e.window == nil {
 		req.Messages = toLLM(st.hist)
 	} else {
@@ -35,10 +36,7 @@ func (t *turn) request(ctx context.Context, model llm.Model, st state, reflectin
 		if extra != "" {
 			req.System += "\n\n" + extra
 		}
-		w, err := t.e.window.Apply(ctx, contextwin.Input{
-			Conversation: t.conv, Strategy: t.set.ContextStrategy, Model: model,
-			System: req.System, Tools: req.Tools, History: st.hist, Force: force,
-		})
+		w, err := t.e.window.Apply(ctx, t.windowInput(model, req, st, force))
 		if err != nil {
 			return req, false, err
 		}
@@ -64,6 +62,47 @@ func (t *turn) request(ctx context.Context, model llm.Model, st state, reflectin
 		req.System += "\n\n" + reflectInstruction
 	}
 	return req, applied, nil
+}
+
+// baseRequest is a call's request before the context builder's text and the history are
+// added: the model, the agent's system prompt, the output cap and the tools (none during a
+// reflection turn).
+func (t *turn) baseRequest(model llm.Model, st state, reflecting bool) llm.Request {
+	req := llm.Request{Model: model.ID, System: t.systemPrompt(st.run), MaxTokens: t.maxTokens(st.run, model)}
+	if t.conv.Agentic && t.e.tools != nil && !reflecting {
+		req.Tools = t.e.tools.Specs()
+	}
+	return req
+}
+
+func (t *turn) windowInput(model llm.Model, req llm.Request, st state, force bool) contextwin.Input {
+	return contextwin.Input{
+		Conversation: t.conv, Strategy: t.set.ContextStrategy, Model: model,
+		System: req.System, Tools: req.Tools, History: st.hist, Force: force,
+	}
+}
+
+// fittedRequest is request without side effects, for a REACT step that is not a reflection:
+// false when the context builder's text is not built yet or the history would have to be
+// summarised first.
+func (t *turn) fittedRequest(model llm.Model, st state) (llm.Request, bool) {
+	req := t.baseRequest(model, st, false)
+	if t.e.window == nil {
+		req.Messages = toLLM(st.hist)
+		return req, true
+	}
+	if t.built == nil {
+		return req, false
+	}
+	if *t.built != "" {
+		req.System += "\n\n" + *t.built
+	}
+	w, ok := t.e.window.Fit(t.windowInput(model, req, st, false))
+	if !ok {
+		return req, false
+	}
+	req.System, req.Messages = w.System, toLLM(w.Messages)
+	return req, true
 }
 
 // contextText is the context builder's part of the system prompt, built once per attempt: the

@@ -229,9 +229,30 @@ type Applied struct {
 	Provider string
 }
 
-// Apply fits in's history into the budget as its strategy says, calling the summariser when
-// older messages must be folded into the summary. It fails only when ctx ends.
-func (m *Manager) Apply(ctx context.Context, in Input) (Window, error) {
+// fitting is Apply's plan for an input: the window when nothing must be summarised, else what
+// the summariser must fold.
+type fitting struct {
+	hist         []dbsqlc.Message
+	toks         []int
+	whole, fixed int
+	budget       int
+	strategy     string
+	reason       string
+	start, cut   int
+	summary      string
+	fits         bool
+	w            Window
+}
+
+// Fit is Apply without side effects: the window and true when in's history fits as it is (or
+// with the stored summary), false when Apply would call the summariser. The executor uses it
+// to build a call's request inside the transaction that acquires the run.
+func (m *Manager) Fit(in Input) (Window, bool) {
+	f := m.plan(in)
+	return f.w, f.fits
+}
+
+func (m *Manager) plan(in Input) fitting {
 	hist := in.History
 	toks := make([]int, len(hist))
 	whole := 0
@@ -262,9 +283,23 @@ func (m *Manager) Apply(ctx context.Context, in Input) (Window, error) {
 	if reason != "" {
 		cut = chooseCut(hist, toks, start, target)
 	}
-	if cut <= start {
-		return window(in.System, hist[start:], summary, budget), nil
+	f := fitting{hist: hist, toks: toks, whole: whole, fixed: fixed, budget: budget, strategy: strategy,
+		reason: reason, start: start, cut: cut, summary: summary, fits: cut <= start}
+	if f.fits {
+		f.w = window(in.System, hist[start:], summary, budget)
 	}
+	return f
+}
+
+// Apply fits in's history into the budget as its strategy says, calling the summariser when
+// older messages must be folded into the summary. It fails only when ctx ends.
+func (m *Manager) Apply(ctx context.Context, in Input) (Window, error) {
+	f := m.plan(in)
+	if f.fits {
+		return f.w, nil
+	}
+	hist, toks, whole, fixed, budget := f.hist, f.toks, f.whole, f.fixed, f.budget
+	strategy, reason, start, cut, summary := f.strategy, f.reason, f.start, f.cut, f.summary
 
 	allowance := min(max(budget/4, minSummaryTokens), maxSummaryTokens)
 	a := &Applied{

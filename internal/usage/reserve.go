@@ -61,18 +61,49 @@ func WorstCase(m llm.Model, req llm.Request) (tokens, micros int64) {
 // then ends the run TERMINAL with terminationReason budget_exceeded. A later attempt of the run
 // first releases what earlier attempts still hold, so a retried call is reserved once.
 func (s *Service) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm.Model, req llm.Request) (bool, error) {
-	r := l.Run
-	if !s.hasBudgets(ctx, r.TenantID) {
+	if !s.hasBudgets(ctx, l.Run.TenantID) {
 		return false, nil
 	}
-	tokens, micros := WorstCase(m, req)
 	expires := time.Now().Add(ReservationTTL)
 	if d, ok := ctx.Deadline(); ok {
 		expires = d.Add(time.Minute)
 	}
-	var refused []dbsqlc.BudgetRefuseRow
-	var ok, held bool
+	var held bool
+	var refusal error
 	err := s.runs.InFence(ctx, l, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		held, refusal, err = s.reserveTx(ctx, tx, l, callIndex, m, req, expires)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return held, refusal
+}
+
+// ReserveTx is Reserve inside tx, a transaction that holds the run's lease already (the one
+// that acquires it): the first call of a chat turn is reserved there, saving a transaction.
+// The reservation lasts until expires at most (the sweeper's bound). A BUDGET_EXCEEDED error
+// leaves tx good to commit: the refusal is recorded in it.
+func (s *Service) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (bool, error) {
+	if !s.hasBudgets(ctx, l.Run.TenantID) {
+		return false, nil
+	}
+	held, refusal, err := s.reserveTx(ctx, tx, l, callIndex, m, req, expires)
+	if err != nil {
+		return false, err
+	}
+	return held, refusal
+}
+
+// reserveTx reserves in tx: refusal is the BUDGET_EXCEEDED error of a budget without room
+// (recorded in tx), err a failure that must roll tx back.
+func (s *Service) reserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (held bool, refusal, err error) {
+	r := l.Run
+	tokens, micros := WorstCase(m, req)
+	var refused []dbsqlc.BudgetRefuseRow
+	var ok bool
+	err = func() error {
 		if l.Attempt > 1 {
 			if _, err := tx.Q.ReservationRelease(ctx, dbsqlc.ReservationReleaseParams{
 				TenantID: r.TenantID, RunID: r.ID, Earlier: true, Attempt: l.Attempt,
@@ -109,17 +140,17 @@ func (s *Service) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm
 		}
 		s.publishAfter(ctx, tx, r.TenantID, evs)
 		return nil
-	})
-	if err != nil {
-		return false, err
+	}()
+	switch {
+	case err != nil:
+		return false, nil, err
+	case ok:
+		return held, nil, nil
+	case len(refused) > 0:
+		return false, exceeded(refused[0].Scope, refused[0].Period), nil
+	default:
+		return false, exceeded(ScopeTenant, PeriodDay), nil
 	}
-	if !ok {
-		if len(refused) > 0 {
-			return false, exceeded(refused[0].Scope, refused[0].Period)
-		}
-		return false, exceeded(ScopeTenant, PeriodDay)
-	}
-	return held, nil
 }
 
 // Settle moves the call's reservation into spent with its actual usage, inside tx: the
