@@ -274,19 +274,31 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if err != nil {
 			return err
 		}
-		pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true})
+		runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+		// A run that starts now becomes the conversation's active one with the positions, and
+		// its job is inserted before it, so the run row names its job from the start.
+		pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
+			ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
 		if err != nil {
 			return err
 		}
-		runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 		var key *string
 		if in.IdempotencyKey != "" {
 			key = &in.IdempotencyKey
 		}
+		maxAttempts := int32(set.MaxRetries + 1)
+		var jobID *int64
+		if !busy {
+			id, err := s.runs.InsertJob(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts)
+			if err != nil {
+				return err
+			}
+			jobID = &id
+		}
 		r, err := tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{
 			TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
 			ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
-			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: int32(set.MaxRetries + 1),
+			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
 		})
 		if err != nil {
 			return fmt.Errorf("insert run: %w", err)
@@ -305,11 +317,6 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 			"kind": r.Kind, "messageId": msg.ID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
 		}}); err != nil {
 			return err
-		}
-		if !busy {
-			if err := s.runs.Enqueue(ctx, tx, r); err != nil {
-				return err
-			}
 		}
 		out = Sent{Message: msg, Run: r}
 		return nil

@@ -121,17 +121,30 @@ func ScopeOf(r dbsqlc.Run) events.Scope {
 	return events.Scope{TenantID: r.TenantID, RunID: r.ID, ConversationID: r.ConversationID.UUID}
 }
 
-// Enqueue inserts r's job in tx and records it on the run. Chat turns go to the chat queue.
-func (s *Service) Enqueue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
-	opts := &river.InsertOpts{MaxAttempts: int(r.MaxAttempts)}
-	if r.Kind == KindChatTurn {
+// InsertJob inserts in tx the job of a run that is about to be inserted (its id chosen
+// already), and returns the job's id for RunInsert's job_id: a new run and its job in two
+// statements instead of three. The caller also makes the run its conversation's active one
+// (ConversationNextPositions' active_run_id), as Enqueue does. Chat turns go to the chat queue.
+func (s *Service) InsertJob(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, kind string, maxAttempts int32) (int64, error) {
+	opts := &river.InsertOpts{MaxAttempts: int(maxAttempts)}
+	if kind == KindChatTurn {
 		opts.Queue = QueueChat
 	}
-	res, err := s.jobs.InsertTx(ctx, tx.Tx, Args{TenantID: r.TenantID, RunID: r.ID}, opts)
+	res, err := s.jobs.InsertTx(ctx, tx.Tx, Args{TenantID: tenantID, RunID: runID}, opts)
 	if err != nil {
-		return fmt.Errorf("enqueue run %s: %w", r.ID, err)
+		return 0, fmt.Errorf("enqueue run %s: %w", runID, err)
 	}
-	if err := tx.Q.RunSetJob(ctx, dbsqlc.RunSetJobParams{TenantID: r.TenantID, ID: r.ID, JobID: &res.Job.ID}); err != nil {
+	return res.Job.ID, nil
+}
+
+// Enqueue inserts r's job in tx, records it on the run and makes r its conversation's active
+// run.
+func (s *Service) Enqueue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	jobID, err := s.InsertJob(ctx, tx, r.TenantID, r.ID, r.Kind, r.MaxAttempts)
+	if err != nil {
+		return err
+	}
+	if err := tx.Q.RunSetJob(ctx, dbsqlc.RunSetJobParams{TenantID: r.TenantID, ID: r.ID, JobID: &jobID}); err != nil {
 		return fmt.Errorf("record job of run %s: %w", r.ID, err)
 	}
 	if r.ConversationID.Valid {
@@ -218,13 +231,21 @@ func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, e
 	return out, err
 }
 
-// FinishTx is Finish inside the caller's transaction, which must hold the lease (InFence): the
-// executor ends a run in the transaction that stores its last reply.
+// FinishTx is Finish inside the caller's transaction, which must hold the lease (InFence) and,
+// for a run of a conversation, the conversation's row lock (ConversationGetForUpdate, taken
+// first: the lock order of every transaction that ends a run): the executor ends a run in the
+// transaction that stores its last reply.
 func (s *Service) FinishTx(ctx context.Context, tx *db.Tx, l Lease, o Outcome) (dbsqlc.Run, error) {
-	return s.finishTx(ctx, tx, l.Run, l.Attempt, o, true)
+	return s.finish(ctx, tx, l.Run, l.Attempt, o, true, true)
 }
 
 func (s *Service) finishTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, o Outcome, next bool) (dbsqlc.Run, error) {
+	return s.finish(ctx, tx, r, attempt, o, next, false)
+}
+
+// finish ends run r in tx; next hands its conversation on, locked says tx holds the
+// conversation's row lock already.
+func (s *Service) finish(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, o Outcome, next, locked bool) (dbsqlc.Run, error) {
 	if _, err := tx.Q.ToolCallCancelOpen(ctx, dbsqlc.ToolCallCancelOpenParams{TenantID: r.TenantID, RunID: r.ID, Reason: "run ended: " + o.Status}); err != nil {
 		return r, fmt.Errorf("close tool calls: %w", err)
 	}
@@ -275,25 +296,37 @@ func (s *Service) finishTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt
 		return fin, err
 	}
 	if next && fin.ConversationID.Valid {
-		if err := s.startNext(ctx, tx, fin); err != nil {
+		if err := s.startNext(ctx, tx, fin, locked); err != nil {
 			return fin, err
 		}
 	}
 	return fin, nil
 }
 
-// startNext hands the conversation to its oldest queued run, or marks it idle.
-func (s *Service) startNext(ctx context.Context, tx *db.Tx, done dbsqlc.Run) error {
-	conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: done.TenantID, ID: done.ConversationID.UUID})
-	if err != nil {
-		return fmt.Errorf("lock conversation: %w", err)
+// startNext hands the conversation to its oldest queued run, or marks it idle. locked says tx
+// holds the conversation's row lock already; else it is taken first, so that the hand-off sees
+// every run queued behind.
+func (s *Service) startNext(ctx context.Context, tx *db.Tx, done dbsqlc.Run, locked bool) error {
+	convID := done.ConversationID.UUID
+	if !locked {
+		if _, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: done.TenantID, ID: convID}); err != nil {
+			return fmt.Errorf("lock conversation: %w", err)
+		}
 	}
-	if conv.ActiveRunID.Valid && conv.ActiveRunID.UUID != done.ID {
+	active, err := tx.Q.ConversationHandOff(ctx, dbsqlc.ConversationHandOffParams{TenantID: done.TenantID, ID: convID, DoneRunID: done.ID})
+	if db.IsNoRows(err) {
 		return nil // another run is active already
 	}
+	if err != nil {
+		return fmt.Errorf("hand the conversation on: %w", err)
+	}
+	if !active.Valid {
+		return nil // idle: nothing was queued behind
+	}
+	// A run was queued behind: lock it and give it its job (a cancel may have ended it meanwhile).
 	next, err := tx.Q.RunNextQueued(ctx, dbsqlc.RunNextQueuedParams{TenantID: done.TenantID, ConversationID: done.ConversationID})
 	if db.IsNoRows(err) {
-		return tx.Q.ConversationSetActiveRun(ctx, dbsqlc.ConversationSetActiveRunParams{TenantID: done.TenantID, ID: conv.ID})
+		return tx.Q.ConversationSetActiveRun(ctx, dbsqlc.ConversationSetActiveRunParams{TenantID: done.TenantID, ID: convID})
 	}
 	if err != nil {
 		return fmt.Errorf("next queued run: %w", err)

@@ -79,6 +79,35 @@ func (q *Queries) ConversationGetForUpdate(ctx context.Context, arg Conversation
 	return i, err
 }
 
+const conversationHandOff = `-- name: ConversationHandOff :one
+UPDATE conversations c SET active_run_id = (
+    SELECT r.id FROM runs r
+    WHERE r.tenant_id = c.tenant_id AND r.conversation_id = c.id AND r.status = 'QUEUED' AND r.job_id IS NULL
+    ORDER BY r.conversation_seq
+    LIMIT 1
+)
+WHERE c.tenant_id = $1 AND c.id = $2 AND (c.active_run_id IS NULL OR c.active_run_id = $3::uuid)
+RETURNING c.active_run_id
+`
+
+type ConversationHandOffParams struct {
+	TenantID  uuid.UUID
+	ID        uuid.UUID
+	DoneRunID uuid.UUID
+}
+
+// Ends the turn of the run that ended (done_run_id): the conversation passes to its oldest run
+// queued behind (status QUEUED, no job yet), or goes idle. No row when another run is active
+// already. The caller holds the conversation's row lock, so this statement's snapshot sees
+// every run queued behind. Returns the run now active (NULL: idle); it still needs its job
+// (run.Service.Enqueue, after locking it with RunNextQueued).
+func (q *Queries) ConversationHandOff(ctx context.Context, arg ConversationHandOffParams) (uuid.NullUUID, error) {
+	row := q.db.QueryRow(ctx, conversationHandOff, arg.TenantID, arg.ID, arg.DoneRunID)
+	var active_run_id uuid.NullUUID
+	err := row.Scan(&active_run_id)
+	return active_run_id, err
+}
+
 const conversationInsert = `-- name: ConversationInsert :one
 INSERT INTO conversations (tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -194,16 +223,18 @@ const conversationNextPositions = `-- name: ConversationNextPositions :one
 UPDATE conversations SET
     message_count = message_count + $3::bigint,
     run_count = run_count + CASE WHEN $4::boolean THEN 1 ELSE 0 END,
+    active_run_id = COALESCE($5::uuid, active_run_id),
     updated_at = now()
 WHERE tenant_id = $1 AND id = $2
 RETURNING message_count, run_count
 `
 
 type ConversationNextPositionsParams struct {
-	TenantID uuid.UUID
-	ID       uuid.UUID
-	N        int64
-	NewRun   bool
+	TenantID    uuid.UUID
+	ID          uuid.UUID
+	N           int64
+	NewRun      bool
+	ActiveRunID uuid.NullUUID
 }
 
 type ConversationNextPositionsRow struct {
@@ -211,13 +242,15 @@ type ConversationNextPositionsRow struct {
 	RunCount     int64
 }
 
-// Reserves n message positions and, when new_run, the next run order number.
+// Reserves n message positions and, when new_run, the next run order number; a non-null
+// active_run_id makes that run the conversation's active one in the same statement.
 func (q *Queries) ConversationNextPositions(ctx context.Context, arg ConversationNextPositionsParams) (ConversationNextPositionsRow, error) {
 	row := q.db.QueryRow(ctx, conversationNextPositions,
 		arg.TenantID,
 		arg.ID,
 		arg.N,
 		arg.NewRun,
+		arg.ActiveRunID,
 	)
 	var i ConversationNextPositionsRow
 	err := row.Scan(&i.MessageCount, &i.RunCount)

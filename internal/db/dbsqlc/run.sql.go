@@ -458,8 +458,8 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, arg RunGetForUpdateParams
 }
 
 const runInsert = `-- name: RunInsert :one
-INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, max_attempts)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, max_attempts, job_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `
 
@@ -474,8 +474,10 @@ type RunInsertParams struct {
 	TriggerMessageID uuid.NullUUID
 	IdempotencyKey   *string
 	MaxAttempts      int32
+	JobID            *int64
 }
 
+// job_id is the run's River job when it was inserted first (run.Service.InsertJob), else NULL.
 func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (Run, error) {
 	row := q.db.QueryRow(ctx, runInsert,
 		arg.TenantID,
@@ -488,6 +490,7 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (Run, erro
 		arg.TriggerMessageID,
 		arg.IdempotencyKey,
 		arg.MaxAttempts,
+		arg.JobID,
 	)
 	var i Run
 	err := row.Scan(

@@ -26,13 +26,30 @@ ORDER BY id DESC
 LIMIT sqlc.arg(lim);
 
 -- name: ConversationNextPositions :one
--- Reserves n message positions and, when new_run, the next run order number.
+-- Reserves n message positions and, when new_run, the next run order number; a non-null
+-- active_run_id makes that run the conversation's active one in the same statement.
 UPDATE conversations SET
     message_count = message_count + sqlc.arg(n)::bigint,
     run_count = run_count + CASE WHEN sqlc.arg(new_run)::boolean THEN 1 ELSE 0 END,
+    active_run_id = COALESCE(sqlc.narg(active_run_id)::uuid, active_run_id),
     updated_at = now()
 WHERE tenant_id = $1 AND id = $2
 RETURNING message_count, run_count;
+
+-- name: ConversationHandOff :one
+-- Ends the turn of the run that ended (done_run_id): the conversation passes to its oldest run
+-- queued behind (status QUEUED, no job yet), or goes idle. No row when another run is active
+-- already. The caller holds the conversation's row lock, so this statement's snapshot sees
+-- every run queued behind. Returns the run now active (NULL: idle); it still needs its job
+-- (run.Service.Enqueue, after locking it with RunNextQueued).
+UPDATE conversations c SET active_run_id = (
+    SELECT r.id FROM runs r
+    WHERE r.tenant_id = c.tenant_id AND r.conversation_id = c.id AND r.status = 'QUEUED' AND r.job_id IS NULL
+    ORDER BY r.conversation_seq
+    LIMIT 1
+)
+WHERE c.tenant_id = $1 AND c.id = $2 AND (c.active_run_id IS NULL OR c.active_run_id = sqlc.arg(done_run_id)::uuid)
+RETURNING c.active_run_id;
 
 -- name: ConversationSetActiveRun :exec
 UPDATE conversations SET active_run_id = sqlc.narg(run_id) WHERE tenant_id = $1 AND id = $2;

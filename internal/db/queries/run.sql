@@ -1,6 +1,7 @@
 -- name: RunInsert :one
-INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, max_attempts)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+-- job_id is the run's River job when it was inserted first (run.Service.InsertJob), else NULL.
+INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, max_attempts, job_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, sqlc.narg(job_id))
 RETURNING *;
 
 -- name: RunGet :one
