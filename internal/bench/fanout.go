@@ -263,7 +263,7 @@ func (e *env) redisFan(ctx context.Context, n int, scope events.Scope) (*fanSide
 // against raw go-redis fan-out to N, and the p99 delivery latency at 1k events/s to 100
 // subscribers.
 func measureFanout(ctx context.Context, e *env, rep *Report) error {
-	win := e.o.window(2*time.Second, 1*time.Second)
+	win := e.o.window(2*time.Second, 750*time.Millisecond)
 	s := e.sessions[0]
 	convs, err := e.conversations(ctx, 1, "bench-hold")
 	if err != nil {
@@ -335,7 +335,7 @@ func measureFanout(ctx context.Context, e *env, rep *Report) error {
 // fanLatency: p99 delivery latency at 1k events/s to every subscriber (100 in a real run).
 func fanLatency(ctx context.Context, e *env, rep *Report, base, ours *fanSide) error {
 	const rate = 1000.0
-	win := e.o.window(3*time.Second, 1500*time.Millisecond)
+	win := e.o.window(3*time.Second, time.Second)
 	bl, ol := &samples{}, &samples{}
 	err := e.alternate(ctx, "FANOUT latency", nil,
 		func(ctx context.Context, _ int, _ bool) error { return base.paced(ctx, rate, win, bl) },

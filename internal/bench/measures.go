@@ -198,7 +198,7 @@ func riverRound(ctx context.Context, br *bareRiver, clients int, win time.Durati
 
 // measureE2E: chat turns per second end to end against bare River no-op jobs per second.
 func measureE2E(ctx context.Context, e *env, rep *Report) error {
-	win := max(e.o.window(5*time.Second, 2*time.Second), e.o.floor(time.Second))
+	win := max(e.o.window(5*time.Second, 1500*time.Millisecond), e.o.floor(time.Second))
 	br, err := startBareRiver(ctx, e)
 	if err != nil {
 		return err
@@ -269,7 +269,7 @@ func measureE2E(ctx context.Context, e *env, rep *Report) error {
 // the same on tenants without any (nothing is checked), and the budget rows written per LLM
 // call.
 func measureBudget(ctx context.Context, e *env, rep *Report) error {
-	win := max(e.o.window(5*time.Second, 2*time.Second), e.o.floor(time.Second))
+	win := max(e.o.window(5*time.Second, 1500*time.Millisecond), e.o.floor(time.Second))
 	var off, on rate
 	var budgetWrites, reservationWrites, calls int64
 	round := func(enforce bool) func(ctx context.Context, _ int, last bool) error {
@@ -435,8 +435,8 @@ func measureTTFT(ctx context.Context, e *env, rep *Report) error {
 	}
 	turn := e.llm.FirstToken + 19*e.llm.PerToken
 	levels := []*level{
-		{name: "@1", model: "bench-t20", rate: 20, win: e.o.window(5*time.Second, 3*time.Second), convs: 32, p50: 5, p99: 25},
-		{name: "@32", model: "bench-t20-r", rate: 32 / turn.Seconds(), win: e.o.window(6*time.Second, 3*time.Second), convs: 256, p50: math.NaN(), p99: 50},
+		{name: "@1", model: "bench-t20", rate: 20, win: e.o.window(5*time.Second, 2*time.Second), convs: 32, p50: 5, p99: 25},
+		{name: "@32", model: "bench-t20-r", rate: 32 / turn.Seconds(), win: e.o.window(6*time.Second, 2*time.Second), convs: 256, p50: math.NaN(), p99: 50},
 	}
 	for _, l := range levels {
 		l.base, l.our = &samples{}, &samples{}
