@@ -717,3 +717,38 @@ func usWait(watched <-chan error) error {
 		return fmt.Errorf("the watcher did not stop")
 	}
 }
+
+// TestFirstCallReservedWithTheLease: with budgets on, a chat turn's first model call is
+// reserved in the transaction that acquires the run (its reservation and the run's started_at
+// carry that transaction's now()), later calls in transactions of their own; every call
+// settles once and nothing stays held.
+func TestFirstCallReservedWithTheLease(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	subToolTurns(c, 1, 0, nil) // a tool call, then the answer: two model calls
+	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
+	s, _ := c.send(t, c.conversation(t, nil), "look once", nil)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+
+	type res struct {
+		call             int
+		status           string
+		createdAtStarted bool
+	}
+	var got []res
+	c.ownerTx(t, func(tx pgx.Tx) {
+		rows, err := tx.Query(context.Background(), `SELECT v.call_index, v.status, v.created_at = r.started_at
+			FROM reservations v JOIN runs r ON r.tenant_id = v.tenant_id AND r.id = v.run_id
+			WHERE v.run_id = $1 ORDER BY v.call_index`, approvalUUID(t, "Run", s.RunID))
+		require.NoError(t, err)
+		for rows.Next() {
+			var x res
+			require.NoError(t, rows.Scan(&x.call, &x.status, &x.createdAtStarted))
+			got = append(got, x)
+		}
+		require.NoError(t, rows.Err())
+	})
+	require.Equal(t, []res{{0, "SETTLED", true}, {1, "SETTLED", false}}, got,
+		"call 0 is reserved with the lease, call 1 on its own; both settled")
+}
