@@ -4,12 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentry/agentry/internal/app/apptest"
 	"github.com/agentry/agentry/internal/llm/llmtest"
 )
 
@@ -277,4 +280,121 @@ func TestWorkspaceSnapshotCreateRestoreDiff(t *testing.T) {
 	require.Equal(t, first, c.wsTree(t, c.s.AccessToken))
 	c.Do(t, c.s.AccessToken, `mutation($id: ID!) { restoreSnapshot(id: $id) { id } }`, map[string]any{"id": rs.RestoreSnapshot.ID}).Decode(t, &rs)
 	require.Equal(t, second, c.wsTree(t, c.s.AccessToken))
+}
+
+// CONTINUE re-opens the ended run as if it had never ended (status QUEUED then RUNNING, no
+// finishedAt, error or terminationReason), and the run goes on where it stopped, makes more
+// changes and completes; the rollback question's events come before the first terminal event,
+// the second end commits the run's snapshot before the second terminal event, and a
+// subscription resumed at the first terminal event follows the re-opened run to its end.
+func TestWorkspaceContinueResumesAndCompletes(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.settings(t, map[string]any{"autoExecute": true, "approvalThreshold": 100})
+	var q replyQueue
+	q.install(c.llm)
+	conv := c.conversation(t, nil)
+
+	q.push(wsWrite("w1", "a.txt", "one\n"), llmtest.Error(401, "invalid x-api-key"))
+	s, _ := c.send(t, conv, "write a then b", nil)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "FAILED", r.Status)
+	evs := c.eventsOf(t, s.RunID)
+	types := eventTypes(evs)
+	last := evs[len(evs)-1]
+	require.Equal(t, "execution.failed", last.Type, "the terminal event is last: %v", types)
+	require.Less(t, slices.Index(types, "state.snapshot_created"), slices.Index(types, "approval.requested"))
+	require.Less(t, slices.Index(types, "approval.requested"), slices.Index(types, "execution.failed"), "the question comes before the terminal event")
+	ap := c.rollbackApproval(t, s.RunID)
+
+	// A subscriber that saw the end resumes at the terminal event; it has nothing to read until
+	// the run is continued, then follows it to its new end.
+	sub := c.SubscribeRun(t, c.s.AccessToken, s.RunID, last.Seq)
+
+	q.push(wsWrite("w2", "b.txt", "two\n"), llmtest.Stream(llmtest.Text("both written")))
+	code, _ := c.resolveRollback(t, c.s.AccessToken, ap, "CONTINUE")
+	require.Empty(t, code)
+	var mid struct {
+		Run struct {
+			Status            string
+			FinishedAt        *string
+			Error             *string
+			TerminationReason *string
+		}
+	}
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { status finishedAt error terminationReason } }`, map[string]any{"id": s.RunID}).Decode(t, &mid)
+	require.Contains(t, []string{"QUEUED", "RUNNING", "COMPLETED"}, mid.Run.Status)
+	if mid.Run.Status != "COMPLETED" {
+		require.Nil(t, mid.Run.FinishedAt, "a re-opened run has not finished")
+		require.Nil(t, mid.Run.Error)
+		require.Nil(t, mid.Run.TerminationReason)
+	}
+
+	r = c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.Nil(t, r.Error, "the first end's error is gone")
+	require.Equal(t, "completed", deref(r.TerminationReason))
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { status finishedAt error terminationReason } }`, map[string]any{"id": s.RunID}).Decode(t, &mid)
+	require.NotNil(t, mid.Run.FinishedAt)
+	tree := c.wsTree(t, c.s.AccessToken)
+	require.Len(t, tree, 2, "the continued run went on: %v", tree)
+
+	evs = c.eventsOf(t, s.RunID)
+	types = eventTypes(evs)
+	require.Equal(t, "execution.completed", types[len(types)-1], "%v", types)
+	after := types[slices.Index(types, "execution.failed")+1:]
+	require.Equal(t, []string{"approval.resolved", "execution.resumed", "execution.started"}, after[:3], "%v", types)
+	require.Less(t, slices.Index(types, "state.committed"), len(types)-1, "state.committed comes before the terminal event")
+	require.Equal(t, 1, countType(evs, "state.snapshot_created"), "the run keeps its one snapshot")
+	require.Zero(t, countType(evs, "state.rolled_back")+countType(evs, "state.kept"))
+
+	got := apptest.Durable(t, sub.Collect(15*time.Second, nil), last.Seq)
+	require.Equal(t, types[len(types)-len(got):], eventTypes(got), "the resumed subscription streams the re-opened run to its end")
+	// A replay from the start reads through the first end to the last.
+	all := apptest.Durable(t, c.SubscribeRun(t, c.s.AccessToken, s.RunID, 0).Collect(15*time.Second, nil), 0)
+	require.Equal(t, types, eventTypes(all))
+
+	code, _ = c.resolveRollback(t, c.s.AccessToken, ap, "CONTINUE")
+	require.Equal(t, "CONFLICT", code, "decided once")
+}
+
+// CONTINUE while the conversation is busy with a newer run queues the continued run behind it;
+// it starts when that run ends.
+func TestWorkspaceContinueWaitsForBusyConversation(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.settings(t, map[string]any{"autoExecute": true, "approvalThreshold": 100})
+	release := make(chan struct{})
+	var n atomic.Int32
+	c.llm.SetResponder(func(req llmtest.Request) llmtest.Reply {
+		switch n.Add(1) {
+		case 1:
+			return wsWrite("w1", "a.txt", "one\n")
+		case 2:
+			return llmtest.Error(401, "invalid x-api-key")
+		case 3: // the newer run holds the conversation until released
+			select {
+			case <-release:
+			case <-time.After(15 * time.Second):
+			}
+			return llmtest.Stream(llmtest.Text("newer done"))
+		}
+		return llmtest.Stream(llmtest.Text("continued and done"))
+	})
+	conv := c.conversation(t, nil)
+	s, _ := c.send(t, conv, "first", nil)
+	require.Equal(t, "FAILED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	ap := c.rollbackApproval(t, s.RunID)
+	newer, _ := c.send(t, conv, "second", nil)
+	require.Eventually(t, func() bool { return n.Load() >= 3 }, 10*time.Second, 10*time.Millisecond)
+
+	code, _ := c.resolveRollback(t, c.s.AccessToken, ap, "CONTINUE")
+	require.Empty(t, code)
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, "QUEUED", c.run(t, s.RunID).Status, "waits behind the active run")
+	close(release)
+	require.Equal(t, "COMPLETED", c.waitRun(t, newer.RunID, 15*time.Second).Status)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.Equal(t, int32(4), n.Load())
 }

@@ -501,6 +501,10 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 		if ap.Status != "PENDING" {
 			return apperr.New(apperr.Conflict, "this approval was already decided: %s", ap.Status).With("status", ap.Status)
 		}
+		if !time.Now().Before(ap.ExpiresAt) {
+			// The expiry sweep marks it EXPIRED; the changes stay as they are.
+			return apperr.New(apperr.Conflict, "this question expired at %s; the run's changes were kept", ap.ExpiresAt.UTC().Format(time.RFC3339)).With("status", "EXPIRED")
+		}
 		r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: ap.RunID})
 		if err != nil {
 			return fmt.Errorf("load run: %w", err)
@@ -540,10 +544,7 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 			"approvalId": out.ID, "kind": out.Kind, "status": out.Status, "choice": choice, "decidedAt": out.DecidedAt, "decidedBy": a.UserID,
 		}}
 		if choice == ChoiceContinue {
-			if !run.IsTerminal(r.Status) {
-				return apperr.New(apperr.Conflict, "the run is %s, not ended", r.Status)
-			}
-			_, err := s.runs.Resume(ctx, tx, a.TenantID, r.ID, []string{r.Status}, resolved,
+			_, err := s.runs.Reopen(ctx, tx, a.TenantID, r.ID, resolved,
 				events.New{Type: events.ExecutionResumed, Data: map[string]any{"reason": "rollback question: CONTINUE", "approvalId": out.ID}})
 			return err
 		}
