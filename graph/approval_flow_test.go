@@ -204,3 +204,45 @@ func TestTerminatorDurationWithInjectedClock(t *testing.T) {
 }
 
 var _ = json.Marshal
+
+// A step whose calls need a person asks about them one at a time before any of them runs, then
+// runs the step as a whole: a read that needs nobody and the approved writes commit together,
+// the rejected write is reported to the model without running.
+func TestApprovalStepRunsWhenEveryCallIsDecided(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.llm.SetResponder(func(req llmtest.Request) llmtest.Reply {
+		if strings.Contains(string(req.Raw), "tool_use_id") {
+			return llmtest.Stream(llmtest.Text("finished"))
+		}
+		return llmtest.Stream(
+			llmtest.ToolCall("w1", "write_file", `{"path":"one.txt","content":"1"}`),
+			llmtest.ToolCall("l1", "list_files", `{}`),
+			llmtest.ToolCall("w2", "write_file", `{"path":"two.txt","content":"2"}`),
+			llmtest.ToolCall("w3", "write_file", `{"path":"three.txt","content":"3"}`),
+		)
+	})
+	s, _ := c.send(t, c.conversation(t, nil), "write three files", nil) // autoExecute is off by default
+	var asked []string
+	for _, decision := range []string{"APPROVE", "REJECT", "APPROVE"} {
+		id, kind := c.pendingApproval(t, s.RunID)
+		require.Equal(t, "tool_call", kind)
+		require.NotContains(t, asked, id)
+		asked = append(asked, id)
+		require.Zero(t, c.count(t, `SELECT count(*) FROM workspace_files`), "a call ran before the step's questions were all answered")
+		require.Zero(t, c.count(t, `SELECT count(*) FROM tool_calls WHERE status NOT IN ('PENDING')`))
+		c.resolve(t, id, decision, "")
+	}
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, deref(r.Error))
+	status := map[string]string{}
+	for _, tc := range r.ToolCalls {
+		status[tc.Name+":"+deref(tc.Output)+deref(tc.Error)] = tc.Status
+	}
+	require.Equal(t, 2, c.count(t, `SELECT count(*) FROM workspace_files WHERE path IN ('one.txt', 'three.txt')`))
+	require.Zero(t, c.count(t, `SELECT count(*) FROM workspace_files WHERE path = 'two.txt'`), "the rejected call did not run")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM tool_calls WHERE status = 'REJECTED'`), "%v", status)
+	require.Equal(t, 3, c.count(t, `SELECT count(*) FROM tool_calls WHERE status = 'COMPLETED'`), "%v", status)
+	// The step's changes were one transaction: the writes' versions have one creation time.
+	require.Equal(t, 1, c.count(t, `SELECT count(DISTINCT created_at) FROM workspace_file_versions`))
+}

@@ -1,15 +1,24 @@
 package graph_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentry/agentry/graph/model"
+	"github.com/agentry/agentry/internal/app/apptest"
 	"github.com/agentry/agentry/internal/llm/llmtest"
 )
 
@@ -277,4 +286,268 @@ func TestWorkspaceSnapshotCreateRestoreDiff(t *testing.T) {
 	require.Equal(t, first, c.wsTree(t, c.s.AccessToken))
 	c.Do(t, c.s.AccessToken, `mutation($id: ID!) { restoreSnapshot(id: $id) { id } }`, map[string]any{"id": rs.RestoreSnapshot.ID}).Decode(t, &rs)
 	require.Equal(t, second, c.wsTree(t, c.s.AccessToken))
+}
+
+// CONTINUE re-opens the ended run as if it had never ended (status QUEUED then RUNNING, no
+// finishedAt, error or terminationReason), and the run goes on where it stopped, makes more
+// changes and completes; the rollback question's events come before the first terminal event,
+// the second end commits the run's snapshot before the second terminal event, and a
+// subscription resumed at the first terminal event follows the re-opened run to its end.
+func TestWorkspaceContinueResumesAndCompletes(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.settings(t, map[string]any{"autoExecute": true, "approvalThreshold": 100})
+	var q replyQueue
+	q.install(c.llm)
+	conv := c.conversation(t, nil)
+
+	q.push(wsWrite("w1", "a.txt", "one\n"), llmtest.Error(401, "invalid x-api-key"))
+	s, _ := c.send(t, conv, "write a then b", nil)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "FAILED", r.Status)
+	evs := c.eventsOf(t, s.RunID)
+	types := eventTypes(evs)
+	last := evs[len(evs)-1]
+	require.Equal(t, "execution.failed", last.Type, "the terminal event is last: %v", types)
+	require.Less(t, slices.Index(types, "state.snapshot_created"), slices.Index(types, "approval.requested"))
+	require.Less(t, slices.Index(types, "approval.requested"), slices.Index(types, "execution.failed"), "the question comes before the terminal event")
+	ap := c.rollbackApproval(t, s.RunID)
+
+	// A subscriber that saw the end resumes at the terminal event; it has nothing to read until
+	// the run is continued, then follows it to its new end.
+	sub := c.SubscribeRun(t, c.s.AccessToken, s.RunID, last.Seq)
+
+	q.push(wsWrite("w2", "b.txt", "two\n"), llmtest.Stream(llmtest.Text("both written")))
+	code, _ := c.resolveRollback(t, c.s.AccessToken, ap, "CONTINUE")
+	require.Empty(t, code)
+	var mid struct {
+		Run struct {
+			Status            string
+			FinishedAt        *string
+			Error             *string
+			TerminationReason *string
+		}
+	}
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { status finishedAt error terminationReason } }`, map[string]any{"id": s.RunID}).Decode(t, &mid)
+	require.Contains(t, []string{"QUEUED", "RUNNING", "COMPLETED"}, mid.Run.Status)
+	if mid.Run.Status != "COMPLETED" {
+		require.Nil(t, mid.Run.FinishedAt, "a re-opened run has not finished")
+		require.Nil(t, mid.Run.Error)
+		require.Nil(t, mid.Run.TerminationReason)
+	}
+
+	r = c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.Nil(t, r.Error, "the first end's error is gone")
+	require.Equal(t, "completed", deref(r.TerminationReason))
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { status finishedAt error terminationReason } }`, map[string]any{"id": s.RunID}).Decode(t, &mid)
+	require.NotNil(t, mid.Run.FinishedAt)
+	tree := c.wsTree(t, c.s.AccessToken)
+	require.Len(t, tree, 2, "the continued run went on: %v", tree)
+
+	evs = c.eventsOf(t, s.RunID)
+	types = eventTypes(evs)
+	require.Equal(t, "execution.completed", types[len(types)-1], "%v", types)
+	after := types[slices.Index(types, "execution.failed")+1:]
+	require.Equal(t, []string{"approval.resolved", "execution.resumed", "execution.started"}, after[:3], "%v", types)
+	require.Less(t, slices.Index(types, "state.committed"), len(types)-1, "state.committed comes before the terminal event")
+	require.Equal(t, 1, countType(evs, "state.snapshot_created"), "the run keeps its one snapshot")
+	require.Zero(t, countType(evs, "state.rolled_back")+countType(evs, "state.kept"))
+
+	got := apptest.Durable(t, sub.Collect(15*time.Second, nil), last.Seq)
+	require.Equal(t, types[len(types)-len(got):], eventTypes(got), "the resumed subscription streams the re-opened run to its end")
+	// A replay from the start reads through the first end to the last.
+	all := apptest.Durable(t, c.SubscribeRun(t, c.s.AccessToken, s.RunID, 0).Collect(15*time.Second, nil), 0)
+	require.Equal(t, types, eventTypes(all))
+
+	code, _ = c.resolveRollback(t, c.s.AccessToken, ap, "CONTINUE")
+	require.Equal(t, "CONFLICT", code, "decided once")
+}
+
+// CONTINUE while the conversation is busy with a newer run queues the continued run behind it;
+// it starts when that run ends.
+func TestWorkspaceContinueWaitsForBusyConversation(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.settings(t, map[string]any{"autoExecute": true, "approvalThreshold": 100})
+	release := make(chan struct{})
+	var n atomic.Int32
+	c.llm.SetResponder(func(req llmtest.Request) llmtest.Reply {
+		switch n.Add(1) {
+		case 1:
+			return wsWrite("w1", "a.txt", "one\n")
+		case 2:
+			return llmtest.Error(401, "invalid x-api-key")
+		case 3: // the newer run holds the conversation until released
+			select {
+			case <-release:
+			case <-time.After(15 * time.Second):
+			}
+			return llmtest.Stream(llmtest.Text("newer done"))
+		}
+		return llmtest.Stream(llmtest.Text("continued and done"))
+	})
+	conv := c.conversation(t, nil)
+	s, _ := c.send(t, conv, "first", nil)
+	require.Equal(t, "FAILED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	ap := c.rollbackApproval(t, s.RunID)
+	newer, _ := c.send(t, conv, "second", nil)
+	require.Eventually(t, func() bool { return n.Load() >= 3 }, 10*time.Second, 10*time.Millisecond)
+
+	code, _ := c.resolveRollback(t, c.s.AccessToken, ap, "CONTINUE")
+	require.Empty(t, code)
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, "QUEUED", c.run(t, s.RunID).Status, "waits behind the active run")
+	close(release)
+	require.Equal(t, "COMPLETED", c.waitRun(t, newer.RunID, 15*time.Second).Status)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.Equal(t, int32(4), n.Load())
+}
+
+// Every bad input to the workspace API is refused with a code, and changes nothing: no file,
+// version, snapshot or approval differs afterwards.
+func TestWorkspaceBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.settings(t, map[string]any{"autoExecute": true, "approvalThreshold": 100})
+	var q replyQueue
+	q.install(c.llm)
+	conv := c.conversation(t, nil)
+	q.push(wsWrite("s1", "x.txt", "one\n"), wsEdit("s2", "x.txt", "one", "two"), llmtest.Stream(llmtest.Text("ok")))
+	s, _ := c.send(t, conv, "seed", nil)
+	require.Equal(t, "COMPLETED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	var cs struct{ CreateSnapshot struct{ ID string } }
+	c.Do(t, c.s.AccessToken, `mutation { createSnapshot(label: "ok") { id } }`, nil).Decode(t, &cs)
+	snap := cs.CreateSnapshot.ID
+	// A run waiting on a tool-call approval (not a rollback question).
+	c.settings(t, map[string]any{"autoExecute": false})
+	q.push(wsWrite("w1", "y.txt", "why\n"))
+	s, _ = c.send(t, conv, "needs approval", nil)
+	require.Eventually(t, func() bool { return c.run(t, s.RunID).Status == "AWAITING_APPROVAL" }, 15*time.Second, 20*time.Millisecond)
+	var ap struct {
+		Run struct{ Approvals []struct{ ID, Kind string } }
+	}
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { approvals { id kind } } }`, map[string]any{"id": s.RunID}).Decode(t, &ap)
+	require.Len(t, ap.Run.Approvals, 1)
+	toolApproval := ap.Run.Approvals[0].ID
+
+	state := func() string {
+		var out struct {
+			Workspace struct {
+				Files []struct {
+					Path     string
+					Version  int
+					Versions []struct {
+						Version int
+						Sha256  *string
+					}
+				}
+				Snapshots []struct{ ID, State string }
+			}
+		}
+		c.Do(t, c.s.AccessToken, `{ workspace { files { path version versions { version sha256 } } snapshots { id state } } }`, nil).Decode(t, &out)
+		var ap struct {
+			Run struct {
+				Status    string
+				Approvals []struct{ ID, Status string }
+			}
+		}
+		c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { status approvals { id status } } }`, map[string]any{"id": s.RunID}).Decode(t, &ap)
+		b, _ := json.Marshal([]any{out, ap, c.wsTree(t, c.s.AccessToken)})
+		return string(b)
+	}
+	before := state()
+	missingSnap := model.EncodeID("Snapshot", uuid.New())
+	for _, tc := range []struct {
+		code, q string
+		vars    map[string]any
+	}{
+		{"BAD_USER_INPUT", `{ fileDiff(path: "../etc/passwd", fromVersion: 1, toVersion: 2) }`, nil},
+		{"BAD_USER_INPUT", `{ fileDiff(path: "", fromVersion: 1, toVersion: 2) }`, nil},
+		{"BAD_USER_INPUT", `{ fileDiff(path: "a\u0000b", fromVersion: 1, toVersion: 2) }`, nil},
+		{"BAD_USER_INPUT", `{ fileDiff(path: "x.txt", fromVersion: 0, toVersion: 2) }`, nil},
+		{"BAD_USER_INPUT", `{ fileDiff(path: "x.txt", fromVersion: 1, toVersion: -1) }`, nil},
+		{"BAD_USER_INPUT", `query($v: Int!) { fileDiff(path: "x.txt", fromVersion: 1, toVersion: $v) }`, map[string]any{"v": 4294967298}},
+		{"NOT_FOUND", `{ fileDiff(path: "x.txt", fromVersion: 1, toVersion: 99) }`, nil},
+		{"NOT_FOUND", `{ fileDiff(path: "nope.txt", fromVersion: 1, toVersion: 2) }`, nil},
+		{"NOT_FOUND", `{ fileDiff(projectId: "garbage", path: "x.txt", fromVersion: 1, toVersion: 2) }`, nil},
+		{"NOT_FOUND", `{ workspace(projectId: "garbage") { projectId } }`, nil},
+		{"BAD_USER_INPUT", `{ workspace { file(path: "/etc/passwd") { content } } }`, nil},
+		{"BAD_USER_INPUT", `{ workspace { file(path: "a\\b") { content } } }`, nil},
+		{"NOT_FOUND", `query($s: ID!) { snapshotDiff(from: "garbage", to: $s) }`, map[string]any{"s": snap}},
+		{"NOT_FOUND", `query($s: ID!, $m: ID!) { snapshotDiff(from: $s, to: $m) }`, map[string]any{"s": snap, "m": missingSnap}},
+		{"NOT_FOUND", `query($s: ID!, $r: ID!) { snapshotDiff(from: $s, to: $r) }`, map[string]any{"s": snap, "r": s.RunID}},
+		{"BAD_USER_INPUT", `mutation($l: String) { createSnapshot(label: $l) { id } }`, map[string]any{"l": strings.Repeat("é", 201)}},
+		{"BAD_USER_INPUT", `mutation($l: String) { createSnapshot(label: $l) { id } }`, map[string]any{"l": "a\x00b"}},
+		{"BAD_USER_INPUT", `mutation($l: String) { createSnapshot(label: $l) { id } }`, map[string]any{"l": "line\nbreak"}},
+		{"NOT_FOUND", `mutation { createSnapshot(projectId: "garbage") { id } }`, nil},
+		{"NOT_FOUND", `mutation { restoreSnapshot(id: "garbage") { id } }`, nil},
+		{"NOT_FOUND", `mutation($m: ID!) { restoreSnapshot(id: $m) { id } }`, map[string]any{"m": missingSnap}},
+		{"NOT_FOUND", `mutation { resolveRollback(approvalId: "garbage", choice: KEEP) { id } }`, nil},
+		{"BAD_USER_INPUT", `mutation($a: ID!) { resolveRollback(approvalId: $a, choice: ROLLBACK) { id } }`, map[string]any{"a": toolApproval}},
+		{"BAD_USER_INPUT", `mutation($a: ID!) { resolveRollback(approvalId: $a, choice: CONTINUE) { id } }`, map[string]any{"a": toolApproval}},
+		{"GRAPHQL_VALIDATION_FAILED", `mutation($a: ID!) { resolveRollback(approvalId: $a, choice: MAYBE) { id } }`, map[string]any{"a": toolApproval}},
+		{"GRAPHQL_VALIDATION_FAILED", `mutation($a: ID!, $c: RollbackChoice!) { resolveRollback(approvalId: $a, choice: $c) { id } }`, map[string]any{"a": toolApproval, "c": "MAYBE"}},
+	} {
+		res := c.Do(t, c.s.AccessToken, tc.q, tc.vars)
+		require.Equal(t, tc.code, res.Code(), "%s %v: %s", tc.q, tc.vars, res.Body)
+	}
+	require.Equal(t, before, state(), "a refused request changed something")
+
+	// A viewer reads but cannot snapshot, restore or decide.
+	_, viewer := sessCreateKey(t, c.Env, c.s.AccessToken, "viewer", "VIEWER")
+	for _, q := range []string{`mutation { createSnapshot { id } }`, `mutation($s: ID!) { restoreSnapshot(id: $s) { id } }`} {
+		res := c.Do(t, viewer, q, map[string]any{"s": snap})
+		require.Equal(t, "FORBIDDEN", res.Code(), "%s: %s", q, res.Body)
+	}
+	require.Equal(t, before, state())
+}
+
+// The retention job keeps what a pending rollback question needs, however old: a failed run's
+// changes still roll back byte for byte after everything else of its age was pruned.
+func TestWorkspaceRetentionKeepsPendingRollback(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.settings(t, map[string]any{"autoExecute": true, "approvalThreshold": 100})
+	var q replyQueue
+	q.install(c.llm)
+	conv := c.conversation(t, nil)
+	q.push(wsWrite("s1", "a.txt", "a0\n"), wsWrite("s2", "b.txt", "b0\n"), llmtest.Stream(llmtest.Text("seeded")))
+	s, _ := c.send(t, conv, "seed", nil)
+	require.Equal(t, "COMPLETED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	seeded := c.wsTree(t, c.s.AccessToken)
+	q.push(wsEdit("e1", "a.txt", "a0", "a1"), wsDelete("d1", "b.txt"), wsWrite("w1", "c.txt", "c\n"), llmtest.Error(401, "invalid x-api-key"))
+	s, _ = c.send(t, conv, "change", nil)
+	require.Equal(t, "FAILED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	ap := c.rollbackApproval(t, s.RunID)
+
+	// Everything is 40 days old; the job keeps 30 days.
+	conn, err := pgx.Connect(context.Background(), c.OwnerURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(context.Background())
+	require.NoError(t, err)
+	_, err = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
+	require.NoError(t, err)
+	for _, table := range []string{"workspace_file_versions", "workspace_snapshots", "workspace_journal"} {
+		_, err := tx.Exec(context.Background(), `UPDATE `+table+` SET created_at = created_at - interval '40 days'`)
+		require.NoError(t, err)
+	}
+	_, err = tx.Exec(context.Background(), `UPDATE workspace_blobs SET used_at = used_at - interval '40 days'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(context.Background()))
+	stats, err := c.App.Workspace.Prune(context.Background(), time.Now().Add(-30*24*time.Hour))
+	require.NoError(t, err)
+	require.Positive(t, stats.Snapshots, "the seed run's snapshot is pruned: %+v", stats)
+	require.Positive(t, stats.Versions, "%+v", stats)
+
+	code, _ := c.resolveRollback(t, c.s.AccessToken, ap, "ROLLBACK")
+	require.Empty(t, code)
+	require.Equal(t, seeded, c.wsTree(t, c.s.AccessToken), "byte-identical after pruning and rolling back")
+
+	// The workers run the retention job periodically, and once at start.
+	require.Eventually(t, func() bool {
+		return c.count(t, `SELECT count(*) FROM river_job WHERE kind = 'workspace_prune' AND state = 'completed'`) > 0
+	}, 20*time.Second, 100*time.Millisecond, "the retention job did not run")
 }

@@ -2926,14 +2926,14 @@ enum RollbackChoice {
 extend type Query {
   "A project's workspace (the tenant's default project when projectId is omitted). Another tenant's project is NOT_FOUND."
   workspace(projectId: ID): Workspace!
-  "The unified diff of a file between two of its versions (a deleted version reads as empty); empty when they are equal."
+  "The unified diff of a file between two of its versions (numbers from 1; a deleted version reads as empty); empty when they are equal. A version that does not exist, or was pruned by retention, is NOT_FOUND."
   fileDiff(projectId: ID, path: String!, fromVersion: Int!, toVersion: Int!): String!
   "The unified diffs of every file that differs between two snapshots of one project, in path order."
   snapshotDiff(from: ID!, to: ID!): String!
 }
 
 extend type Mutation {
-  "Records the project's workspace as it is now (a manifest, not a copy)."
+  "Records the project's workspace as it is now (a manifest, not a copy). The label is trimmed: at most 200 characters, no control characters."
   createSnapshot(projectId: ID, label: String): Snapshot!
   "Makes the workspace exactly what the snapshot recorded. It snapshots the workspace first and returns that snapshot, so the restore can be undone by restoring it."
   restoreSnapshot(id: ID!): Snapshot!

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -144,71 +145,109 @@ type stepResult struct {
 	ok        int
 }
 
-// validate executes pending tool calls in order: consecutive read-only calls run in parallel,
-// others one at a time; a call that needs a person parks the run (stop != nil).
+// plannedCall is a call of a step with what VALIDATE decided for it.
+type plannedCall struct {
+	call dbsqlc.ToolCall
+	// skip is why the call does not run ("" when it runs): the user rejected it, or its
+	// approval expired.
+	skip string
+}
+
+// validate executes one step: the pending calls of the oldest model reply among pending
+// (normally there is only one). First every call that needs a person is looked at: while one
+// has no decision yet the run asks about it and parks, and nothing of the step runs. Then the
+// step runs all or nothing: a step of read-only calls that need nobody runs them in parallel
+// and commits their results together; any other step runs its calls in order inside ONE fenced
+// transaction, each tool in a savepoint, committing every workspace change, tool result and
+// event of the step together (runStep). A crash, cancel or lost lease before that commit leaves
+// the workspace as it was before the step, and the next attempt runs the whole step again.
 func (t *turn) validate(ctx context.Context, pending []dbsqlc.ToolCall) (stepResult, *result) {
 	var res stepResult
-	for i := 0; i < len(pending); {
-		c := pending[i]
+	step := stepOf(pending)
+	plans := make([]plannedCall, len(step))
+	asks := make([]int, 0, len(step)) // risk of each call that needs a person, -1 otherwise
+	parallel := len(step) > 1
+	for i, c := range step {
+		plans[i].call = c
 		known, readOnly := t.e.tools.Info(c.Name)
 		risk := t.e.tools.Risk(c.Name, c.Arguments)
 		needs := t.e.approvals != nil && t.e.approvals.Needs(t.set, known, readOnly, risk)
-		if needs {
-			var decision ApprovalState
-			err := t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		if !readOnly || needs {
+			parallel = false
+		}
+		if !needs {
+			risk = -1
+		}
+		asks = append(asks, risk)
+	}
+	decisions := make([]ApprovalState, len(step))
+	if slices.ContainsFunc(asks, func(r int) bool { return r >= 0 }) {
+		err := t.e.db.InTx(ctx, t.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			for i, c := range step {
+				if asks[i] < 0 {
+					continue
+				}
 				var err error
-				decision, err = t.e.approvals.ToolCall(ctx, tx, c)
-				return err
-			})
-			if err != nil {
-				r := t.fromError(ctx, err)
-				return res, &r
-			}
-			switch decision {
-			case ApprovalApproved:
-				// fall through to execution below
-			case ApprovalRejected, ApprovalExpired:
-				why := "rejected by the user"
-				if decision == ApprovalExpired {
-					why = "not run: the approval request expired"
+				if decisions[i], err = t.e.approvals.ToolCall(ctx, tx, c); err != nil {
+					return err
 				}
-				if err := t.finishCall(ctx, c, "", errors.New(why), "REJECTED"); err != nil {
-					r := t.fromError(ctx, err)
-					return res, &r
-				}
-				i++
-				continue
-			default:
-				r := t.requestApproval(ctx, c, risk)
-				return res, &r
 			}
-		}
-		// Gather a batch: this call, plus following read-only calls that need no person.
-		batch := []dbsqlc.ToolCall{c}
-		if readOnly && !needs {
-			for j := i + 1; j < len(pending); j++ {
-				k, ro := t.e.tools.Info(pending[j].Name)
-				if !ro || (t.e.approvals != nil && t.e.approvals.Needs(t.set, k, ro, t.e.tools.Risk(pending[j].Name, pending[j].Arguments))) {
-					break
-				}
-				batch = append(batch, pending[j])
-			}
-		}
-		if err := t.runBatch(ctx, batch, readOnly && !needs, &res); err != nil {
+			return nil
+		})
+		if err != nil {
 			r := t.fromError(ctx, err)
 			return res, &r
 		}
-		i += len(batch)
+	}
+	for i := range plans {
+		if asks[i] < 0 {
+			continue
+		}
+		switch decisions[i] {
+		case ApprovalApproved:
+		case ApprovalRejected:
+			plans[i].skip = "rejected by the user"
+		case ApprovalExpired:
+			plans[i].skip = "not run: the approval request expired"
+		default:
+			// One question at a time: the run parks until this one is decided, and the step
+			// runs once every call that needs a person has its answer.
+			r := t.requestApproval(ctx, plans[i].call, asks[i])
+			return res, &r
+		}
+	}
+	var err error
+	if parallel {
+		err = t.runParallel(ctx, step, &res)
+	} else {
+		err = t.runStep(ctx, plans, &res)
+	}
+	if err != nil {
+		r := t.fromError(ctx, err)
+		return res, &r
 	}
 	return res, nil
 }
 
-// runBatch executes calls: read-only ones concurrently, each in its own read transaction, their
-// results then committed together; a mutating call alone, its effects committing with its
-// result.
-func (t *turn) runBatch(ctx context.Context, batch []dbsqlc.ToolCall, parallel bool, res *stepResult) error {
-	if err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-		for _, c := range batch {
+// stepOf returns the calls of the oldest model reply among pending, in their order.
+func stepOf(pending []dbsqlc.ToolCall) []dbsqlc.ToolCall {
+	var out []dbsqlc.ToolCall
+	for _, c := range pending {
+		if c.MessageID == pending[0].MessageID {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// start marks calls RUNNING with their tool.started events, in a fenced transaction of its own,
+// so that subscribers see what a step is doing while it runs.
+func (t *turn) start(ctx context.Context, calls []dbsqlc.ToolCall) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		for _, c := range calls {
 			if _, err := tx.Q.ToolCallStart(ctx, dbsqlc.ToolCallStartParams{TenantID: c.TenantID, ID: c.ID}); err != nil {
 				return fmt.Errorf("start tool call: %w", err)
 			}
@@ -219,66 +258,106 @@ func (t *turn) runBatch(ctx context.Context, batch []dbsqlc.ToolCall, parallel b
 			}
 		}
 		return nil
+	})
+}
+
+// note counts a call's outcome in res.
+func (res *stepResult) note(c dbsqlc.ToolCall, runErr error) {
+	if runErr != nil {
+		res.failures = append(res.failures, Failure{Name: c.Name, Args: c.Arguments, Error: runErr.Error()})
+		res.failedIDs = append(res.failedIDs, c.ID)
+		return
+	}
+	res.ok++
+}
+
+// runParallel executes read-only calls concurrently, each in its own read transaction, and
+// commits their results together.
+func (t *turn) runParallel(ctx context.Context, batch []dbsqlc.ToolCall, res *stepResult) error {
+	if err := t.start(ctx, batch); err != nil {
+		return err
+	}
+	outs := make([]string, len(batch))
+	errs := make([]error, len(batch))
+	var wg sync.WaitGroup
+	for i, c := range batch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, tx *db.Tx) error {
+				var err error
+				outs[i], err = t.e.tools.Run(ctx, tx, t.callOf(c))
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		for i, c := range batch {
+			if err := t.recordCall(ctx, tx, c, outs[i], errs[i], ""); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
-	note := func(c dbsqlc.ToolCall, runErr error) {
-		if runErr != nil {
-			f := Failure{Name: c.Name, Args: c.Arguments, Error: runErr.Error()}
-			res.failures = append(res.failures, f)
-			res.failedIDs = append(res.failedIDs, c.ID)
-		} else {
-			res.ok++
+	for i, c := range batch {
+		res.note(c, errs[i])
+	}
+	return nil
+}
+
+// runStep executes a step's calls in order in one fenced transaction: each tool runs in a
+// savepoint (its failure undoes only its own partial effects and is reported to the model),
+// and every call's workspace changes, journal entries, result, tool-result message and events
+// commit together, or not at all. Calls the user refused are recorded (REJECTED) in the same
+// transaction without running.
+func (t *turn) runStep(ctx context.Context, plans []plannedCall, res *stepResult) error {
+	var runnable []dbsqlc.ToolCall
+	for _, p := range plans {
+		if p.skip == "" {
+			runnable = append(runnable, p.call)
 		}
 	}
-	if parallel && len(batch) > 1 {
-		outs := make([]string, len(batch))
-		errs := make([]error, len(batch))
-		var wg sync.WaitGroup
-		for i, c := range batch {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, tx *db.Tx) error {
-					var err error
-					outs[i], err = t.e.tools.Run(ctx, tx, t.callOf(c))
-					return err
-				})
-			}()
-		}
-		wg.Wait()
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-			for i, c := range batch {
-				if err := t.recordCall(ctx, tx, c, outs[i], errs[i], ""); err != nil {
+	if err := t.start(ctx, runnable); err != nil {
+		return err
+	}
+	errs := make([]error, len(plans))
+	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		for i, p := range plans {
+			c := p.call
+			if p.skip != "" {
+				if err := t.recordCall(ctx, tx, c, "", errors.New(p.skip), "REJECTED"); err != nil {
 					return err
 				}
-				note(c, errs[i])
+				continue
 			}
-			return nil
-		})
-	}
-	for _, c := range batch {
-		var runErr error
-		err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
 			var output string
-			// The tool runs in a savepoint: its failure undoes its partial effects only.
-			runErr = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, stx *db.Tx) error {
+			errs[i] = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, stx *db.Tx) error {
 				var err error
 				output, err = t.e.tools.Run(workspace.ForRun(ctx, t.e.pub, t.lease.Scope(), c.ID), stx, t.callOf(c))
 				return err
 			})
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return ctx.Err() // cancelled, timed out or lease lost: nothing of the step commits
 			}
-			return t.recordCall(ctx, tx, c, output, runErr, "")
-		})
-		if err != nil {
-			return err
+			if err := t.recordCall(ctx, tx, c, output, errs[i], ""); err != nil {
+				return err
+			}
 		}
-		note(c, runErr)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, p := range plans {
+		if p.skip == "" {
+			res.note(p.call, errs[i])
+		}
 	}
 	return nil
 }
@@ -286,13 +365,6 @@ func (t *turn) runBatch(ctx context.Context, batch []dbsqlc.ToolCall, parallel b
 func (t *turn) callOf(c dbsqlc.ToolCall) ToolCall {
 	r := t.lease.Run
 	return ToolCall{TenantID: r.TenantID, ProjectID: t.conv.ProjectID, UserID: r.UserID, RunID: r.ID, Name: c.Name, Args: c.Arguments}
-}
-
-// finishCall records a call that did not run (rejected, expired) in its own fenced tx.
-func (t *turn) finishCall(ctx context.Context, c dbsqlc.ToolCall, output string, runErr error, status string) error {
-	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-		return t.recordCall(ctx, tx, c, output, runErr, status)
-	})
 }
 
 // recordCall stores a call's result, the tool-result message and its event.

@@ -165,7 +165,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs,
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
-			return append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
+			periodic := append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
+			return append(periodic, a.Workspace.Register(w, cfg.WorkspaceRetention)...)
 		},
 	}); err != nil {
 		return nil, err

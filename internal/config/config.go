@@ -47,6 +47,10 @@ type Config struct {
 	AccessTokenTTL    time.Duration // AGENTRY_ACCESS_TOKEN_TTL: lifetime of access tokens (default 15m)
 	WSInitTimeout     time.Duration // AGENTRY_WS_INIT_TIMEOUT: a WebSocket must send connection_init within this
 	ApprovalTTL       time.Duration // AGENTRY_APPROVAL_TTL: how long an approval waits for a person before it expires (default 24h)
+	// WorkspaceRetention is how long workspace history (snapshots, file versions, the operation
+	// journal) is kept before the retention job prunes it (AGENTRY_WORKSPACE_RETENTION, default
+	// 720h, at least 1h).
+	WorkspaceRetention time.Duration
 	// RateLimitSpend overrides the plans' limits on spending mutations per tenant and per API key
 	// (AGENTRY_RATE_LIMIT_SPEND, e.g. "10/s burst 20" or "free=10/s burst 20; pro=100/s burst 200"
 	// or "off"); nil keeps internal/usage's plan table.
@@ -154,6 +158,7 @@ func Load(getenv Lookup) (*Config, error) {
 	c.AccessTokenTTL = dur("AGENTRY_ACCESS_TOKEN_TTL", "15m", time.Second)
 	c.WSInitTimeout = dur("AGENTRY_WS_INIT_TIMEOUT", "10s", 100*time.Millisecond)
 	c.ApprovalTTL = dur("AGENTRY_APPROVAL_TTL", "24h", time.Second)
+	c.WorkspaceRetention = dur("AGENTRY_WORKSPACE_RETENTION", "720h", time.Hour)
 	c.MaxBodyBytes = integer("AGENTRY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)
 	c.PasswordHashLimit = int(integer("AGENTRY_PASSWORD_HASH_CONCURRENCY", 2, 1, 256))
 	c.WorkerConcurrency = int(integer("AGENTRY_WORKER_CONCURRENCY", 50, 1, 10000))

@@ -32,6 +32,7 @@ func TestDefaultsMatchAPI(t *testing.T) {
 	require.Empty(t, c.AllowedOrigins)
 	require.Positive(t, c.ShutdownTimeout)
 	require.Positive(t, c.MaxBodyBytes)
+	require.Equal(t, 30*24*time.Hour, c.WorkspaceRetention)
 	// Development without a master key is allowed (dev makes one).
 	require.NoError(t, c.Validate())
 }
@@ -39,15 +40,16 @@ func TestDefaultsMatchAPI(t *testing.T) {
 func TestValidValuesAreRead(t *testing.T) {
 	t.Parallel()
 	c, err := config.Load(env(map[string]string{
-		"DATABASE_URL":             "postgres://u:p@db.internal:5433/agentry",
-		"REDIS_URL":                "redis://cache:6380/2",
-		"AGENTRY_HTTP_ADDR":        ":9090",
-		"AGENTRY_ENV":              "production",
-		"AGENTRY_DEFAULT_MODEL":    "anthropic:claude-sonnet-4-5",
-		"AGENTRY_ALLOWED_ORIGINS":  "https://app.example.com, http://localhost:5173,",
-		"AGENTRY_RETRY_BASE_DELAY": "2s",
-		"AGENTRY_MAX_BODY_BYTES":   "2048",
-		"OPENAI_BASE_URL":          "http://127.0.0.1:11434/v1",
+		"DATABASE_URL":                "postgres://u:p@db.internal:5433/agentry",
+		"REDIS_URL":                   "redis://cache:6380/2",
+		"AGENTRY_HTTP_ADDR":           ":9090",
+		"AGENTRY_ENV":                 "production",
+		"AGENTRY_DEFAULT_MODEL":       "anthropic:claude-sonnet-4-5",
+		"AGENTRY_ALLOWED_ORIGINS":     "https://app.example.com, http://localhost:5173,",
+		"AGENTRY_RETRY_BASE_DELAY":    "2s",
+		"AGENTRY_MAX_BODY_BYTES":      "2048",
+		"OPENAI_BASE_URL":             "http://127.0.0.1:11434/v1",
+		"AGENTRY_WORKSPACE_RETENTION": "168h",
 	}))
 	require.NoError(t, err)
 	require.Equal(t, "postgres://u:p@db.internal:5433/agentry", c.DatabaseURL)
@@ -60,6 +62,7 @@ func TestValidValuesAreRead(t *testing.T) {
 	require.Equal(t, 2*time.Second, c.RetryBaseDelay)
 	require.EqualValues(t, 2048, c.MaxBodyBytes)
 	require.Equal(t, "http://127.0.0.1:11434/v1", c.OpenAIBaseURL)
+	require.Equal(t, 7*24*time.Hour, c.WorkspaceRetention)
 }
 
 func TestInvalidValueNamesTheVariable(t *testing.T) {
@@ -81,6 +84,8 @@ func TestInvalidValueNamesTheVariable(t *testing.T) {
 		{"AGENTRY_HTTP_ADDR", "8080"},
 		{"AGENTRY_SHUTDOWN_TIMEOUT", "soon"},
 		{"AGENTRY_WORKER_CONCURRENCY", "0"},
+		{"AGENTRY_WORKSPACE_RETENTION", "30d"},
+		{"AGENTRY_WORKSPACE_RETENTION", "10m"},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			t.Parallel()

@@ -48,7 +48,9 @@ const (
 	ExecutionBacktracked = "execution.backtracked"
 )
 
-// Terminal reports whether an event of type t ends its run (no later event follows).
+// Terminal reports whether an event of type t ends its run. Only the decision on the run's
+// rollback question (approval.resolved, state.rolled_back or state.kept) may follow it, or, when
+// the user chose CONTINUE, execution.resumed and the rest of the re-opened run.
 func Terminal(t string) bool {
 	switch t {
 	case ExecutionCompleted, ExecutionFailed, ExecutionCancelled, ExecutionTimedOut:

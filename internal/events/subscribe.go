@@ -17,7 +17,9 @@ const idleRefill = 3 * time.Second
 // SubscribeRun streams a run's events: first it subscribes to Redis, then replays the stored
 // events after afterSeq, then forwards live ones. Durable events come out in seq order with no
 // gap and no duplicate (a gap is refilled from Postgres); ephemeral ones (token deltas) are
-// forwarded as they come. The channel closes after the run's terminal event or when ctx ends.
+// forwarded as they come. The channel closes after the run's terminal event or when ctx ends;
+// a terminal event that the stored events show the run was re-opened after (CONTINUE on its
+// rollback question: execution.resumed follows) does not end a replay.
 func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID uuid.UUID, afterSeq int, src Source) (<-chan Event, error) {
 	sub, err := h.Subscribe(ctx, tenantID, func(e Event) bool { return e.RunID == runID })
 	if err != nil {
@@ -47,12 +49,12 @@ func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID 
 					h.log.WarnContext(ctx, "refill run events", "run_id", runID.String(), "error", err)
 					return ctx.Err() == nil // try again on the next trigger
 				}
-				for _, e := range evs {
+				for i, e := range evs {
 					if !send(e) {
 						return false
 					}
 					last = e.Seq
-					if Terminal(e.Type) {
+					if Terminal(e.Type) && !reopened(evs[i+1:]) {
 						return false
 					}
 				}
@@ -116,10 +118,23 @@ func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID 
 	return out, nil
 }
 
-// ended reports whether the stored event with seq is its run's terminal event.
+// ended reports whether the stored event with seq is a terminal event of its run that the run
+// was not re-opened after.
 func ended(ctx context.Context, src Source, seq int) bool {
-	evs, err := src(ctx, seq-1, 1)
-	return err == nil && len(evs) == 1 && evs[0].Seq == seq && Terminal(evs[0].Type)
+	evs, err := src(ctx, seq-1, 500)
+	return err == nil && len(evs) >= 1 && evs[0].Seq == seq && Terminal(evs[0].Type) && !reopened(evs[1:])
+}
+
+// reopened reports whether evs (the events after a terminal event) re-open the run: an ended
+// run the user chose to continue goes on with execution.resumed and ends again later. Other
+// events after a terminal one (the decision on its rollback question) do not re-open it.
+func reopened(evs []Event) bool {
+	for _, e := range evs {
+		if e.Type == ExecutionResumed {
+			return true
+		}
+	}
+	return false
 }
 
 // SubscribeConversation streams the live events (token deltas included) of every run of a

@@ -153,6 +153,36 @@ func (s *Service) Enqueue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 	return nil
 }
 
+// Reopen makes an ended run workable again inside tx, with its events appended: the user chose
+// to continue a run that failed, was cancelled or timed out (the rollback question's CONTINUE).
+// The run's end is cleared (RunReopen) so that it is QUEUED like any run that has not ended, and
+// it then waits its turn as a new message would: its job is enqueued at once when it has no
+// conversation or the conversation is idle; otherwise it stays QUEUED without a job behind the
+// conversation's active run, which hands over to it when it ends. A run that has not ended is
+// CONFLICT.
+func (s *Service) Reopen(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, news ...events.New) (dbsqlc.Run, error) {
+	r, err := tx.Q.RunReopen(ctx, dbsqlc.RunReopenParams{TenantID: tenantID, ID: runID})
+	if db.IsNoRows(err) {
+		return r, apperr.New(apperr.Conflict, "the run has not ended; only an ended run can be continued")
+	}
+	if err != nil {
+		return r, fmt.Errorf("reopen run %s: %w", runID, err)
+	}
+	if _, err := s.pub.Append(ctx, tx, ScopeOf(r), news...); err != nil {
+		return r, err
+	}
+	if r.ConversationID.Valid {
+		conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: tenantID, ID: r.ConversationID.UUID})
+		if err != nil {
+			return r, fmt.Errorf("lock conversation: %w", err)
+		}
+		if conv.ActiveRunID.Valid && conv.ActiveRunID.UUID != r.ID {
+			return r, nil // startNext enqueues it when the active run ends
+		}
+	}
+	return r, s.Enqueue(ctx, tx, r)
+}
+
 // Lease is a worker's hold on a run: Attempt is the fence every write names.
 type Lease struct {
 	Run     dbsqlc.Run

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -186,15 +187,30 @@ func (s *Store) setFile(ctx context.Context, tx *db.Tx, tenantID, projectID uuid
 }
 
 // TreeHash is a digest of a project's whole workspace (paths and contents), for comparing
-// states.
+// states: ManifestHash of its files.
 func TreeHash(ctx context.Context, tx *db.Tx, tenantID, projectID uuid.UUID) (string, error) {
 	rows, err := tx.Q.WorkspaceFileShas(ctx, dbsqlc.WorkspaceFileShasParams{TenantID: tenantID, ProjectID: projectID})
 	if err != nil {
 		return "", err
 	}
-	h := sha256.New()
+	m := make(map[string][]byte, len(rows))
 	for _, r := range rows {
-		fmt.Fprintf(h, "%s\x00%x\n", r.Path, r.Sha256)
+		m[r.Path] = r.Sha256
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return ManifestHash(m), nil
+}
+
+// ManifestHash is the digest of a workspace given as path -> SHA-256 of the content: the paths
+// in byte order, each with its content's hash.
+func ManifestHash(m map[string][]byte) string {
+	paths := make([]string, 0, len(m))
+	for p := range m {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	h := sha256.New()
+	for _, p := range paths {
+		fmt.Fprintf(h, "%s\x00%x\n", p, m[p])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -175,10 +179,17 @@ func getSnapshot(ctx context.Context, tx *db.Tx, tenantID, id uuid.UUID) (Snapsh
 }
 
 // FileDiff returns the unified diff of path from version from to version to (a deleted
-// version reads as empty). A version that does not exist is NOT_FOUND.
+// version reads as empty). A version below 1 is BAD_USER_INPUT; one that does not exist (or was
+// pruned) is NOT_FOUND.
 func (s *Service) FileDiff(ctx context.Context, projectID uuid.UUID, path string, from, to int) (string, error) {
 	p, err := NormalizePath(path)
 	if err != nil {
+		return "", err
+	}
+	if err := checkVersion("fromVersion", from); err != nil {
+		return "", err
+	}
+	if err := checkVersion("toVersion", to); err != nil {
 		return "", err
 	}
 	var out string
@@ -291,13 +302,44 @@ func writeTreeDiff(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, out *byte
 	return nil
 }
 
+// MaxLabelLength is the longest snapshot label, in characters.
+const MaxLabelLength = 200
+
+// checkLabel trims a snapshot label and checks it: printable text of at most MaxLabelLength
+// characters ("" is no label).
+func checkLabel(label string) (string, error) {
+	label = strings.TrimSpace(label)
+	if n := utf8.RuneCountInString(label); n > MaxLabelLength {
+		return "", apperr.Invalid("label", "is %d characters long; the limit is %d", n, MaxLabelLength)
+	}
+	if !utf8.ValidString(label) || strings.ContainsRune(label, utf8.RuneError) {
+		return "", apperr.Invalid("label", "is not valid UTF-8 text")
+	}
+	for _, r := range label {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return "", apperr.Invalid("label", "contains the control or invisible character %U", r)
+		}
+	}
+	return label, nil
+}
+
+// checkVersion refuses a version number that no file can have.
+func checkVersion(field string, v int) error {
+	if v < 1 || v > math.MaxInt32 {
+		return apperr.Invalid(field, "must be a version number from 1 (got %d)", v).With("version", v)
+	}
+	return nil
+}
+
 // CreateSnapshot records the project's workspace as it is now (a committed, manual snapshot).
+// The label is trimmed; see checkLabel.
 func (s *Service) CreateSnapshot(ctx context.Context, projectID uuid.UUID, label string) (Snapshot, error) {
-	if n := len([]rune(label)); n > 200 {
-		return Snapshot{}, apperr.Invalid("label", "must be at most 200 characters")
+	label, err := checkLabel(label)
+	if err != nil {
+		return Snapshot{}, err
 	}
 	var out Snapshot
-	err := s.write(ctx, func(ctx context.Context, tx *db.Tx, a auth.Actor) error {
+	err = s.write(ctx, func(ctx context.Context, tx *db.Tx, a auth.Actor) error {
 		if _, err := tx.Q.WorkspaceLock(ctx, dbsqlc.WorkspaceLockParams{TenantID: a.TenantID, ID: projectID}); err != nil {
 			if db.IsNoRows(err) {
 				return apperr.NotFoundf("project")
@@ -501,6 +543,10 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 		if ap.Status != "PENDING" {
 			return apperr.New(apperr.Conflict, "this approval was already decided: %s", ap.Status).With("status", ap.Status)
 		}
+		if !time.Now().Before(ap.ExpiresAt) {
+			// The expiry sweep marks it EXPIRED; the changes stay as they are.
+			return apperr.New(apperr.Conflict, "this question expired at %s; the run's changes were kept", ap.ExpiresAt.UTC().Format(time.RFC3339)).With("status", "EXPIRED")
+		}
 		r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: ap.RunID})
 		if err != nil {
 			return fmt.Errorf("load run: %w", err)
@@ -540,10 +586,7 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 			"approvalId": out.ID, "kind": out.Kind, "status": out.Status, "choice": choice, "decidedAt": out.DecidedAt, "decidedBy": a.UserID,
 		}}
 		if choice == ChoiceContinue {
-			if !run.IsTerminal(r.Status) {
-				return apperr.New(apperr.Conflict, "the run is %s, not ended", r.Status)
-			}
-			_, err := s.runs.Resume(ctx, tx, a.TenantID, r.ID, []string{r.Status}, resolved,
+			_, err := s.runs.Reopen(ctx, tx, a.TenantID, r.ID, resolved,
 				events.New{Type: events.ExecutionResumed, Data: map[string]any{"reason": "rollback question: CONTINUE", "approvalId": out.ID}})
 			return err
 		}

@@ -43,7 +43,7 @@ const workspaceBlobPut = `-- name: WorkspaceBlobPut :exec
 
 INSERT INTO workspace_blobs (tenant_id, sha256, content, size)
 VALUES ($1, $2, $3, $4)
-ON CONFLICT (tenant_id, sha256) DO NOTHING
+ON CONFLICT (tenant_id, sha256) DO UPDATE SET used_at = now()
 `
 
 type WorkspaceBlobPutParams struct {
@@ -54,6 +54,8 @@ type WorkspaceBlobPutParams struct {
 }
 
 // Workspace history: blobs, file versions, snapshots (manifests) and the run operation journal.
+// Stores a content once per tenant. Storing it again refreshes used_at, and locks the row
+// until the transaction ends, so the retention job cannot delete it under the write.
 func (q *Queries) WorkspaceBlobPut(ctx context.Context, arg WorkspaceBlobPutParams) error {
 	_, err := q.db.Exec(ctx, workspaceBlobPut,
 		arg.TenantID,
@@ -212,6 +214,161 @@ func (q *Queries) WorkspaceJournalInsert(ctx context.Context, arg WorkspaceJourn
 		arg.AfterSha,
 	)
 	return err
+}
+
+const workspacePruneBlobs = `-- name: WorkspacePruneBlobs :execrows
+DELETE FROM workspace_blobs b
+WHERE b.tenant_id = $1 AND b.used_at < $2
+  AND NOT EXISTS (SELECT 1 FROM workspace_files f WHERE f.tenant_id = b.tenant_id AND f.sha256 = b.sha256)
+  AND NOT EXISTS (SELECT 1 FROM workspace_file_versions v WHERE v.tenant_id = b.tenant_id AND v.sha256 = b.sha256)
+  AND NOT EXISTS (SELECT 1 FROM workspace_snapshot_entries e WHERE e.tenant_id = b.tenant_id AND e.sha256 = b.sha256)
+  AND NOT EXISTS (SELECT 1 FROM workspace_journal j
+                  WHERE j.tenant_id = b.tenant_id AND (j.before_sha = b.sha256 OR j.after_sha = b.sha256))
+`
+
+type WorkspacePruneBlobsParams struct {
+	TenantID uuid.UUID
+	Cutoff   time.Time
+}
+
+// Blobs unused since cutoff that no file, version, snapshot or journal entry refers to.
+func (q *Queries) WorkspacePruneBlobs(ctx context.Context, arg WorkspacePruneBlobsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, workspacePruneBlobs, arg.TenantID, arg.Cutoff)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const workspacePruneJournal = `-- name: WorkspacePruneJournal :execrows
+DELETE FROM workspace_journal j
+WHERE j.tenant_id = $1 AND j.created_at < $2
+  AND NOT j.run_id = ANY($3::uuid[])
+`
+
+type WorkspacePruneJournalParams struct {
+	TenantID uuid.UUID
+	Cutoff   time.Time
+	KeepRuns []uuid.UUID
+}
+
+// Journal entries older than cutoff, except those of keep_runs.
+func (q *Queries) WorkspacePruneJournal(ctx context.Context, arg WorkspacePruneJournalParams) (int64, error) {
+	result, err := q.db.Exec(ctx, workspacePruneJournal, arg.TenantID, arg.Cutoff, arg.KeepRuns)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const workspacePruneKeepRuns = `-- name: WorkspacePruneKeepRuns :many
+SELECT r.id FROM runs r
+WHERE r.tenant_id = $1 AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+UNION
+SELECT a.run_id FROM approvals a
+WHERE a.tenant_id = $1 AND a.kind = 'rollback' AND a.status = 'PENDING'
+`
+
+// Runs whose workspace history is kept whatever its age: runs that have not ended (they may
+// still change files, and end with a rollback question) and ended runs whose rollback question
+// waits for its answer.
+func (q *Queries) WorkspacePruneKeepRuns(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, workspacePruneKeepRuns, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const workspacePruneSnapshots = `-- name: WorkspacePruneSnapshots :execrows
+DELETE FROM workspace_snapshots s
+WHERE s.tenant_id = $1 AND s.created_at < $2
+  AND (s.run_id IS NULL OR NOT s.run_id = ANY($3::uuid[]))
+`
+
+type WorkspacePruneSnapshotsParams struct {
+	TenantID uuid.UUID
+	Cutoff   time.Time
+	KeepRuns []uuid.UUID
+}
+
+// Snapshots (their manifests cascade) older than cutoff, except those of keep_runs.
+func (q *Queries) WorkspacePruneSnapshots(ctx context.Context, arg WorkspacePruneSnapshotsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, workspacePruneSnapshots, arg.TenantID, arg.Cutoff, arg.KeepRuns)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const workspacePruneTenants = `-- name: WorkspacePruneTenants :many
+
+SELECT t.id FROM tenants t
+WHERE EXISTS (SELECT 1 FROM workspace_file_versions v WHERE v.tenant_id = t.id AND v.created_at < $1)
+   OR EXISTS (SELECT 1 FROM workspace_snapshots s WHERE s.tenant_id = t.id AND s.created_at < $1)
+   OR EXISTS (SELECT 1 FROM workspace_journal j WHERE j.tenant_id = t.id AND j.created_at < $1)
+   OR EXISTS (SELECT 1 FROM workspace_blobs b WHERE b.tenant_id = t.id AND b.used_at < $1)
+ORDER BY t.id
+`
+
+// Retention (the workspace_prune job): history older than a cutoff goes, except what a run
+// awaiting a decision needs, the latest version of every path, and blobs anything refers to.
+// Tenants holding workspace history older than cutoff (system transaction: every tenant).
+func (q *Queries) WorkspacePruneTenants(ctx context.Context, cutoff time.Time) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, workspacePruneTenants, cutoff)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const workspacePruneVersions = `-- name: WorkspacePruneVersions :execrows
+DELETE FROM workspace_file_versions v
+WHERE v.tenant_id = $1 AND v.created_at < $2
+  AND (v.run_id IS NULL OR NOT v.run_id = ANY($3::uuid[]))
+  AND v.version < (SELECT max(w.version) FROM workspace_file_versions w
+                   WHERE w.tenant_id = v.tenant_id AND w.project_id = v.project_id AND w.path = v.path)
+`
+
+type WorkspacePruneVersionsParams struct {
+	TenantID uuid.UUID
+	Cutoff   time.Time
+	KeepRuns []uuid.UUID
+}
+
+// File versions older than cutoff, except those made by keep_runs and the latest version of
+// each path (the file's current version, or the deletion that ended it: numbering goes on
+// from it).
+func (q *Queries) WorkspacePruneVersions(ctx context.Context, arg WorkspacePruneVersionsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, workspacePruneVersions, arg.TenantID, arg.Cutoff, arg.KeepRuns)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const workspaceRunApprovalsClose = `-- name: WorkspaceRunApprovalsClose :execrows

@@ -321,6 +321,7 @@ type WorkspaceBlob struct {
 	Content   string
 	Size      int32
 	CreatedAt time.Time
+	UsedAt    time.Time
 }
 
 type WorkspaceFile struct {

@@ -840,6 +840,65 @@ func (q *Queries) RunRenewLease(ctx context.Context, arg RunRenewLeaseParams) (i
 	return result.RowsAffected(), nil
 }
 
+const runReopen = `-- name: RunReopen :one
+UPDATE runs SET status = 'QUEUED', attempt = attempt + 1, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL,
+    finished_at = NULL, error = NULL, failure_class = NULL, termination_reason = NULL,
+    cancel_requested = false, stop_requested = false, pause_requested = false,
+    consecutive_failures = 0, backtracks = 0, must_reflect = false, started_at = NULL
+WHERE tenant_id = $1 AND id = $2 AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+`
+
+type RunReopenParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Re-opens an ended run (its user chose CONTINUE on the rollback question): QUEUED again with
+// its end cleared (finished_at, error, failure class, termination reason), the control flags
+// and the circuit breaker reset, and started_at cleared so that the next acquire starts a new
+// wall-clock window. The attempt is bumped; the caller enqueues the continuation job.
+func (q *Queries) RunReopen(ctx context.Context, arg RunReopenParams) (Run, error) {
+	row := q.db.QueryRow(ctx, runReopen, arg.TenantID, arg.ID)
+	var i Run
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.UserID,
+		&i.Kind,
+		&i.Status,
+		&i.ConversationID,
+		&i.ConversationSeq,
+		&i.TriggerMessageID,
+		&i.IdempotencyKey,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Turns,
+		&i.LlmCalls,
+		&i.FailureClass,
+		&i.Error,
+		&i.TerminationReason,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CostMicros,
+		&i.LastSeq,
+		&i.JobID,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
+	)
+	return i, err
+}
+
 const runRequestCancel = `-- name: RunRequestCancel :one
 UPDATE runs SET cancel_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 `

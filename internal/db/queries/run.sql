@@ -144,6 +144,18 @@ UPDATE runs SET status = 'QUEUED', attempt = attempt + 1, lease_owner = NULL, le
 WHERE tenant_id = $1 AND id = $2 AND status = ANY(sqlc.arg(from_statuses)::text[])
 RETURNING *;
 
+-- name: RunReopen :one
+-- Re-opens an ended run (its user chose CONTINUE on the rollback question): QUEUED again with
+-- its end cleared (finished_at, error, failure class, termination reason), the control flags
+-- and the circuit breaker reset, and started_at cleared so that the next acquire starts a new
+-- wall-clock window. The attempt is bumped; the caller enqueues the continuation job.
+UPDATE runs SET status = 'QUEUED', attempt = attempt + 1, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL,
+    finished_at = NULL, error = NULL, failure_class = NULL, termination_reason = NULL,
+    cancel_requested = false, stop_requested = false, pause_requested = false,
+    consecutive_failures = 0, backtracks = 0, must_reflect = false, started_at = NULL
+WHERE tenant_id = $1 AND id = $2 AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+RETURNING *;
+
 -- name: RunListExpiredLeases :many
 -- Running runs whose worker stopped renewing the lease (system transaction: every tenant).
 SELECT tenant_id, id FROM runs
