@@ -59,8 +59,8 @@ type Options struct {
 	ProfileDir string
 	// AppEnv overrides agentry's configuration (environment variable names).
 	AppEnv map[string]string
-	// LogStatements makes Postgres log every statement on the bench database (diagnostics: the
-	// server log shows what a turn runs).
+	// LogStatements makes Postgres log every statement on the bench database with its duration
+	// (diagnostics: the server log shows what a turn runs and where it waits).
 	LogStatements bool
 	// Progress receives a line per step (nil: none).
 	Progress io.Writer

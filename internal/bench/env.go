@@ -118,8 +118,9 @@ func setUp(ctx context.Context, o Options) (_ *env, err error) {
 		return e, err
 	}
 	if o.LogStatements {
-		// Diagnostics: the server logs every statement run on the bench database (only).
-		if _, err := e.owner.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{e.dbName}.Sanitize()+" SET log_statement = 'all'"); err != nil {
+		// Diagnostics: the server logs every statement run on the bench database (only), with
+		// its duration.
+		if _, err := e.owner.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{e.dbName}.Sanitize()+" SET log_min_duration_statement = 0"); err != nil {
 			return e, err
 		}
 	}
