@@ -46,9 +46,12 @@ type env struct {
 	// redisHook counts the commands agentry's Redis client sends.
 	redisHook *commandCounter
 	// sessions are the bench tenants' users (one tenant each), every tenant with a budget (far
-	// above what the bench spends) so budgets are enforced; plain are tenants without budgets
-	// (BUDGET's enforcement-off side).
-	sessions, plain []session
+	// above what the bench spends) so budgets are enforced. BUDGET compares two groups of its
+	// own that no other measure touches, so both sides start with the same (empty) history:
+	// budgeted, with such budgets, and plain, without any (the enforcement-off side). A tenant
+	// with thousands of earlier turns runs slower turns than a fresh one, which would otherwise
+	// be charged to enforcement.
+	sessions, budgeted, plain []session
 }
 
 // newDatabaseName returns a unique name for the run's database.
@@ -184,7 +187,7 @@ func setUp(ctx context.Context, o Options) (_ *env, err error) {
 	e.gql = &gqlClient{url: e.baseURL + "/graphql", hc: newHTTPClient(256)}
 
 	// Tenants sign up two at a time (argon2id hashing is bounded per process).
-	all := make([]session, 2*o.Tenants)
+	all := make([]session, 3*o.Tenants)
 	var wg sync.WaitGroup
 	errs := make([]error, len(all))
 	sem := make(chan struct{}, 2)
@@ -195,13 +198,13 @@ func setUp(ctx context.Context, o Options) (_ *env, err error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			all[i], errs[i] = e.gql.signUp(ctx, fmt.Sprintf("bench%d@%s.example.com", i, strings.ReplaceAll(e.dbName, "_", "-")))
-			if errs[i] == nil && i < o.Tenants {
+			if errs[i] == nil && (i < o.Tenants || i >= 2*o.Tenants) {
 				errs[i] = e.gql.setBudget(ctx, all[i])
 			}
 		}()
 	}
 	wg.Wait()
-	e.sessions, e.plain = all[:o.Tenants], all[o.Tenants:]
+	e.sessions, e.plain, e.budgeted = all[:o.Tenants], all[o.Tenants:2*o.Tenants], all[2*o.Tenants:]
 	return e, errors.Join(errs...)
 }
 

@@ -276,7 +276,7 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 		return func(ctx context.Context, _ int, last bool) error {
 			sessions := e.plain
 			if enforce {
-				sessions = e.sessions
+				sessions = e.budgeted
 			}
 			var before [3]int64
 			if enforce {
