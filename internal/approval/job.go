@@ -5,16 +5,14 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/agentry/agentry/internal/run"
 )
 
 // ExpireEvery is how often the expiry sweep runs, and so how late past its deadline an
 // approval may be marked EXPIRED (an expired approval never permits a call either way: Resolve
 // refuses it and Permits checks the deadline).
 const ExpireEvery = time.Minute
-
-// queueMaintenance is internal/jobs' maintenance queue (jobs imports the domains, so the name
-// is repeated here rather than imported).
-const queueMaintenance = "maintenance"
 
 // ExpireArgs is the periodic job that expires approvals past their deadline in every tenant.
 type ExpireArgs struct{}
@@ -24,7 +22,7 @@ func (ExpireArgs) Kind() string { return "approval_expire" }
 
 // InsertOpts puts the job on the maintenance queue; one waiting sweep makes another pointless.
 func (ExpireArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueMaintenance, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: ExpireEvery}}
+	return river.InsertOpts{Queue: run.QueueMaintenance, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: ExpireEvery}}
 }
 
 // ExpireWorker works ExpireArgs.

@@ -20,7 +20,7 @@ import (
 // Queue names.
 const (
 	QueueDefault     = river.QueueDefault
-	QueueMaintenance = "maintenance"
+	QueueMaintenance = run.QueueMaintenance
 )
 
 // Options configure the River client.

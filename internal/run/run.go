@@ -53,6 +53,9 @@ func IsTerminal(status string) bool {
 const (
 	// QueueChat works chat turns; it is tuned for pickup latency.
 	QueueChat = "chat"
+	// QueueMaintenance works the periodic sweeps of every domain (reaper, budgets, approvals,
+	// workspace retention); it is named here, below the domains, so each can use it.
+	QueueMaintenance = "maintenance"
 )
 
 // Args is the River job of a run: ids only; the worker reloads everything from Postgres.

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/agentry/agentry/internal/run"
 )
 
 // Periods of the usage jobs.
@@ -15,10 +17,6 @@ const (
 	RollupEvery = 10 * time.Minute
 )
 
-// queueMaintenance is internal/jobs' maintenance queue (jobs imports the domains, so the name is
-// repeated here rather than imported).
-const queueMaintenance = "maintenance"
-
 // SweepArgs is the periodic job releasing the reservations of dead runs in every tenant.
 type SweepArgs struct{}
 
@@ -27,7 +25,7 @@ func (SweepArgs) Kind() string { return "usage_sweep" }
 
 // InsertOpts puts the job on the maintenance queue; one waiting sweep makes another pointless.
 func (SweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueMaintenance, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: SweepEvery}}
+	return river.InsertOpts{Queue: run.QueueMaintenance, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: SweepEvery}}
 }
 
 // SweepWorker works SweepArgs.
@@ -50,7 +48,7 @@ func (RollupArgs) Kind() string { return "usage_rollup" }
 
 // InsertOpts puts the job on the maintenance queue, one at a time.
 func (RollupArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueMaintenance, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByPeriod: RollupEvery}}
+	return river.InsertOpts{Queue: run.QueueMaintenance, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByPeriod: RollupEvery}}
 }
 
 // RollupWorker works RollupArgs.

@@ -8,6 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
+	"github.com/agentry/agentry/internal/run"
+
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 )
@@ -100,10 +102,6 @@ func pruneTenant(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, cutoff time
 	return st, nil
 }
 
-// queueMaintenance is internal/jobs' maintenance queue (jobs imports the domains, so the name is
-// repeated here rather than imported).
-const queueMaintenance = "maintenance"
-
 // PruneArgs is the periodic job deleting workspace history older than the retention.
 type PruneArgs struct{}
 
@@ -112,7 +110,7 @@ func (PruneArgs) Kind() string { return "workspace_prune" }
 
 // InsertOpts puts the job on the maintenance queue, one at a time.
 func (PruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueMaintenance, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByPeriod: PruneEvery}}
+	return river.InsertOpts{Queue: run.QueueMaintenance, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByPeriod: PruneEvery}}
 }
 
 // PruneWorker works PruneArgs: it prunes history older than Retention (DefaultRetention when
