@@ -147,7 +147,7 @@ func (s *Service) RequestStop(ctx context.Context, runID uuid.UUID) (dbsqlc.Run,
 			_, err := tx.Q.RunSetStopRequested(ctx, dbsqlc.RunSetStopRequestedParams{TenantID: r.TenantID, ID: r.ID})
 			return err
 		}
-		_, err := s.finishTx(ctx, tx, r, r.Attempt, Outcome{Status: StatusCompleted, TerminationReason: "user_stop"}, true)
+		_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCompleted, TerminationReason: "user_stop"}, true, false)
 		return err
 	})
 }

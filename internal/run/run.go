@@ -258,7 +258,7 @@ func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, e
 	var out dbsqlc.Run
 	err := s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		out, err = s.finishTx(ctx, tx, l.Run, l.Attempt, o, true)
+		out, err = s.finish(ctx, tx, l.Run, l.Attempt, o, true, false)
 		return err
 	})
 	return out, err
@@ -270,10 +270,6 @@ func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, e
 // transaction that stores its last reply.
 func (s *Service) FinishTx(ctx context.Context, tx *db.Tx, l Lease, o Outcome) (dbsqlc.Run, error) {
 	return s.finish(ctx, tx, l.Run, l.Attempt, o, true, true)
-}
-
-func (s *Service) finishTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, o Outcome, next bool) (dbsqlc.Run, error) {
-	return s.finish(ctx, tx, r, attempt, o, next, false)
 }
 
 // finish ends run r in tx; next hands its conversation on, locked says tx holds the
@@ -415,7 +411,7 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 		return nil // the worker records the end
 	}
 	// Nobody works the run: end it here.
-	_, err := s.finishTx(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: "user_cancel", Error: reason}, next)
+	_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: "user_cancel", Error: reason}, next, false)
 	return err
 }
 
