@@ -223,31 +223,37 @@ func (e *Executor) retryDelay(attempt int) time.Duration {
 // transaction instead of four.
 func (t *turn) preload(ctx context.Context, tx *db.Tx, l run.Lease) error {
 	r := l.Run
-	var err error
-	if t.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID); err != nil {
+	first := t.e.hooks[r.Kind] == nil && l.Attempt == 1
+	// The reads go to Postgres together (one round trip); the run's row is the one just
+	// acquired.
+	var st state
+	reads := []func(context.Context, *db.Tx) error{
+		func(ctx context.Context, tx *db.Tx) (err error) {
+			t.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID)
+			return err
+		},
+		func(ctx context.Context, tx *db.Tx) (err error) {
+			if r.ConversationID.Valid {
+				t.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID})
+			}
+			return err
+		},
+	}
+	if first {
+		reads = append(reads, stateReads(&st, l, r.ConversationID.UUID, false)...)
+	}
+	if err := tx.Pipeline(ctx, reads...); err != nil || !first {
 		return err
 	}
-	if r.ConversationID.Valid {
-		if t.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
-			return err
-		}
-	}
-	if t.e.hooks[r.Kind] == nil && l.Attempt == 1 {
-		st, err := readState(ctx, tx, l, t.conv.ID)
+	t.first = &st
+	if t.e.window != nil {
+		// The context builder's part of the system prompt, built once per attempt.
+		text, err := t.buildContext(ctx, tx, r, st)
 		if err != nil {
 			return err
 		}
-		t.first = &st
-		if t.e.window != nil {
-			// The context builder's part of the system prompt, built once per attempt.
-			text, err := t.buildContext(ctx, tx, r, st)
-			if err != nil {
-				return err
-			}
-			t.built = &text
-		}
-		// The first model call's reservation, in this transaction too.
-		return t.reserveEarly(ctx, tx, l, st)
+		t.built = &text
 	}
-	return nil
+	// The first model call's reservation, in this transaction too.
+	return t.reserveEarly(ctx, tx, l, st)
 }

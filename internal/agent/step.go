@@ -117,25 +117,45 @@ func (t *turn) load(ctx context.Context) (state, error) {
 }
 
 // readState reads the leased run (ErrFenced when its attempt moved on), the context of
-// conversation convID for it, its tool calls and newer user messages.
+// conversation convID for it, its tool calls and newer user messages, in one round trip.
 func readState(ctx context.Context, tx *db.Tx, l run.Lease, convID uuid.UUID) (state, error) {
-	r := l.Run
 	var st state
-	var err error
-	if st.run, err = tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
-		return st, err
-	}
-	if st.run.Attempt != l.Attempt || st.run.Status != run.StatusRunning {
-		return st, run.ErrFenced
-	}
-	if st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, ConversationID: convID, RunSeq: r.ConversationSeq}); err != nil {
-		return st, err
-	}
-	if st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID}); err != nil {
-		return st, err
-	}
-	st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, ConversationID: convID, RunSeq: r.ConversationSeq})
+	err := tx.Pipeline(ctx, stateReads(&st, l, convID, true)...)
 	return st, err
+}
+
+// stateReads are readState's reads as Pipeline functions filling st. Without withRun, st.run
+// is the lease's row, for a caller that has just read it in the same transaction (the
+// acquiring one).
+func stateReads(st *state, l run.Lease, convID uuid.UUID, withRun bool) []func(context.Context, *db.Tx) error {
+	r := l.Run
+	st.run = r
+	reads := []func(context.Context, *db.Tx) error{
+		func(ctx context.Context, tx *db.Tx) (err error) {
+			st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, ConversationID: convID, RunSeq: r.ConversationSeq})
+			return err
+		},
+		func(ctx context.Context, tx *db.Tx) (err error) {
+			st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID})
+			return err
+		},
+		func(ctx context.Context, tx *db.Tx) (err error) {
+			st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, ConversationID: convID, RunSeq: r.ConversationSeq})
+			return err
+		},
+	}
+	if !withRun {
+		return reads
+	}
+	return append([]func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) (err error) {
+		if st.run, err = tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
+			return err
+		}
+		if st.run.Attempt != l.Attempt || st.run.Status != run.StatusRunning {
+			return run.ErrFenced
+		}
+		return nil
+	}}, reads...)
 }
 
 // stepResult is what a VALIDATE step did.

@@ -230,23 +230,48 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	}
 	var out Sent
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: in.ConversationID})
-		if db.IsNoRows(err) {
-			return apperr.NotFoundf("conversation")
-		}
-		if err != nil {
-			return err
-		}
-		if in.IdempotencyKey != "" {
-			prev, err := tx.Q.RunGetByIdempotencyKey(ctx, dbsqlc.RunGetByIdempotencyKeyParams{TenantID: a.TenantID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, IdempotencyKey: &in.IdempotencyKey})
-			if err == nil {
+		// The conversation (locked), the admission check and the settings go to Postgres
+		// together: one round trip.
+		var (
+			conv     dbsqlc.Conversation
+			replay   bool
+			set      settings.Settings
+			admitErr error
+		)
+		err := tx.Pipeline(ctx,
+			func(ctx context.Context, tx *db.Tx) (err error) {
+				conv, err = tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: in.ConversationID})
+				if db.IsNoRows(err) {
+					return apperr.NotFoundf("conversation")
+				}
+				if err != nil || in.IdempotencyKey == "" {
+					return err
+				}
+				prev, err := tx.Q.RunGetByIdempotencyKey(ctx, dbsqlc.RunGetByIdempotencyKeyParams{TenantID: a.TenantID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, IdempotencyKey: &in.IdempotencyKey})
+				if db.IsNoRows(err) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
 				msg, err := tx.Q.MessageGet(ctx, dbsqlc.MessageGetParams{TenantID: a.TenantID, ID: prev.TriggerMessageID.UUID})
-				out = Sent{Message: msg, Run: prev}
+				out, replay = Sent{Message: msg, Run: prev}, true
 				return err
-			}
-			if !db.IsNoRows(err) {
+			},
+			func(ctx context.Context, tx *db.Tx) error {
+				if s.admit != nil {
+					// Decided below, after the checks that come first.
+					admitErr = s.admit.Admit(ctx, tx, a.TenantID, a.UserID)
+				}
+				return nil
+			},
+			func(ctx context.Context, tx *db.Tx) (err error) {
+				set, err = settings.ForUser(ctx, tx, a)
 				return err
-			}
+			},
+		)
+		if err != nil || replay {
+			return err
 		}
 		if images {
 			if _, m, err := s.models.Resolve(conv.Model); err == nil && !m.Vision {
@@ -265,20 +290,31 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 				busy = false
 			}
 		}
-		if s.admit != nil {
-			if err := s.admit.Admit(ctx, tx, a.TenantID, a.UserID); err != nil {
-				return err
-			}
-		}
-		set, err := settings.ForUser(ctx, tx, a)
-		if err != nil {
-			return err
+		if admitErr != nil {
+			return admitErr
 		}
 		runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+		maxAttempts := int32(set.MaxRetries + 1)
 		// A run that starts now becomes the conversation's active one with the positions, and
-		// its job is inserted before it, so the run row names its job from the start.
-		pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
-			ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
+		// its job is inserted before it (beside the positions: two round trips for both), so
+		// the run row names its job from the start.
+		var pos dbsqlc.ConversationNextPositionsRow
+		var jobID *int64
+		err = tx.Pipeline(ctx,
+			func(ctx context.Context, tx *db.Tx) (err error) {
+				pos, err = tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
+					ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
+				return err
+			},
+			func(ctx context.Context, tx *db.Tx) error {
+				if busy {
+					return nil
+				}
+				id, err := s.runs.InsertJob(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts)
+				jobID = &id
+				return err
+			},
+		)
 		if err != nil {
 			return err
 		}
@@ -286,40 +322,40 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if in.IdempotencyKey != "" {
 			key = &in.IdempotencyKey
 		}
-		maxAttempts := int32(set.MaxRetries + 1)
-		var jobID *int64
-		if !busy {
-			id, err := s.runs.InsertJob(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts)
-			if err != nil {
-				return err
-			}
-			jobID = &id
-		}
-		r, err := tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{
-			TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
-			ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
-			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
-		})
-		if err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
+		// The run, its message and task.queued: one round trip.
+		scope := events.Scope{TenantID: a.TenantID, RunID: runID, ConversationID: conv.ID}
 		blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
 		parts, _ := json.Marshal(blocks)
-		msg, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
-			RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
-			TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
-		})
-		if err != nil {
-			return fmt.Errorf("insert message: %w", err)
-		}
-		if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), events.New{Type: events.TaskQueued, Data: map[string]any{
-			"kind": r.Kind, "messageId": msg.ID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
-		}}); err != nil {
-			return err
-		}
-		out = Sent{Message: msg, Run: r}
-		return nil
+		return tx.Pipeline(ctx,
+			func(ctx context.Context, tx *db.Tx) (err error) {
+				out.Run, err = tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{
+					TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
+					ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
+					TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
+				})
+				if err != nil {
+					return fmt.Errorf("insert run: %w", err)
+				}
+				return nil
+			},
+			func(ctx context.Context, tx *db.Tx) (err error) {
+				out.Message, err = tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+					TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
+					RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
+					TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
+				})
+				if err != nil {
+					return fmt.Errorf("insert message: %w", err)
+				}
+				return nil
+			},
+			func(ctx context.Context, tx *db.Tx) error {
+				_, err := s.runs.Publisher().Append(ctx, tx, scope, events.New{Type: events.TaskQueued, Data: map[string]any{
+					"kind": run.KindChatTurn, "messageId": msgID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
+				}})
+				return err
+			},
+		)
 	})
 	return out, err
 }

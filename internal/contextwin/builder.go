@@ -42,24 +42,38 @@ func Build(ctx context.Context, tx *db.Tx, in BuildInput) (string, error) {
 	if s := ModeInstruction(in.Mode); s != "" {
 		parts = append(parts, s)
 	}
-	if in.ProjectID != uuid.Nil {
-		p, err := tx.Q.ProjectGet(ctx, dbsqlc.ProjectGetParams{TenantID: in.TenantID, ID: in.ProjectID})
-		if err != nil {
-			return "", fmt.Errorf("load project: %w", err)
-		}
-		tasks, err := tx.Q.ContextProjectTasks(ctx, dbsqlc.ContextProjectTasksParams{TenantID: in.TenantID, ProjectID: in.ProjectID, Lim: MaxTasks})
-		if err != nil {
-			return "", fmt.Errorf("load tasks: %w", err)
-		}
-		parts = append(parts, projectInfo(p, tasks))
-	}
 	tokens := in.MemoryTokens
 	if tokens <= 0 {
 		tokens = DefaultMemoryTokens
 	}
-	mems, err := memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
-	if err != nil {
+	// The project, its tasks and the memories are read together (one round trip).
+	var (
+		p     dbsqlc.Project
+		tasks []dbsqlc.Task
+		mems  []dbsqlc.Memory
+	)
+	reads := []func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) (err error) {
+		mems, err = memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
+		return err
+	}}
+	if in.ProjectID != uuid.Nil {
+		reads = append(reads, func(ctx context.Context, tx *db.Tx) (err error) {
+			if p, err = tx.Q.ProjectGet(ctx, dbsqlc.ProjectGetParams{TenantID: in.TenantID, ID: in.ProjectID}); err != nil {
+				return fmt.Errorf("load project: %w", err)
+			}
+			return nil
+		}, func(ctx context.Context, tx *db.Tx) (err error) {
+			if tasks, err = tx.Q.ContextProjectTasks(ctx, dbsqlc.ContextProjectTasksParams{TenantID: in.TenantID, ProjectID: in.ProjectID, Lim: MaxTasks}); err != nil {
+				return fmt.Errorf("load tasks: %w", err)
+			}
+			return nil
+		})
+	}
+	if err := tx.Pipeline(ctx, reads...); err != nil {
 		return "", err
+	}
+	if in.ProjectID != uuid.Nil {
+		parts = append(parts, projectInfo(p, tasks))
 	}
 	if len(mems) > 0 {
 		var b strings.Builder

@@ -66,15 +66,24 @@ type Tx struct {
 	TenantID uuid.UUID
 	system   bool
 	root     *Tx
-	after    []func()
+	after    []afterItem
 	batches  map[any]*commitBatch
 	flushes  []*commitBatch
+}
+
+// afterItem is what runs after the commit, in registration order: fn, or an item added to the
+// batch named key.
+type afterItem struct {
+	fn   func()
+	key  any
+	item any
 }
 
 // AfterCommit registers fn to run once the outermost transaction has committed (never when it
 // rolls back). Events are published to Redis this way: only what Postgres holds goes out.
 func (t *Tx) AfterCommit(fn func()) {
-	t.rootTx().after = append(t.rootTx().after, fn)
+	r := t.rootTx()
+	r.after = append(r.after, afterItem{fn: fn})
 }
 
 func (t *Tx) rootTx() *Tx {
@@ -86,6 +95,7 @@ func (t *Tx) rootTx() *Tx {
 
 // commitBatch is what AfterCommitBatch gathered under one key.
 type commitBatch struct {
+	key   any
 	items []any
 	flush func(items []any)
 }
@@ -97,16 +107,21 @@ type commitBatch struct {
 // this way into one Redis message.
 func (t *Tx) AfterCommitBatch(key any, item any, flush func(items []any)) {
 	r := t.rootTx()
-	b := r.batches[key]
-	if b == nil {
-		if r.batches == nil {
-			r.batches = map[any]*commitBatch{}
-		}
-		b = &commitBatch{flush: flush}
-		r.batches[key] = b
-		r.flushes = append(r.flushes, b)
+	r.batch(key, flush)
+	r.after = append(r.after, afterItem{key: key, item: item})
+}
+
+// batch registers the batch named key with its flush, unless it is registered already.
+func (t *Tx) batch(key any, flush func(items []any)) {
+	if t.batches[key] != nil {
+		return
 	}
-	r.after = append(r.after, func() { b.items = append(b.items, item) })
+	if t.batches == nil {
+		t.batches = map[any]*commitBatch{}
+	}
+	b := &commitBatch{key: key, flush: flush}
+	t.batches[key] = b
+	t.flushes = append(t.flushes, b)
 }
 
 type txKey struct{}
@@ -197,8 +212,13 @@ func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) er
 		return fmt.Errorf("commit: %w", err)
 	}
 	if tx.root == nil {
-		for _, f := range tx.after {
-			f()
+		for _, a := range tx.after {
+			if a.fn != nil {
+				a.fn()
+			} else {
+				b := tx.batches[a.key]
+				b.items = append(b.items, a.item)
+			}
 		}
 		for _, b := range tx.flushes {
 			if len(b.items) > 0 {

@@ -1,0 +1,179 @@
+package db_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/db/dbtest"
+)
+
+// Not parallel: it sets the package's batch hook.
+func TestPipeline(t *testing.T) {
+	d, _ := dbtest.Open(t)
+	ctx := context.Background()
+	tenant := uuid.Must(uuid.NewV7())
+	require.NoError(t, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenant, Name: "pipeline"})
+		return err
+	}))
+	var batches []int
+	db.OnPipelineBatch(func(n int) { batches = append(batches, n) })
+	t.Cleanup(func() { db.OnPipelineBatch(nil) })
+
+	t.Run("statements of the running functions go together", func(t *testing.T) {
+		batches = nil
+		var name string
+		var series []int
+		var missing error
+		var flushed []any
+		type key struct{}
+		flush := func(items []any) { flushed = items }
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			if _, err := tx.Exec(ctx, "CREATE TEMP TABLE pipe_t (id serial, n int) ON COMMIT DROP"); err != nil {
+				return err
+			}
+			err := tx.Pipeline(ctx,
+				func(ctx context.Context, tx *db.Tx) error {
+					tn, err := tx.Q.TenantGetByID(ctx, tenant) // QueryRow
+					if err != nil {
+						return err
+					}
+					name = tn.Name
+					if _, err := tx.Exec(ctx, "INSERT INTO pipe_t (n) VALUES (1), (2)"); err != nil {
+						return err
+					}
+					rows, err := tx.Query(ctx, "SELECT n FROM pipe_t ORDER BY id")
+					if err != nil {
+						return err
+					}
+					series, err = pgx.CollectRows(rows, pgx.RowTo[int])
+					tx.AfterCommitBatch(key{}, "first", flush)
+					return err
+				},
+				func(ctx context.Context, tx *db.Tx) error {
+					_, missing = tx.Q.TenantGetByID(ctx, uuid.Must(uuid.NewV7()))
+					tx.AfterCommitBatch(key{}, "second", flush)
+					return nil
+				},
+				func(ctx context.Context, tx *db.Tx) error {
+					tx.AfterCommitBatch(key{}, "third", flush) // registered before the others run
+					var n int
+					if err := tx.QueryRow(ctx, "SELECT 41 + 1").Scan(&n); err != nil {
+						return err
+					}
+					if n != 42 {
+						return errors.New("41 + 1 is not 42")
+					}
+					_, err := tx.Exec(ctx, "INSERT INTO pipe_t (n) VALUES (3)")
+					return err
+				},
+			)
+			if err != nil {
+				return err
+			}
+			// The transaction goes on after the pipeline, and sees what it wrote.
+			var total int
+			require.NoError(t, tx.QueryRow(ctx, "SELECT sum(n) FROM pipe_t").Scan(&total))
+			require.Equal(t, 6, total)
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, "pipeline", name)
+		require.True(t, db.IsNoRows(missing), "a row not found is the function's own answer: %v", missing)
+		// Batch 1: every function's first statement; 2: the first's INSERT and the third's; 3:
+		// the first's SELECT, alone, because the others have returned. The rows the first
+		// function reads show the order within a batch: its INSERT went before the third's.
+		require.Equal(t, []int{3, 2, 1}, batches)
+		require.Equal(t, []int{1, 2, 3}, series)
+		require.Equal(t, []any{"first", "second", "third"}, flushed, "after-commit items follow the order of the functions")
+	})
+
+	t.Run("a failed statement fails the pipeline and the transaction", func(t *testing.T) {
+		var other error
+		var flushed bool
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			return tx.Pipeline(ctx,
+				func(ctx context.Context, tx *db.Tx) error {
+					tx.AfterCommit(func() { flushed = true })
+					_, err := tx.Q.TenantGetByID(ctx, tenant)
+					if err != nil {
+						return err
+					}
+					_, other = tx.Q.TenantGetByID(ctx, tenant) // after the failure: aborted
+					return nil
+				},
+				func(ctx context.Context, tx *db.Tx) error {
+					_, err := tx.Exec(ctx, "SELECT 1 / 0")
+					return err
+				},
+			)
+		})
+		require.ErrorContains(t, err, "division by zero")
+		require.ErrorContains(t, other, "current transaction is aborted")
+		require.False(t, flushed)
+	})
+
+	t.Run("savepoints, commits and panics are refused", func(t *testing.T) {
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			return tx.Pipeline(ctx,
+				func(ctx context.Context, tx *db.Tx) error {
+					return d.InTx(ctx, tenant, func(context.Context, *db.Tx) error { return nil })
+				},
+				func(ctx context.Context, tx *db.Tx) error { return tx.Commit(ctx) },
+			)
+		})
+		require.Error(t, err)
+		// A pipeline inside a pipeline's function runs its functions in turn.
+		batches = nil
+		var a, b int
+		err = d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			return tx.Pipeline(ctx,
+				func(ctx context.Context, tx *db.Tx) error {
+					return tx.Pipeline(ctx,
+						func(ctx context.Context, tx *db.Tx) error { return tx.QueryRow(ctx, "SELECT 1").Scan(&a) },
+						func(ctx context.Context, tx *db.Tx) error { return tx.QueryRow(ctx, "SELECT 2").Scan(&b) },
+					)
+				},
+				func(ctx context.Context, tx *db.Tx) error { return nil },
+			)
+		})
+		require.NoError(t, err)
+		require.Equal(t, []int{1, 2}, []int{a, b})
+		require.Equal(t, []int{1, 1}, batches)
+		err = d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			return tx.Pipeline(ctx,
+				func(ctx context.Context, tx *db.Tx) error {
+					_, err := tx.Q.TenantGetByID(ctx, tenant)
+					return err
+				},
+				func(ctx context.Context, tx *db.Tx) error { panic("boom") },
+			)
+		})
+		require.ErrorContains(t, err, "boom")
+	})
+
+	t.Run("a cancelled context ends every function", func(t *testing.T) {
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			return tx.Pipeline(cctx,
+				func(ctx context.Context, tx *db.Tx) error {
+					_, err := tx.Q.TenantGetByID(ctx, tenant)
+					return err
+				},
+				func(ctx context.Context, tx *db.Tx) error {
+					_, err := tx.Q.TenantGetByID(ctx, tenant)
+					return err
+				},
+			)
+		})
+		require.True(t, errors.Is(err, context.Canceled), "%v", err)
+	})
+}
