@@ -53,6 +53,7 @@ type App struct {
 	Config    *config.Config
 	Log       *slog.Logger
 	DB        *db.DB
+	Queue     *db.DB // River's own statements (db.OpenQueue: asynchronous commit)
 	Redis     *redis.Client
 	River     *river.Client[pgx.Tx]
 	Auth      *auth.Service
@@ -97,6 +98,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	}
 	if err := a.DB.Pool.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("connect to Postgres (DATABASE_URL): %w", err)
+	}
+	if a.Queue, err = db.OpenQueue(ctx, cfg.DatabaseURL, cfg.DBRole, log); err != nil {
+		return nil, err
 	}
 	ropts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
@@ -162,7 +166,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	host, _ := os.Hostname()
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
 		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
-		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs,
+		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue,
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
 			periodic := append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
@@ -220,6 +224,9 @@ func (a *App) Close() {
 	}
 	if a.DB != nil {
 		a.DB.Close()
+	}
+	if a.Queue != nil {
+		a.Queue.Close()
 	}
 	if err := errors.Join(errs...); err != nil {
 		a.Log.Warn("close", slog.Any("error", err))

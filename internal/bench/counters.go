@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentry/agentry/internal/db"
 )
 
 // counts is a snapshot of the counters COUNTERS compares.
@@ -25,17 +27,10 @@ type counts struct {
 //
 // Backends report their transaction counts at most once a second, when idle (Postgres 15); so
 // it waits a little over a second, then runs one query on each idle connection of agentry's
-// pool, which makes each backend flush, and subtracts those queries.
+// pools, which makes each backend flush, and subtracts those queries.
 func (e *env) counters(ctx context.Context) (counts, error) {
 	var c counts
-	time.Sleep(1100 * time.Millisecond)
-	touched := 0
-	for _, conn := range e.app.DB.Pool.AcquireAllIdle(ctx) {
-		if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
-			touched++
-		}
-		conn.Release()
-	}
+	touched := e.flushStats(ctx)
 	admin, err := pgx.Connect(ctx, e.adminDB)
 	if err != nil {
 		return c, err
@@ -52,6 +47,23 @@ func (e *env) counters(ctx context.Context) (counts, error) {
 	c.publishOwn = e.redisHook.publish.Load()
 	c.commandsOwn = e.redisHook.commands.Load()
 	return c, nil
+}
+
+// flushStats waits a little over a second and runs one query on each idle connection of
+// agentry's pools (its own and River's), so that every backend has reported its statistics
+// (see counters). It returns the queries it ran.
+func (e *env) flushStats(ctx context.Context) int {
+	time.Sleep(1100 * time.Millisecond)
+	touched := 0
+	for _, d := range []*db.DB{e.app.DB, e.app.Queue} {
+		for _, conn := range d.Pool.AcquireAllIdle(ctx) {
+			if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
+				touched++
+			}
+			conn.Release()
+		}
+	}
+	return touched
 }
 
 // redisCalls reads the calls of a command from INFO commandstats.
@@ -78,11 +90,7 @@ func (e *env) redisCalls(ctx context.Context, cmd string) (int64, error) {
 // table and in the reservations table, and the usage records inserted (one per LLM call).
 func (e *env) budgetWrites(ctx context.Context) ([3]int64, error) {
 	var n [3]int64
-	time.Sleep(1100 * time.Millisecond) // see counters
-	for _, conn := range e.app.DB.Pool.AcquireAllIdle(ctx) {
-		_, _ = conn.Exec(ctx, "SELECT 1")
-		conn.Release()
-	}
+	e.flushStats(ctx)
 	err := e.owner.QueryRow(ctx, `SELECT
 		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname = 'budgets'), 0)::bigint,
 		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname = 'reservations'), 0)::bigint,

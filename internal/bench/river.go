@@ -54,13 +54,13 @@ func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
 	return nil
 }
 
-// bareRiver is the baseline of the queue measures: a River client with a no-op worker, on a
-// pool opened like agentry's (same URL, role and size) and the chat queue's settings and worker
-// count.
+// bareRiver is the baseline of the queue measures: a River client with a no-op worker, on
+// pools opened like agentry's (same URL, role and size; River's own statements on a queue
+// pool, db.OpenQueue) and the chat queue's settings and worker count.
 type bareRiver struct {
-	db     *db.DB
-	client *river.Client[pgx.Tx]
-	worker *noopWorker
+	db, queue *db.DB
+	client    *river.Client[pgx.Tx]
+	worker    *noopWorker
 }
 
 func startBareRiver(ctx context.Context, e *env) (*bareRiver, error) {
@@ -69,10 +69,16 @@ func startBareRiver(ctx context.Context, e *env) (*bareRiver, error) {
 	if err != nil {
 		return nil, err
 	}
+	q, err := db.OpenQueue(ctx, e.dbURL, e.app.Config.DBRole, quiet)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	w := &noopWorker{}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
-	client, err := river.NewClient(riverpgxv5.New(d.Pool), &river.Config{
+	b := &bareRiver{db: d, queue: q, worker: w}
+	b.client, err = river.NewClient(riverpgxv5.New(q.Pool), &river.Config{
 		Logger:               quiet,
 		FetchCooldown:        jobs.FetchCooldown,
 		Workers:              workers,
@@ -80,14 +86,14 @@ func startBareRiver(ctx context.Context, e *env) (*bareRiver, error) {
 		RescueStuckJobsAfter: 2 * time.Hour,
 	})
 	if err != nil {
-		d.Close()
+		b.close()
 		return nil, fmt.Errorf("bare River client: %w", err)
 	}
-	if err := client.Start(ctx); err != nil {
-		d.Close()
+	if err := b.client.Start(ctx); err != nil {
+		b.close()
 		return nil, fmt.Errorf("start bare River: %w", err)
 	}
-	return &bareRiver{db: d, client: client, worker: w}, nil
+	return b, nil
 }
 
 // record sets where pickup latencies go and the closed-loop waiters' channels.
@@ -102,9 +108,14 @@ func (b *bareRiver) record(lat *samples, waiters int) []chan struct{} {
 	return ch
 }
 
+// insert inserts a job in a transaction of the pool like agentry's own (synchronous commit),
+// as sendMessage inserts a chat turn's job; River's own statements use the queue pool, like
+// agentry's client (db.OpenQueue).
 func (b *bareRiver) insert(ctx context.Context, args noopArgs) error {
-	_, err := b.client.Insert(ctx, args, nil)
-	return err
+	return pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
+		_, err := b.client.InsertTx(ctx, tx, args, nil)
+		return err
+	})
 }
 
 func (b *bareRiver) stop() {
@@ -113,5 +124,10 @@ func (b *bareRiver) stop() {
 	if err := b.client.Stop(ctx); err != nil {
 		_ = b.client.StopAndCancel(ctx)
 	}
+	b.close()
+}
+
+func (b *bareRiver) close() {
 	b.db.Close()
+	b.queue.Close()
 }

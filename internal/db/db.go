@@ -30,9 +30,28 @@ type DB struct {
 // before use, so the process works with the privileges of the application role whatever user
 // the URL names.
 func Open(ctx context.Context, url, role string, log *slog.Logger) (*DB, error) {
+	return open(ctx, url, role, log, false)
+}
+
+// OpenQueue opens the pool River's own statements run on (fetching, completing and
+// rescheduling jobs, its maintenance), like Open but with synchronous_commit off: their commits
+// do not wait for the WAL flush. Everything they write is River's bookkeeping that the next
+// synchronous commit of any session makes durable with it (WAL is flushed in order), and a
+// Postgres crash before that only puts a job back a step (fetched again, or rescued and run
+// again, which a run's lease and its terminal state make harmless). A chat turn's job is
+// inserted in the turn's own transaction (Open's pool), which stays synchronous, and so does
+// everything of agentry's. One WAL flush fewer between a message and its first token.
+func OpenQueue(ctx context.Context, url, role string, log *slog.Logger) (*DB, error) {
+	return open(ctx, url, role, log, true)
+}
+
+func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit bool) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if asyncCommit {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
 	if cfg.MaxConns < 8 {
 		cfg.MaxConns = 8

@@ -40,9 +40,11 @@ type Options struct {
 	// Extra workers and periodic jobs of other domains.
 	Register func(*river.Workers) []*river.PeriodicJob
 	Log      *slog.Logger
+	// Queue is the pool River's own statements run on (db.OpenQueue); d's when nil.
+	Queue *db.DB
 }
 
-// NewClient returns the River client over d's pool.
+// NewClient returns the River client over o.Queue's pool (d's when nil); its workers use d.
 func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 	cfg := &river.Config{
 		Logger: o.Log,
@@ -83,7 +85,11 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 			cfg.PeriodicJobs = append(cfg.PeriodicJobs, o.Register(workers)...)
 		}
 	}
-	client, err := river.NewClient(riverpgxv5.New(d.Pool), cfg)
+	pool := d.Pool
+	if o.Queue != nil {
+		pool = o.Queue.Pool
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
