@@ -219,6 +219,12 @@ func (a *App) Close() {
 	if a.Hub != nil {
 		errs = append(errs, a.Hub.Close())
 	}
+	if a.Runs != nil {
+		// Events published before the stop go out before the Redis client closes.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		errs = append(errs, a.Runs.Publisher().Flush(ctx))
+		cancel()
+	}
 	if a.Redis != nil {
 		errs = append(errs, a.Redis.Close())
 	}

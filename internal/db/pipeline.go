@@ -20,50 +20,71 @@ import (
 // queries.
 //
 // A fn must run its statements one at a time (no goroutines of its own on the view) and must
-// not wait for another fn. Pipeline inside a fn runs its own fns in turn. A view has no savepoints (Begin fails) and cannot commit. A failed
+// not wait for another fn. Pipeline inside a fn runs its own fns in that fn's place: they join
+// the same batches. A view has no savepoints (Begin fails) and cannot commit. A failed
 // statement aborts the transaction, as it would run alone: the statements after it fail too.
 // What fns register with AfterCommit and AfterCommitBatch is added to t in the order of fns,
 // whatever the order they ran in. Pipeline returns the first error of fns, in their order.
 func (t *Tx) Pipeline(ctx context.Context, fns ...func(ctx context.Context, tx *Tx) error) error {
-	if _, nested := t.Tx.(*pipeTx); nested || len(fns) == 1 {
-		// Inside another Pipeline's function, whose statements go one at a time: in turn.
-		errs := make([]error, len(fns))
-		for i, fn := range fns {
-			errs[i] = fn(ctx, t)
-		}
-		return firstError(errs)
+	if len(fns) == 1 {
+		return fns[0](ctx, t)
 	}
-	p := &pipeline{tx: t.Tx, calls: make(chan *pipeCall)}
-	views := make([]*Tx, len(fns))
-	errs := make([]error, len(fns))
-	done := make(chan int)
-	for i, fn := range fns {
-		ptx := &pipeTx{Tx: t.Tx, p: p, fn: i}
-		v := &Tx{Tx: ptx, Q: t.Q.WithTx(ptx), TenantID: t.TenantID, system: t.system}
-		views[i] = v
-		go func() {
-			defer func() {
-				if r := recover(); r != nil {
-					errs[i] = fmt.Errorf("db: pipeline function %d panicked: %v", i, r)
-				}
-				done <- i
-			}()
-			errs[i] = fn(context.WithValue(ctx, txKey{}, v), v)
-		}()
+	if pt, nested := t.Tx.(*pipeTx); nested {
+		pt.p.ev <- pipeEvent{spawn: len(fns)}
+		err := pt.p.run(ctx, t, pt.key, fns)
+		pt.p.ev <- pipeEvent{resume: true}
+		return err
 	}
+	p := &pipeline{tx: t.Tx, ev: make(chan pipeEvent)}
+	finished := make(chan error, 1)
+	go func() { finished <- p.run(ctx, t, nil, fns) }()
+	// Participants: functions not returned yet; blocked: those waiting for a Pipeline of
+	// their own to end.
 	var waiting []*pipeCall
-	for running := len(fns); running > 0; {
-		select {
-		case <-done:
+	for running, blocked := len(fns), 0; running > 0; {
+		switch e := <-p.ev; {
+		case e.call != nil:
+			waiting = append(waiting, e.call)
+		case e.done:
 			running--
-		case c := <-p.calls:
-			waiting = append(waiting, c)
+		case e.spawn > 0:
+			running += e.spawn
+			blocked++
+		case e.resume:
+			blocked--
 		}
-		if len(waiting) > 0 && len(waiting) == running {
+		if len(waiting) > 0 && len(waiting) == running-blocked {
 			p.send(ctx, waiting)
 			waiting = waiting[:0]
 		}
 	}
+	return <-finished
+}
+
+// run runs fns on views of t whose statements go through p, waits for them and adds what they
+// registered to run after the commit to t, in their order. key orders the views' statements
+// in a batch (fns of a nested Pipeline take the place of the function that called it).
+func (p *pipeline) run(ctx context.Context, t *Tx, key []int, fns []func(ctx context.Context, tx *Tx) error) error {
+	views := make([]*Tx, len(fns))
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		ptx := &pipeTx{Tx: p.tx, p: p, key: append(slices.Clone(key), i)}
+		v := &Tx{Tx: ptx, Q: t.Q.WithTx(ptx), TenantID: t.TenantID, system: t.system}
+		views[i] = v
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("db: pipeline function %d panicked: %v", i, r)
+				}
+				p.ev <- pipeEvent{done: true}
+			}()
+			errs[i] = fn(context.WithValue(ctx, txKey{}, v), v)
+		}()
+	}
+	wg.Wait()
 	root := t.rootTx()
 	for _, v := range views {
 		for _, b := range v.flushes {
@@ -72,6 +93,14 @@ func (t *Tx) Pipeline(ctx context.Context, fns ...func(ctx context.Context, tx *
 		root.after = append(root.after, v.after...)
 	}
 	return firstError(errs)
+}
+
+// pipeEvent is what a Pipeline's coordinator hears from its functions.
+type pipeEvent struct {
+	call   *pipeCall // a statement waiting for its batch
+	done   bool      // a function returned
+	spawn  int       // a function runs a Pipeline of this many functions and waits for it
+	resume bool      // that Pipeline ended
 }
 
 func firstError(errs []error) error {
@@ -85,8 +114,8 @@ func firstError(errs []error) error {
 
 // pipeline gathers the statements of a Pipeline's functions.
 type pipeline struct {
-	tx    pgx.Tx
-	calls chan *pipeCall
+	tx pgx.Tx
+	ev chan pipeEvent
 }
 
 type pipeKind int
@@ -99,7 +128,7 @@ const (
 
 // pipeCall is one statement of a function, waiting for its batch.
 type pipeCall struct {
-	fn   int
+	key  []int
 	kind pipeKind
 	sql  string
 	args []any
@@ -121,7 +150,7 @@ var onPipelineBatch func(statements int)
 
 // send sends calls as one batch and hands each its result, in the order of the functions.
 func (p *pipeline) send(ctx context.Context, calls []*pipeCall) {
-	slices.SortFunc(calls, func(a, b *pipeCall) int { return a.fn - b.fn })
+	slices.SortFunc(calls, func(a, b *pipeCall) int { return slices.Compare(a.key, b.key) })
 	if onPipelineBatch != nil {
 		onPipelineBatch(len(calls))
 	}
@@ -155,16 +184,16 @@ func (p *pipeline) send(ctx context.Context, calls []*pipeCall) {
 // pipeline.
 type pipeTx struct {
 	pgx.Tx
-	p  *pipeline
-	fn int
+	p   *pipeline
+	key []int
 }
 
 var errPipeline = errors.New("db: not available inside Pipeline")
 
 func (t *pipeTx) call(ctx context.Context, kind pipeKind, sql string, args []any) *pipeCall {
-	c := &pipeCall{fn: t.fn, kind: kind, sql: sql, args: args, res: make(chan pipeResult, 1), used: make(chan struct{})}
+	c := &pipeCall{key: t.key, kind: kind, sql: sql, args: args, res: make(chan pipeResult, 1), used: make(chan struct{})}
 	select {
-	case t.p.calls <- c:
+	case t.p.ev <- pipeEvent{call: c}:
 	case <-ctx.Done():
 		return nil
 	}

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -130,23 +131,66 @@ func TestPipeline(t *testing.T) {
 			)
 		})
 		require.Error(t, err)
-		// A pipeline inside a pipeline's function runs its functions in turn.
+	})
+
+	t.Run("a pipeline inside a function joins the batches in its place", func(t *testing.T) {
 		batches = nil
-		var a, b int
-		err = d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
-			return tx.Pipeline(ctx,
+		var got []int
+		var mu sync.Mutex
+		read := func(n int) func(context.Context, *db.Tx) error {
+			return func(ctx context.Context, tx *db.Tx) error {
+				var v int
+				err := tx.QueryRow(ctx, "SELECT $1::int", n).Scan(&v)
+				mu.Lock()
+				got = append(got, v)
+				mu.Unlock()
+				return err
+			}
+		}
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			if _, err := tx.Exec(ctx, "CREATE TEMP TABLE pipe_n (id serial, n int) ON COMMIT DROP"); err != nil {
+				return err
+			}
+			insert := func(n int) func(context.Context, *db.Tx) error {
+				return func(ctx context.Context, tx *db.Tx) error {
+					_, err := tx.Exec(ctx, "INSERT INTO pipe_n (n) VALUES ($1)", n)
+					return err
+				}
+			}
+			err := tx.Pipeline(ctx,
+				insert(1),
 				func(ctx context.Context, tx *db.Tx) error {
-					return tx.Pipeline(ctx,
-						func(ctx context.Context, tx *db.Tx) error { return tx.QueryRow(ctx, "SELECT 1").Scan(&a) },
-						func(ctx context.Context, tx *db.Tx) error { return tx.QueryRow(ctx, "SELECT 2").Scan(&b) },
-					)
+					if err := read(2)(ctx, tx); err != nil {
+						return err
+					}
+					// Nested, after a statement of its own: its functions take its place.
+					return tx.Pipeline(ctx, insert(2), read(3), insert(3))
 				},
-				func(ctx context.Context, tx *db.Tx) error { return nil },
+				func(ctx context.Context, tx *db.Tx) error {
+					if err := read(4)(ctx, tx); err != nil {
+						return err
+					}
+					if err := read(5)(ctx, tx); err != nil {
+						return err
+					}
+					return insert(4)(ctx, tx)
+				},
 			)
+			if err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, "SELECT n FROM pipe_n ORDER BY id")
+			if err != nil {
+				return err
+			}
+			order, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			require.Equal(t, []int{1, 2, 3, 4}, order, "statements of a batch go in the order of the functions, nested ones in their parent's place")
+			return err
 		})
 		require.NoError(t, err)
-		require.Equal(t, []int{1, 2}, []int{a, b})
-		require.Equal(t, []int{1, 1}, batches)
+		require.ElementsMatch(t, []int{2, 3, 4, 5}, got)
+		// 1: insert 1, read 2, read 4; 2: the nested three and read 5; 3: insert 4.
+		require.Equal(t, []int{3, 4, 1}, batches)
 		err = d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
 			return tx.Pipeline(ctx,
 				func(ctx context.Context, tx *db.Tx) error {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,16 +89,39 @@ type Scope struct {
 	ConversationID uuid.UUID // uuid.Nil when the run has no conversation
 }
 
-// Publisher sends events to Redis.
+// Publisher sends events to Redis. Publish returns at once: messages go out in the order they
+// were published, by one goroutine at a time that sends whatever has queued up meanwhile as one
+// pipeline (one round trip), so no caller (a transaction's commit, the token stream) waits for
+// Redis, and a burst costs one round trip.
 type Publisher struct {
 	rdb    redis.UniversalClient
 	prefix string
 	log    *slog.Logger
+
+	mu      sync.Mutex
+	queue   []outgoing
+	sending bool
+	idle    *sync.Cond // signalled when the queue is empty and nothing is being sent
+	dropped int64
 }
+
+// outgoing is one queued message.
+type outgoing struct {
+	ctx     context.Context
+	channel string
+	payload []byte
+}
+
+// MaxQueued bounds the messages waiting for Redis (while it is slow or down): beyond it new
+// messages are dropped and logged. Subscribers refill durable events from Postgres after a
+// resubscription; deltas are best effort.
+const MaxQueued = 10000
 
 // NewPublisher returns a publisher. prefix namespaces the channels (tests use one per test).
 func NewPublisher(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Publisher {
-	return &Publisher{rdb: rdb, prefix: prefix, log: log}
+	p := &Publisher{rdb: rdb, prefix: prefix, log: log}
+	p.idle = sync.NewCond(&p.mu)
+	return p
 }
 
 // Channel is the Redis channel of a tenant's events.
@@ -179,9 +203,10 @@ func (p *Publisher) flush(items []any) {
 	}
 }
 
-// Publish sends events (durable ones after their commit, or ephemeral ones) in one message.
-// A failure is logged, not returned: subscribers refill durable events from Postgres, and
-// ephemeral ones are best effort by definition.
+// Publish queues events (durable ones after their commit, or ephemeral ones) as one message,
+// sent after every message published before it. A failure is logged, not returned:
+// subscribers refill durable events from Postgres, and ephemeral ones are best effort by
+// definition.
 func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Event) {
 	if len(evs) == 0 {
 		return
@@ -191,9 +216,66 @@ func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Even
 		p.log.ErrorContext(ctx, "marshal events", slog.Any("error", err))
 		return
 	}
-	if err := p.rdb.Publish(ctx, Channel(p.prefix, tenantID), payload).Err(); err != nil {
-		p.log.WarnContext(ctx, "publish events", slog.Any("error", err), slog.String("tenant_id", tenantID.String()))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) >= MaxQueued {
+		if p.dropped++; p.dropped == 1 || p.dropped%1000 == 0 {
+			p.log.WarnContext(ctx, "publish queue full: events dropped", slog.Int64("dropped", p.dropped), slog.String("tenant_id", tenantID.String()))
+		}
+		return
 	}
+	p.queue = append(p.queue, outgoing{ctx: context.WithoutCancel(ctx), channel: Channel(p.prefix, tenantID), payload: payload})
+	if !p.sending {
+		p.sending = true
+		go p.send()
+	}
+}
+
+// send sends the queue until it is empty, then ends (it is started again by the next Publish).
+func (p *Publisher) send() {
+	for {
+		p.mu.Lock()
+		batch := p.queue
+		p.queue = nil
+		if len(batch) == 0 {
+			p.sending = false
+			p.idle.Broadcast()
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		var err error
+		if len(batch) == 1 {
+			err = p.rdb.Publish(batch[0].ctx, batch[0].channel, batch[0].payload).Err()
+		} else {
+			_, err = p.rdb.Pipelined(batch[0].ctx, func(pipe redis.Pipeliner) error {
+				for _, m := range batch {
+					pipe.Publish(m.ctx, m.channel, m.payload)
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			p.log.WarnContext(batch[0].ctx, "publish events", slog.Any("error", err), slog.Int("messages", len(batch)))
+		}
+	}
+}
+
+// Flush waits until every message published so far has been sent (or ctx ends): before the
+// Redis client closes, and for tests that read Redis directly.
+func (p *Publisher) Flush(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.idle.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.sending && ctx.Err() == nil {
+		p.idle.Wait()
+	}
+	return ctx.Err()
 }
 
 // List reads a run's stored events after afterSeq (at most limit).

@@ -603,3 +603,66 @@ func TestSubscribeChurnLeaksNoGoroutine(t *testing.T) {
 	}
 	goleak.VerifyNone(t, opts...)
 }
+
+// Publish does not wait for Redis: messages queue up and go out in the order they were
+// published, many in one pipeline, and Flush waits until all are sent.
+func TestPublishQueuesInOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	sub := f.rdb.Subscribe(ctx, events.Channel(f.prefix, f.scope.TenantID))
+	defer sub.Close()
+	_, err := sub.Receive(ctx) // subscribed
+	require.NoError(t, err)
+	counter := &publishCounter{}
+	f.rdb.AddHook(counter)
+	const n = 500
+	for i := range n {
+		f.pub.Publish(ctx, f.scope.TenantID, events.Event{RunID: f.scope.RunID, TenantID: f.scope.TenantID, Type: events.MessageDelta, Data: []byte(fmt.Sprintf(`{"index":%d}`, i))})
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.pub.Flush(fctx))
+	require.EqualValues(t, n, counter.publishes.Load(), "every message was sent when Flush returned")
+	require.Less(t, counter.roundTrips.Load(), int64(n), "messages queued meanwhile go out together")
+	ch := sub.Channel()
+	for i := range n {
+		select {
+		case m := <-ch:
+			require.Contains(t, m.Payload, fmt.Sprintf(`"data":{"index":%d}`, i), "message %d out of order", i)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("message %d not received", i)
+		}
+	}
+}
+
+// publishCounter counts PUBLISH commands and the round trips that carried them.
+type publishCounter struct{ publishes, roundTrips atomic.Int64 }
+
+func (c *publishCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *publishCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "publish" {
+			c.publishes.Add(1)
+			c.roundTrips.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *publishCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, cmd := range cmds {
+			if cmd.Name() == "publish" {
+				n++
+			}
+		}
+		if n > 0 {
+			c.publishes.Add(int64(n))
+			c.roundTrips.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}

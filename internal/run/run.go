@@ -199,7 +199,9 @@ func (l Lease) Scope() events.Scope { return ScopeOf(l.Run) }
 // Acquire takes a run for a worker: the attempt is bumped (fencing out any older worker) and
 // execution.started appended. It returns ErrFenced when the run is already terminal. Each of
 // also runs in the same transaction with the new lease (the worker's first reads: one
-// transaction instead of several); an error from one undoes the acquisition.
+// transaction instead of several), at the same time as the append and each other (a
+// db.Tx.Pipeline: their statements share round trips); an error from one undoes the
+// acquisition.
 func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
 	var l Lease
 	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
@@ -215,15 +217,15 @@ func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner 
 		if r.Attempt == 1 {
 			news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": r.Kind}})
 		}
-		if _, err = s.pub.Append(ctx, tx, l.Scope(), news...); err != nil {
+		// The events and the functions' statements go to Postgres together (db.Tx.Pipeline).
+		fns := []func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
+			_, err := s.pub.Append(ctx, tx, l.Scope(), news...)
 			return err
-		}
+		}}
 		for _, fn := range also {
-			if err := fn(ctx, tx, l); err != nil {
-				return err
-			}
+			fns = append(fns, func(ctx context.Context, tx *db.Tx) error { return fn(ctx, tx, l) })
 		}
-		return nil
+		return tx.Pipeline(ctx, fns...)
 	})
 	return l, err
 }

@@ -72,7 +72,8 @@ func NewService(d *db.DB, runs *run.Service, log *slog.Logger) *Service {
 }
 
 // hasBudgets reports whether the tenant has any budget, from a short-lived cache. When in doubt
-// (an error) it says yes: the reservation statement then decides.
+// (an error) it says yes: the reservation statement then decides. Inside a transaction (ReserveTx)
+// it reads in that transaction, where a failure would fail the reservation too.
 func (s *Service) hasBudgets(ctx context.Context, tenantID uuid.UUID) bool {
 	now := time.Now()
 	s.mu.Lock()
@@ -82,11 +83,16 @@ func (s *Service) hasBudgets(ctx context.Context, tenantID uuid.UUID) bool {
 		return e.has
 	}
 	var has bool
-	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		var err error
+	var err error
+	if tx, in := db.TxFrom(ctx); in && tx.TenantID == tenantID {
 		has, err = tx.Q.BudgetExists(ctx, tenantID)
-		return err
-	})
+	} else {
+		err = s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+			var err error
+			has, err = tx.Q.BudgetExists(ctx, tenantID)
+			return err
+		})
+	}
 	if err != nil {
 		return true
 	}
