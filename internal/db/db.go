@@ -193,25 +193,15 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 		}
 		return err
 	}
-	ptx, err := d.Pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: scopedBegin(tenantID, system)})
+	c, err := d.Pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	return finish(ctx, &Tx{Tx: ptx, Q: d.Q.WithTx(ptx), TenantID: tenantID, system: system}, fn)
-}
-
-// scopedBegin is the statement that opens a transaction already scoped to tenantID (or to every
-// tenant when system is set): BEGIN and the transaction-local setting that row-level security
-// reads, sent together in one round trip (simple protocol) instead of two. It is built here
-// rather than in queries/ because sqlc cannot express a transaction's opening; the only value
-// in it is a uuid.UUID's canonical text, so nothing from outside is spliced in. A failure
-// closes the connection (pgx discards a connection whose BEGIN failed), so a half-scoped
-// transaction can never be used.
-func scopedBegin(tenantID uuid.UUID, system bool) string {
-	if system {
-		return "BEGIN; SELECT set_config('app.system', 'on', true)"
-	}
-	return "BEGIN; SELECT set_config('app.tenant_id', '" + tenantID.String() + "', true)"
+	// BEGIN and the scope go with the transaction's first statement (lazyTx). They come first
+	// in its batch, and a failure of either skips the rest of the batch (one Sync ends it), so
+	// no statement can run in a transaction that is not scoped.
+	ltx := newLazyTx(c, tenantID.String(), system)
+	return finish(ctx, &Tx{Tx: ltx, Q: d.Q.WithTx(ltx), TenantID: tenantID, system: system}, fn)
 }
 
 func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error) (err error) {

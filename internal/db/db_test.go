@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db"
@@ -69,4 +70,80 @@ func TestQueryWithoutTenantSeesNothing(t *testing.T) {
 		_, err := tx.Q.TenantGetByID(ctx, id)
 		return err
 	}))
+}
+
+// A transaction begins with its first statement, whatever kind it is: BEGIN, the tenant's
+// scope and that statement go together, and the scope holds for it.
+func TestTransactionBeginsWithItsFirstStatement(t *testing.T) {
+	t.Parallel()
+	d, _ := dbtest.Open(t)
+	ctx := context.Background()
+	a := uuid.Must(uuid.NewV7())
+	require.NoError(t, d.InTx(ctx, a, func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: a, Name: "first"})
+		return err
+	}))
+	scope := func(ctx context.Context, tx *db.Tx) string {
+		var s string
+		require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('app.tenant_id', true)").Scan(&s))
+		return s
+	}
+	firsts := map[string]func(ctx context.Context, tx *db.Tx) error{
+		"query row": func(ctx context.Context, tx *db.Tx) error {
+			_, err := tx.Q.TenantGetByID(ctx, a)
+			return err
+		},
+		"query": func(ctx context.Context, tx *db.Tx) error {
+			rows, err := tx.Query(ctx, "SELECT id FROM tenants")
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+			require.Equal(t, []uuid.UUID{a}, ids, "row-level security applies to the first statement")
+			return err
+		},
+		"exec": func(ctx context.Context, tx *db.Tx) error {
+			_, err := tx.Exec(ctx, "UPDATE tenants SET name = name WHERE id = $1", a)
+			return err
+		},
+		"batch": func(ctx context.Context, tx *db.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue("SELECT 1")
+			b.Queue("SELECT 2")
+			br := tx.SendBatch(ctx, b)
+			var one, two int
+			require.NoError(t, br.QueryRow().Scan(&one))
+			require.NoError(t, br.QueryRow().Scan(&two))
+			require.Equal(t, []int{1, 2}, []int{one, two})
+			return br.Close()
+		},
+		"savepoint": func(ctx context.Context, tx *db.Tx) error {
+			return d.InTx(ctx, a, func(ctx context.Context, sp *db.Tx) error {
+				_, err := sp.Q.TenantGetByID(ctx, a)
+				return err
+			})
+		},
+		"nothing": func(context.Context, *db.Tx) error { return nil },
+	}
+	for name, first := range firsts {
+		require.NoError(t, d.InTx(ctx, a, func(ctx context.Context, tx *db.Tx) error {
+			if err := first(ctx, tx); err != nil {
+				return err
+			}
+			// A transaction-local setting still holds: the same transaction.
+			require.Equal(t, a.String(), scope(ctx, tx), name)
+			return nil
+		}), name)
+	}
+	// A first statement that fails rolls everything back and gives the connection back.
+	err := d.InTx(ctx, a, func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Exec(ctx, "SELECT 1 / 0")
+		return err
+	})
+	require.ErrorContains(t, err, "division by zero")
+	require.Zero(t, d.Pool.Stat().AcquiredConns())
+	// The setting is the transaction's own: outside one there is none.
+	var s string
+	require.NoError(t, d.Pool.QueryRow(ctx, "SELECT coalesce(current_setting('app.tenant_id', true), '')").Scan(&s))
+	require.Empty(t, s)
 }
