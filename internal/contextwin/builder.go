@@ -52,10 +52,7 @@ func Build(ctx context.Context, tx *db.Tx, in BuildInput) (string, error) {
 		tasks []dbsqlc.Task
 		mems  []dbsqlc.Memory
 	)
-	reads := []func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) (err error) {
-		mems, err = memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
-		return err
-	}}
+	var reads []func(context.Context, *db.Tx) error
 	if in.ProjectID != uuid.Nil {
 		reads = append(reads, func(ctx context.Context, tx *db.Tx) (err error) {
 			if p, err = tx.Q.ProjectGet(ctx, dbsqlc.ProjectGetParams{TenantID: in.TenantID, ID: in.ProjectID}); err != nil {
@@ -69,6 +66,10 @@ func Build(ctx context.Context, tx *db.Tx, in BuildInput) (string, error) {
 			return nil
 		})
 	}
+	reads = append(reads, func(ctx context.Context, tx *db.Tx) (err error) {
+		mems, err = memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
+		return err
+	})
 	if err := tx.Pipeline(ctx, reads...); err != nil {
 		return "", err
 	}

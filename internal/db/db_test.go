@@ -102,6 +102,17 @@ func TestTransactionBeginsWithItsFirstStatement(t *testing.T) {
 			require.Equal(t, []uuid.UUID{a}, ids, "row-level security applies to the first statement")
 			return err
 		},
+		"rows read to the end, then another statement": func(ctx context.Context, tx *db.Tx) error {
+			rows, err := tx.Query(ctx, "SELECT generate_series(1, 3)")
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+			}
+			_, err = tx.Exec(ctx, "SELECT 1") // the connection is free once the rows are read
+			return err
+		},
 		"exec": func(ctx context.Context, tx *db.Tx) error {
 			_, err := tx.Exec(ctx, "UPDATE tenants SET name = name WHERE id = $1", a)
 			return err

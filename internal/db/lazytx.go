@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -72,12 +71,15 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	b.Queue(sql, args...)
 	br := t.send(ctx, b)
 	tag, err := br.Exec()
-	return tag, errors.Join(err, br.Close())
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
 }
 
 func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if t.closed {
-		return nil, pgx.ErrTxClosed
+		return &bufRows{err: pgx.ErrTxClosed}, pgx.ErrTxClosed
 	}
 	if t.tx != nil {
 		return t.tx.Query(ctx, sql, args...)
@@ -88,7 +90,7 @@ func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
-		return nil, err
+		return &bufRows{err: err}, err
 	}
 	return &batchRows{Rows: rows, br: br}, nil
 }
@@ -168,11 +170,20 @@ func (t *lazyTx) end(fn func() error) error {
 	return err
 }
 
-// batchRows closes its batch with the rows.
+// batchRows closes its batch with the rows (or when they are read to the end, as pgx closes
+// rows then, so the connection is free for the next statement).
 type batchRows struct {
 	pgx.Rows
 	br  pgx.BatchResults
 	err error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
 }
 
 func (r *batchRows) Close() {

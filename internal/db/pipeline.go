@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Pipeline runs fns at the same time inside t, each with a view of t (the *Tx it is given)
@@ -24,67 +26,57 @@ import (
 // the same batches. A view has no savepoints (Begin fails) and cannot commit. A failed
 // statement aborts the transaction, as it would run alone: the statements after it fail too.
 // What fns register with AfterCommit and AfterCommitBatch is added to t in the order of fns,
-// whatever the order they ran in. Pipeline returns the first error of fns, in their order.
+// whatever the order they ran in. Pipeline returns the error of the first statement that
+// failed (the cause; the statements after it fail as aborted), else the first error of fns in
+// their order; a panic of a fn panics again in the caller once every fn has returned.
 func (t *Tx) Pipeline(ctx context.Context, fns ...func(ctx context.Context, tx *Tx) error) error {
-	if len(fns) == 1 {
+	switch len(fns) {
+	case 0:
+		return nil
+	case 1:
 		return fns[0](ctx, t)
 	}
 	if pt, nested := t.Tx.(*pipeTx); nested {
-		pt.p.ev <- pipeEvent{spawn: len(fns)}
-		err := pt.p.run(ctx, t, pt.key, fns)
-		pt.p.ev <- pipeEvent{resume: true}
-		return err
+		pt.p.spawn(len(fns))
+		defer pt.p.resume()
+		return pt.p.run(ctx, t, pt.key, fns)
 	}
-	p := &pipeline{tx: t.Tx, ev: make(chan pipeEvent)}
-	finished := make(chan error, 1)
-	go func() { finished <- p.run(ctx, t, nil, fns) }()
-	// Participants: functions not returned yet; blocked: those waiting for a Pipeline of
-	// their own to end.
-	var waiting []*pipeCall
-	for running, blocked := len(fns), 0; running > 0; {
-		switch e := <-p.ev; {
-		case e.call != nil:
-			waiting = append(waiting, e.call)
-		case e.done:
-			running--
-		case e.spawn > 0:
-			running += e.spawn
-			blocked++
-		case e.resume:
-			blocked--
-		}
-		if len(waiting) > 0 && len(waiting) == running-blocked {
-			p.send(ctx, waiting)
-			waiting = waiting[:0]
-		}
-	}
-	return <-finished
+	p := &pipeline{tx: t.Tx, running: len(fns)}
+	return p.run(ctx, t, nil, fns)
 }
 
-// run runs fns on views of t whose statements go through p, waits for them and adds what they
-// registered to run after the commit to t, in their order. key orders the views' statements
-// in a batch (fns of a nested Pipeline take the place of the function that called it).
+// run runs fns on views of t whose statements go through p (the first in this goroutine),
+// waits for them and adds what they registered to run after the commit to t, in their order.
+// key orders the views' statements in a batch (fns of a nested Pipeline take the place of the
+// function that called it).
 func (p *pipeline) run(ctx context.Context, t *Tx, key []int, fns []func(ctx context.Context, tx *Tx) error) error {
 	views := make([]*Tx, len(fns))
 	errs := make([]error, len(fns))
-	var wg sync.WaitGroup
-	for i, fn := range fns {
-		ptx := &pipeTx{Tx: p.tx, p: p, key: append(slices.Clone(key), i)}
-		v := &Tx{Tx: ptx, Q: t.Q.WithTx(ptx), TenantID: t.TenantID, system: t.system}
-		views[i] = v
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					errs[i] = fmt.Errorf("db: pipeline function %d panicked: %v", i, r)
-				}
-				p.ev <- pipeEvent{done: true}
-			}()
-			errs[i] = fn(context.WithValue(ctx, txKey{}, v), v)
+	panics := make([]any, len(fns))
+	one := func(i int) {
+		defer func() {
+			if r := recover(); r != nil {
+				panics[i] = fmt.Sprintf("%v\n(in db.Tx.Pipeline function %d)\n%s", r, i, debug.Stack())
+			}
+			p.done(ctx)
 		}()
+		errs[i] = fns[i](context.WithValue(ctx, txKey{}, views[i]), views[i])
 	}
+	for i := range fns {
+		ptx := &pipeTx{Tx: p.tx, p: p, key: append(slices.Clone(key), i)}
+		views[i] = &Tx{Tx: ptx, Q: t.Q.WithTx(ptx), TenantID: t.TenantID, system: t.system}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(fns); i++ {
+		wg.Go(func() { one(i) })
+	}
+	one(0)
 	wg.Wait()
+	for _, r := range panics {
+		if r != nil {
+			panic(r)
+		}
+	}
 	root := t.rootTx()
 	for _, v := range views {
 		for _, b := range v.flushes {
@@ -92,15 +84,13 @@ func (p *pipeline) run(ctx context.Context, t *Tx, key []int, fns []func(ctx con
 		}
 		root.after = append(root.after, v.after...)
 	}
+	p.mu.Lock()
+	cause := p.failed
+	p.mu.Unlock()
+	if cause != nil {
+		return cause
+	}
 	return firstError(errs)
-}
-
-// pipeEvent is what a Pipeline's coordinator hears from its functions.
-type pipeEvent struct {
-	call   *pipeCall // a statement waiting for its batch
-	done   bool      // a function returned
-	spawn  int       // a function runs a Pipeline of this many functions and waits for it
-	resume bool      // that Pipeline ended
 }
 
 func firstError(errs []error) error {
@@ -112,10 +102,64 @@ func firstError(errs []error) error {
 	return nil
 }
 
-// pipeline gathers the statements of a Pipeline's functions.
+// pipeline gathers the statements of a Pipeline's functions. No goroutine coordinates them:
+// the function whose statement (or return) completes a round sends the round's batch.
 type pipeline struct {
 	tx pgx.Tx
-	ev chan pipeEvent
+	mu sync.Mutex
+	// running counts the functions not returned yet; blocked, those of them waiting for a
+	// Pipeline of their own to end; waiting, the statements of the others.
+	running, blocked int
+	waiting          []*pipeCall
+	// failed is the error of the first statement that failed.
+	failed error
+	// sending serialises batches on the connection: a function may start the next round
+	// while the last results of the previous one are still being read.
+	sending sync.Mutex
+}
+
+// add queues c and, when it completes the round, sends the round.
+func (p *pipeline) add(ctx context.Context, c *pipeCall) {
+	p.mu.Lock()
+	p.waiting = append(p.waiting, c)
+	p.flushLocked(ctx)
+}
+
+// done is told that a function returned; the others may all be waiting.
+func (p *pipeline) done(ctx context.Context) {
+	p.mu.Lock()
+	p.running--
+	p.flushLocked(ctx)
+}
+
+// spawn is told that a function runs a nested Pipeline of n functions and waits for it.
+func (p *pipeline) spawn(n int) {
+	p.mu.Lock()
+	p.running += n
+	p.blocked++
+	p.mu.Unlock()
+}
+
+// resume is told that the nested Pipeline ended.
+func (p *pipeline) resume() {
+	p.mu.Lock()
+	p.blocked--
+	p.mu.Unlock()
+}
+
+// flushLocked sends the waiting statements when every running function has one; it unlocks
+// p.mu.
+func (p *pipeline) flushLocked(ctx context.Context) {
+	if len(p.waiting) == 0 || len(p.waiting) != p.running-p.blocked {
+		p.mu.Unlock()
+		return
+	}
+	calls := p.waiting
+	p.waiting = nil
+	p.sending.Lock()
+	p.mu.Unlock()
+	defer p.sending.Unlock()
+	p.send(ctx, calls)
 }
 
 type pipeKind int
@@ -123,7 +167,6 @@ type pipeKind int
 const (
 	pipeExec pipeKind = iota
 	pipeQuery
-	pipeQueryRow
 )
 
 // pipeCall is one statement of a function, waiting for its batch.
@@ -133,15 +176,11 @@ type pipeCall struct {
 	sql  string
 	args []any
 	res  chan pipeResult
-	// used is closed when the function has read the statement's rows (Query: Close;
-	// QueryRow: Scan), so the next result of the batch can be read.
-	used chan struct{}
 }
 
 type pipeResult struct {
 	tag  pgconn.CommandTag
-	rows pgx.Rows
-	row  pgx.Row
+	rows *bufRows
 	err  error
 }
 
@@ -149,6 +188,8 @@ type pipeResult struct {
 var onPipelineBatch func(statements int)
 
 // send sends calls as one batch and hands each its result, in the order of the functions.
+// Rows are read whole here (the batch's results must be read in order), so no function waits
+// for another's to be read.
 func (p *pipeline) send(ctx context.Context, calls []*pipeCall) {
 	slices.SortFunc(calls, func(a, b *pipeCall) int { return slices.Compare(a.key, b.key) })
 	if onPipelineBatch != nil {
@@ -160,24 +201,49 @@ func (p *pipeline) send(ctx context.Context, calls []*pipeCall) {
 	}
 	br := p.tx.SendBatch(ctx, b)
 	for _, c := range calls {
-		switch c.kind {
-		case pipeExec:
-			tag, err := br.Exec()
-			c.res <- pipeResult{tag: tag, err: err}
-		case pipeQuery:
-			rows, err := br.Query()
-			if err != nil {
-				c.res <- pipeResult{err: err}
-				continue
-			}
-			c.res <- pipeResult{rows: rows}
-			<-c.used
-		case pipeQueryRow:
-			c.res <- pipeResult{row: br.QueryRow()}
-			<-c.used
+		var r pipeResult
+		if c.kind == pipeExec {
+			r.tag, r.err = br.Exec()
+		} else if rows, err := br.Query(); err != nil {
+			r.err = err
+		} else {
+			r.rows = readRows(rows)
+			r.err = r.rows.err
 		}
+		if r.err != nil {
+			p.mu.Lock()
+			if p.failed == nil {
+				p.failed = r.err
+			}
+			p.mu.Unlock()
+		}
+		c.res <- r
 	}
-	_ = br.Close() // a failed statement's error went to its function
+	if err := br.Close(); err != nil {
+		p.mu.Lock()
+		if p.failed == nil {
+			p.failed = err
+		}
+		p.mu.Unlock()
+	}
+}
+
+// readRows reads rows whole into memory.
+func readRows(rows pgx.Rows) *bufRows {
+	r := &bufRows{fields: slices.Clone(rows.FieldDescriptions()), conn: rows.Conn()}
+	for rows.Next() {
+		raw := rows.RawValues()
+		row := make([][]byte, len(raw))
+		for i, v := range raw {
+			if v != nil {
+				row[i] = slices.Clone(v)
+			}
+		}
+		r.rows = append(r.rows, row)
+	}
+	rows.Close()
+	r.tag, r.err = rows.CommandTag(), rows.Err()
+	return r
 }
 
 // pipeTx is a Pipeline function's view of the transaction: its statements go through the
@@ -191,12 +257,11 @@ type pipeTx struct {
 var errPipeline = errors.New("db: not available inside Pipeline")
 
 func (t *pipeTx) call(ctx context.Context, kind pipeKind, sql string, args []any) *pipeCall {
-	c := &pipeCall{key: t.key, kind: kind, sql: sql, args: args, res: make(chan pipeResult, 1), used: make(chan struct{})}
-	select {
-	case t.p.ev <- pipeEvent{call: c}:
-	case <-ctx.Done():
+	if ctx.Err() != nil {
 		return nil
 	}
+	c := &pipeCall{key: t.key, kind: kind, sql: sql, args: args, res: make(chan pipeResult, 1)}
+	t.p.add(ctx, c)
 	return c
 }
 
@@ -212,21 +277,21 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	c := t.call(ctx, pipeQuery, sql, args)
 	if c == nil {
-		return nil, ctx.Err()
+		return &bufRows{err: ctx.Err()}, ctx.Err()
 	}
 	r := <-c.res
-	if r.err != nil {
-		return nil, r.err
+	if r.rows == nil {
+		return &bufRows{err: r.err}, r.err
 	}
-	return &pipeRows{Rows: r.rows, used: c.used}, nil
+	return r.rows, r.err
 }
 
 func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	c := t.call(ctx, pipeQueryRow, sql, args)
-	if c == nil {
-		return errRow{ctx.Err()}
+	rows, err := t.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
 	}
-	return &pipeRow{c: c}
+	return firstRow{rows}
 }
 
 func (t *pipeTx) Begin(context.Context) (pgx.Tx, error) { return nil, errPipeline }
@@ -242,25 +307,71 @@ func (t *pipeTx) Prepare(context.Context, string, string) (*pgconn.StatementDesc
 	return nil, errPipeline
 }
 
-// pipeRows lets the batch go on once the function closed its rows.
-type pipeRows struct {
-	pgx.Rows
-	used chan struct{}
-	once sync.Once
+// bufRows are rows read whole (readRows), scanned like pgx's.
+type bufRows struct {
+	fields []pgconn.FieldDescription
+	rows   [][][]byte
+	next   int
+	tag    pgconn.CommandTag
+	err    error
+	conn   *pgx.Conn
 }
 
-func (r *pipeRows) Close() {
-	r.Rows.Close()
-	r.once.Do(func() { close(r.used) })
+func (r *bufRows) Close()                                       { r.next = len(r.rows) + 1 }
+func (r *bufRows) Err() error                                   { return r.err }
+func (r *bufRows) CommandTag() pgconn.CommandTag                { return r.tag }
+func (r *bufRows) FieldDescriptions() []pgconn.FieldDescription { return r.fields }
+func (r *bufRows) Conn() *pgx.Conn                              { return r.conn }
+func (r *bufRows) TypeMap() *pgtype.Map                         { return r.conn.TypeMap() }
+
+func (r *bufRows) Next() bool {
+	if r.err != nil || r.next >= len(r.rows) {
+		r.next = len(r.rows) + 1
+		return false
+	}
+	r.next++
+	return true
 }
 
-// pipeRow waits for its batch when scanned.
-type pipeRow struct{ c *pipeCall }
+func (r *bufRows) RawValues() [][]byte {
+	if r.next < 1 || r.next > len(r.rows) {
+		return nil
+	}
+	return r.rows[r.next-1]
+}
 
-func (r *pipeRow) Scan(dest ...any) error {
-	res := <-r.c.res
-	defer close(r.c.used)
-	return res.row.Scan(dest...)
+func (r *bufRows) Scan(dest ...any) error {
+	raw := r.RawValues()
+	if raw == nil {
+		return errors.New("db: Scan without a current row")
+	}
+	return pgx.ScanRow(r.TypeMap(), r.fields, raw, dest...)
+}
+
+func (r *bufRows) Values() ([]any, error) {
+	raw := r.RawValues()
+	if raw == nil {
+		return nil, errors.New("db: Values without a current row")
+	}
+	m := r.TypeMap()
+	out := make([]any, len(raw))
+	for i, fd := range r.fields {
+		if raw[i] == nil {
+			continue
+		}
+		if dt, ok := m.TypeForOID(fd.DataTypeOID); ok {
+			v, err := dt.Codec.DecodeValue(m, fd.DataTypeOID, fd.Format, raw[i])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		} else if fd.Format == pgx.TextFormatCode {
+			out[i] = string(raw[i])
+		} else {
+			out[i] = raw[i]
+		}
+	}
+	return out, nil
 }
 
 type errRow struct{ err error }

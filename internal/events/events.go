@@ -101,8 +101,10 @@ type Publisher struct {
 	mu      sync.Mutex
 	queue   []outgoing
 	sending bool
-	idle    *sync.Cond // signalled when the queue is empty and nothing is being sent
-	dropped int64
+	// queued and sent count messages (dropped ones aside); sentCond is signalled as sent grows.
+	queued, sent int64
+	sentCond     *sync.Cond
+	dropped      int64
 }
 
 // outgoing is one queued message.
@@ -120,7 +122,7 @@ const MaxQueued = 10000
 // NewPublisher returns a publisher. prefix namespaces the channels (tests use one per test).
 func NewPublisher(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Publisher {
 	p := &Publisher{rdb: rdb, prefix: prefix, log: log}
-	p.idle = sync.NewCond(&p.mu)
+	p.sentCond = sync.NewCond(&p.mu)
 	return p
 }
 
@@ -225,6 +227,7 @@ func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Even
 		return
 	}
 	p.queue = append(p.queue, outgoing{ctx: context.WithoutCancel(ctx), channel: Channel(p.prefix, tenantID), payload: payload})
+	p.queued++
 	if !p.sending {
 		p.sending = true
 		go p.send()
@@ -239,7 +242,6 @@ func (p *Publisher) send() {
 		p.queue = nil
 		if len(batch) == 0 {
 			p.sending = false
-			p.idle.Broadcast()
 			p.mu.Unlock()
 			return
 		}
@@ -258,24 +260,31 @@ func (p *Publisher) send() {
 		if err != nil {
 			p.log.WarnContext(batch[0].ctx, "publish events", slog.Any("error", err), slog.Int("messages", len(batch)))
 		}
+		p.mu.Lock()
+		p.sent += int64(len(batch))
+		p.sentCond.Broadcast()
+		p.mu.Unlock()
 	}
 }
 
-// Flush waits until every message published so far has been sent (or ctx ends): before the
-// Redis client closes, and for tests that read Redis directly.
+// Flush waits until every message published before it has been sent (or failed, which is
+// logged), or ctx ends: before the Redis client closes, and for tests that read Redis directly.
 func (p *Publisher) Flush(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		p.mu.Lock()
-		p.idle.Broadcast()
+		p.sentCond.Broadcast()
 		p.mu.Unlock()
 	})
 	defer stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.sending && ctx.Err() == nil {
-		p.idle.Wait()
+	for target := p.queued; p.sent < target; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.sentCond.Wait()
 	}
-	return ctx.Err()
+	return nil
 }
 
 // List reads a run's stored events after afterSeq (at most limit).

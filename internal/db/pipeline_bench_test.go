@@ -1,0 +1,48 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/db/dbtest"
+)
+
+// BenchmarkReads is a transaction of four independent reads, one after the other and as one
+// Pipeline: what pipelining saves per transaction on this machine.
+func BenchmarkReads(b *testing.B) {
+	d, _ := dbtest.Open(b)
+	ctx := context.Background()
+	tenant := uuid.Must(uuid.NewV7())
+	require.NoError(b, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenant, Name: "bench"})
+		return err
+	}))
+	read := func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.TenantGetByID(ctx, tenant)
+		return err
+	}
+	b.Run("sequential", func(b *testing.B) {
+		for b.Loop() {
+			require.NoError(b, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+				for range 4 {
+					if err := read(ctx, tx); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		}
+	})
+	b.Run("pipeline", func(b *testing.B) {
+		for b.Loop() {
+			require.NoError(b, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+				return tx.Pipeline(ctx, read, read, read, read)
+			}))
+		}
+	})
+}
