@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -15,7 +16,8 @@ import (
 
 // BenchmarkCoalescer streams a 500-token reply through the delta coalescer, which publishes
 // to the test Redis (its own channel prefix, nobody listening): the first token at once, then
-// one message.delta per 16 tokens. It reports the PUBLISH calls per reply.
+// one message.delta per 16 tokens. It reports the PUBLISH calls per reply; each reply waits
+// until its deltas are sent (the publisher queues them).
 func BenchmarkCoalescer(b *testing.B) {
 	url := os.Getenv("REDIS_URL")
 	if url == "" {
@@ -30,7 +32,7 @@ func BenchmarkCoalescer(b *testing.B) {
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		b.Skipf("no Redis at %s: %v", url, err)
 	}
-	var publishes int
+	var publishes atomic.Int64
 	rdb.AddHook(countPublish{&publishes})
 	pub := events.NewPublisher(rdb, fmt.Sprintf("bench%d:", os.Getpid()), slog.New(slog.DiscardHandler))
 	scope := events.Scope{TenantID: uuid.Must(uuid.NewV7()), RunID: uuid.Must(uuid.NewV7()), ConversationID: uuid.Must(uuid.NewV7())}
@@ -43,24 +45,34 @@ func BenchmarkCoalescer(b *testing.B) {
 			c.add(ctx, " alpha")
 		}
 		c.flush(ctx)
+		if err := pub.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
-	b.ReportMetric(float64(publishes)/float64(b.N), "publishes/reply")
+	b.ReportMetric(float64(publishes.Load())/float64(b.N), "publishes/reply")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tokens), "ns/token")
 }
 
-type countPublish struct{ n *int }
+type countPublish struct{ n *atomic.Int64 }
 
 func (countPublish) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h countPublish) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if cmd.Name() == "publish" {
-			*h.n++
+			h.n.Add(1)
 		}
 		return next(ctx, cmd)
 	}
 }
 
-func (countPublish) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (h countPublish) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "publish" {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
 }

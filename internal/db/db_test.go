@@ -53,15 +53,22 @@ func TestInTxScopesToTenant(t *testing.T) {
 	}))
 }
 
+// newTenant inserts a tenant named name and returns its id.
+func newTenant(t testing.TB, d *db.DB, name string) uuid.UUID {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7())
+	require.NoError(t, d.InTx(context.Background(), id, func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: id, Name: name})
+		return err
+	}))
+	return id
+}
+
 func TestQueryWithoutTenantSeesNothing(t *testing.T) {
 	t.Parallel()
 	d, _ := dbtest.Open(t)
 	ctx := context.Background()
-	id := uuid.Must(uuid.NewV7())
-	require.NoError(t, d.InTx(ctx, id, func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: id, Name: "acme"})
-		return err
-	}))
+	id := newTenant(t, d, "acme")
 	// Straight on the pool, no transaction scope: RLS hides every tenant row.
 	_, err := d.Q.TenantGetByID(ctx, id)
 	require.True(t, db.IsNoRows(err), "unscoped query saw a tenant row: %v", err)
@@ -78,11 +85,7 @@ func TestTransactionBeginsWithItsFirstStatement(t *testing.T) {
 	t.Parallel()
 	d, _ := dbtest.Open(t)
 	ctx := context.Background()
-	a := uuid.Must(uuid.NewV7())
-	require.NoError(t, d.InTx(ctx, a, func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: a, Name: "first"})
-		return err
-	}))
+	a := newTenant(t, d, "first")
 	scope := func(ctx context.Context, tx *db.Tx) string {
 		var s string
 		require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('app.tenant_id', true)").Scan(&s))

@@ -4,11 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db"
-	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/db/dbtest"
 )
 
@@ -17,11 +15,7 @@ import (
 func BenchmarkReads(b *testing.B) {
 	d, _ := dbtest.Open(b)
 	ctx := context.Background()
-	tenant := uuid.Must(uuid.NewV7())
-	require.NoError(b, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenant, Name: "bench"})
-		return err
-	}))
+	tenant := newTenant(b, d, "bench")
 	read := func(ctx context.Context, tx *db.Tx) error {
 		_, err := tx.Q.TenantGetByID(ctx, tenant)
 		return err

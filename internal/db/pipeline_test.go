@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db"
-	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/db/dbtest"
 )
 
@@ -19,11 +18,7 @@ import (
 func TestPipeline(t *testing.T) {
 	d, _ := dbtest.Open(t)
 	ctx := context.Background()
-	tenant := uuid.Must(uuid.NewV7())
-	require.NoError(t, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenant, Name: "pipeline"})
-		return err
-	}))
+	tenant := newTenant(t, d, "pipeline")
 	var batches []int
 	db.OnPipelineBatch(func(n int) { batches = append(batches, n) })
 	t.Cleanup(func() { db.OnPipelineBatch(nil) })
