@@ -22,10 +22,13 @@ type Budgets interface {
 	// Reserve holds the call's worst case; held reports whether anything was reserved. A
 	// BUDGET_EXCEEDED apperr means a budget has no room: the run ends TERMINAL budget_exceeded.
 	Reserve(ctx context.Context, l run.Lease, callIndex int, m llm.Model, req llm.Request) (held bool, err error)
-	// ReserveTx is Reserve inside tx, which holds l's lease already, with the reservation
-	// lasting until expires at most. A BUDGET_EXCEEDED error leaves tx good to commit.
-	ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (held bool, err error)
-	// Settle records the call's actual usage against the budgets inside tx (once per call).
+	// ReserveTx is Reserve as one statement of tx, which holds l's lease already (it may go
+	// with tx's COMMIT), with the reservation lasting until expires at most. refused reports a
+	// budget without room: nothing was reserved or recorded, and the call is to reserve on its
+	// own (Reserve).
+	ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (held, refused bool, err error)
+	// Settle records the call's actual usage against the budgets inside tx (once per call), in
+	// one statement (it may go with tx's COMMIT).
 	Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, u llm.Usage, costMicros int64) error
 	// Release gives back what the attempt reserved for the call.
 	Release(ctx context.Context, l run.Lease, callIndex int) error
@@ -44,13 +47,14 @@ func (t *turn) reserve(ctx context.Context, p llm.Provider, req llm.Request, cal
 
 // early is the first model call of an attempt, built and reserved in the transaction that
 // acquires the run (preload), so a chat turn reaches its model without a transaction of its
-// own for the reservation: one commit fewer before the first token. The REACT step uses req
-// for its first call (callIndex) and takes the reservation's result instead of reserving.
+// own for the reservation: one commit fewer before the first token. The reservation goes with
+// that transaction's COMMIT (db.Tx.AtCommit), so the budget rows it locks are held only while
+// Postgres commits. The REACT step uses req for its first call (callIndex) and takes the
+// reservation's result instead of reserving.
 type early struct {
 	callIndex int
 	req       llm.Request
 	held      bool
-	refusal   error // BUDGET_EXCEEDED: no room; the refusal was recorded with the lease
 	// used is set when the REACT step took req as its request.
 	used bool
 	// histLen and last identify the history req was built from.
@@ -89,14 +93,17 @@ func (t *turn) reserveEarly(ctx context.Context, tx *db.Tx, l run.Lease, st stat
 	// The attempt's deadline (work) starts after this transaction: two minutes of slack (Reserve
 	// gives one past the attempt's deadline).
 	expires := time.Now().Add(time.Duration(t.set.TimeoutSeconds)*time.Second + 2*time.Minute)
-	held, err := t.e.budgets.ReserveTx(ctx, tx, l, 0, llm.Lookup(p.Name(), req.Model), req, expires)
-	if _, refused := budgetOutcome(err); err != nil && !refused {
-		return err
-	}
-	t.early = &early{callIndex: 0, req: req, held: held, refusal: err, histLen: len(st.hist)}
-	if n := len(st.hist); n > 0 {
-		t.early.last = st.hist[n-1].ID
-	}
+	tx.AtCommit(func(ctx context.Context, tx *db.Tx) error {
+		held, refused, err := t.e.budgets.ReserveTx(ctx, tx, l, 0, llm.Lookup(p.Name(), req.Model), req, expires)
+		if err != nil || refused {
+			return err // refused: the call reserves on its own, which records the refusal
+		}
+		t.early = &early{callIndex: 0, req: req, held: held, histLen: len(st.hist)}
+		if n := len(st.hist); n > 0 {
+			t.early.last = st.hist[n-1].ID
+		}
+		return nil
+	})
 	return nil
 }
 

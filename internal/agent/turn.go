@@ -352,7 +352,7 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 	var held bool
 	var err error
 	if e, ok := t.takeEarly(ctx, callIndex); ok {
-		held, err = e.held, e.refusal
+		held = e.held
 	} else {
 		held, err = t.reserve(ctx, p, req, callIndex)
 	}
@@ -404,7 +404,6 @@ func (t *turn) persistReplyAndFinish(ctx context.Context, p llm.Provider, model 
 func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool, end *run.Outcome) error {
 	r := t.lease.Run
 	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-		settle := func() error { return nil }
 		if end != nil && r.ConversationID.Valid {
 			// Ending the run locks the conversation FOR UPDATE (to hand it to its next queued
 			// run). Take that lock first: storing the reply locks the row more weakly, and
@@ -462,7 +461,12 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 			}); err != nil {
 				return err
 			}
-			settle = func() error { return t.settle(ctx, tx, callIndex, resp.Usage, rec.CostMicros) }
+			// The settlement locks the tenant's budget rows, which every model call of the
+			// tenant needs: it goes with the COMMIT, so the locks are held only while Postgres
+			// commits.
+			tx.AtCommit(func(ctx context.Context, tx *db.Tx) error {
+				return t.settle(ctx, tx, callIndex, resp.Usage, rec.CostMicros)
+			})
 			news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{
 				"callIndex": callIndex, "provider": p.Name(), "model": model.ID, "inputTokens": rec.InputTokens,
 				"outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,
@@ -476,9 +480,7 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 				return err
 			}
 		}
-		// The settlement locks the tenant's budget rows, which every model call of the tenant
-		// needs: it comes last, so the locks are held only until the commit.
-		return settle()
+		return nil
 	})
 	if err == nil {
 		t.tail = nil // published with the commit

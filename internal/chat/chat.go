@@ -322,11 +322,11 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if in.IdempotencyKey != "" {
 			key = &in.IdempotencyKey
 		}
-		// The run, its message and task.queued: one round trip.
+		// The run, its message and task.queued, with the COMMIT: one round trip.
 		scope := events.Scope{TenantID: a.TenantID, RunID: runID, ConversationID: conv.ID}
 		blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
 		parts, _ := json.Marshal(blocks)
-		return tx.Pipeline(ctx,
+		return tx.CommitWith(ctx,
 			func(ctx context.Context, tx *db.Tx) (err error) {
 				out.Run, err = tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{
 					TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,

@@ -88,6 +88,18 @@ type Tx struct {
 	after    []afterItem
 	batches  map[any]*commitBatch
 	flushes  []*commitBatch
+	atCommit []func(ctx context.Context, tx *Tx) error
+}
+
+// AtCommit registers fn as a last statement of the outermost transaction: once its function
+// has returned nil, the functions registered run as CommitWith's do (one statement each at
+// most, in the order registered), so their statements go to Postgres with the COMMIT. A write
+// nothing else in the transaction reads, such as an event append or a budget reservation,
+// costs no round trip of its own this way, and a row lock it takes is held only while Postgres
+// commits. A function registered inside a savepoint that rolls back does not run.
+func (t *Tx) AtCommit(fn func(ctx context.Context, tx *Tx) error) {
+	r := t.rootTx()
+	r.atCommit = append(r.atCommit, fn)
 }
 
 // afterItem is what runs after the commit, in registration order: fn, or an item added to the
@@ -186,10 +198,11 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 			root = parent.root
 		}
 		child := &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system, root: root}
-		mark := len(root.after)
+		mark, markAt := len(root.after), len(root.atCommit)
 		err = finish(ctx, child, fn)
 		if err != nil {
-			root.after = root.after[:mark] // what a rolled-back savepoint registered never happened
+			// What a rolled-back savepoint registered never happened.
+			root.after, root.atCommit = root.after[:mark], root.atCommit[:markAt]
 		}
 		return err
 	}
@@ -211,7 +224,19 @@ func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) er
 			panic(p)
 		}
 	}()
-	if err := fn(context.WithValue(ctx, txKey{}, tx), tx); err != nil {
+	ctx = context.WithValue(ctx, txKey{}, tx)
+	err = fn(ctx, tx)
+	if err == nil && tx.root == nil && len(tx.atCommit) > 0 {
+		err = tx.CommitWith(ctx, tx.atCommit...)
+		if lt, ok := tx.Tx.(*lazyTx); err != nil && ok && lt.ended && lt.endErr == nil {
+			// Committed: a function failed after its statement. What Postgres holds goes
+			// out, and the caller gets the error.
+			_ = tx.Commit(ctx)
+			tx.runAfter()
+			return err
+		}
+	}
+	if err != nil {
 		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
 			return errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
@@ -221,21 +246,26 @@ func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) er
 		return fmt.Errorf("commit: %w", err)
 	}
 	if tx.root == nil {
-		for _, a := range tx.after {
-			if a.fn != nil {
-				a.fn()
-			} else {
-				b := tx.batches[a.key]
-				b.items = append(b.items, a.item)
-			}
-		}
-		for _, b := range tx.flushes {
-			if len(b.items) > 0 {
-				b.flush(b.items)
-			}
-		}
+		tx.runAfter()
 	}
 	return nil
+}
+
+// runAfter runs what the committed transaction registered to run after its commit.
+func (tx *Tx) runAfter() {
+	for _, a := range tx.after {
+		if a.fn != nil {
+			a.fn()
+		} else {
+			b := tx.batches[a.key]
+			b.items = append(b.items, a.item)
+		}
+	}
+	for _, b := range tx.flushes {
+		if len(b.items) > 0 {
+			b.flush(b.items)
+		}
+	}
 }
 
 // IsNoRows reports whether err means a query found nothing.

@@ -18,7 +18,19 @@ type lazyTx struct {
 	scopeArg any
 	tx       pgx.Tx // nil until begun
 	closed   bool
+	// ended is set when a batch ended the transaction with its COMMIT (Tx.CommitWith);
+	// endErr is that commit's outcome.
+	ended  bool
+	endErr error
 }
+
+// over records that a batch sent COMMIT and got past it: the transaction is over, committed
+// unless err says otherwise. Commit reports err and sends nothing more.
+func (t *lazyTx) over(err error) { t.ended, t.endErr = true, err }
+
+// finished reports whether no statement may run any more: the transaction was committed or
+// rolled back.
+func (t *lazyTx) finished() bool { return t.closed || t.ended }
 
 func newLazyTx(c *pgxpool.Conn, tenantID string, system bool) *lazyTx {
 	if system {
@@ -51,7 +63,7 @@ func failed(br pgx.BatchResults, b *pgx.Batch, err error) pgx.BatchResults {
 
 // begin begins the transaction on its own (before a savepoint, a COPY or a prepare).
 func (t *lazyTx) begin(ctx context.Context) error {
-	if t.closed {
+	if t.finished() {
 		return pgx.ErrTxClosed
 	}
 	if t.tx != nil {
@@ -61,7 +73,7 @@ func (t *lazyTx) begin(ctx context.Context) error {
 }
 
 func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if t.closed {
+	if t.finished() {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
 	if t.tx != nil {
@@ -78,7 +90,7 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if t.closed {
+	if t.finished() {
 		return &bufRows{err: pgx.ErrTxClosed}, pgx.ErrTxClosed
 	}
 	if t.tx != nil {
@@ -96,7 +108,7 @@ func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 }
 
 func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if t.tx != nil && !t.closed {
+	if t.tx != nil && !t.finished() {
 		return t.tx.QueryRow(ctx, sql, args...)
 	}
 	rows, err := t.Query(ctx, sql, args...)
@@ -107,7 +119,7 @@ func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 }
 
 func (t *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if t.closed {
+	if t.finished() {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
 	if t.tx != nil {
@@ -163,7 +175,10 @@ func (t *lazyTx) end(fn func() error) error {
 	}
 	t.closed = true
 	var err error
-	if t.tx != nil {
+	switch {
+	case t.ended:
+		err = t.endErr // Commit and Rollback alike: nothing is left to end
+	case t.tx != nil:
 		err = fn()
 	}
 	t.c.Release()

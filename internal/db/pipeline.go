@@ -25,8 +25,8 @@ import (
 // not wait for another fn. Pipeline inside a fn runs its own fns in that fn's place: they join
 // the same batches. A view has no savepoints (Begin fails) and cannot commit. A failed
 // statement aborts the transaction, as it would run alone: the statements after it fail too.
-// What fns register with AfterCommit and AfterCommitBatch is added to t in the order of fns,
-// whatever the order they ran in. Pipeline returns the error of the first statement that
+// What fns register with AfterCommit, AfterCommitBatch and AtCommit is added to t in the order
+// of fns, whatever the order they ran in. Pipeline returns the error of the first statement that
 // failed (the cause; the statements after it fail as aborted), else the first error of fns in
 // their order; a panic of a fn panics again in the caller once every fn has returned.
 func (t *Tx) Pipeline(ctx context.Context, fns ...func(ctx context.Context, tx *Tx) error) error {
@@ -42,6 +42,25 @@ func (t *Tx) Pipeline(ctx context.Context, fns ...func(ctx context.Context, tx *
 		return pt.p.run(ctx, t, pt.key, fns)
 	}
 	p := &pipeline{tx: t.Tx, running: len(fns)}
+	return p.run(ctx, t, nil, fns)
+}
+
+// CommitWith runs fns like Pipeline as t's last statements and commits t in the same round
+// trip: COMMIT goes at the end of the batch that carries their statements, so a transaction
+// pays no round trip of its own to commit (and row locks taken by those statements are held
+// for no longer than Postgres takes to run and commit them). A failed statement skips the
+// COMMIT (one Sync ends the batch): t is left to roll back, as with Pipeline. Each fn runs at
+// most one statement (a second fails: the transaction is over by then), and nothing can run in
+// t after CommitWith; the caller returns at once and the commit that follows only reports the
+// outcome. What a fn returns after its statement cannot undo the commit, so checks that must
+// roll back belong in the statement. Inside a savepoint or a Pipeline function, where t cannot
+// commit, CommitWith is Pipeline.
+func (t *Tx) CommitWith(ctx context.Context, fns ...func(ctx context.Context, tx *Tx) error) error {
+	lt, ok := t.Tx.(*lazyTx)
+	if !ok || t.root != nil || len(fns) == 0 {
+		return t.Pipeline(ctx, fns...)
+	}
+	p := &pipeline{tx: t.Tx, running: len(fns), commit: lt}
 	return p.run(ctx, t, nil, fns)
 }
 
@@ -83,6 +102,7 @@ func (p *pipeline) run(ctx context.Context, t *Tx, key []int, fns []func(ctx con
 			root.batch(b.key, b.flush)
 		}
 		root.after = append(root.after, v.after...)
+		root.atCommit = append(root.atCommit, v.atCommit...)
 	}
 	p.mu.Lock()
 	cause := p.failed
@@ -116,13 +136,26 @@ type pipeline struct {
 	// sending serialises batches on the connection: a function may start the next round
 	// while the last results of the previous one are still being read.
 	sending sync.Mutex
+	// commit is the transaction CommitWith commits with the first batch; committed is set
+	// once that batch is on its way (later statements fail).
+	commit    *lazyTx
+	committed bool
 }
 
-// add queues c and, when it completes the round, sends the round.
-func (p *pipeline) add(ctx context.Context, c *pipeCall) {
+// errAfterCommit is the error of a statement of a CommitWith function after the commit.
+var errAfterCommit = errors.New("db: statement after CommitWith's commit (one statement per function)")
+
+// add queues c and, when it completes the round, sends the round. It reports false, queuing
+// nothing, after CommitWith's commit.
+func (p *pipeline) add(ctx context.Context, c *pipeCall) bool {
 	p.mu.Lock()
+	if p.committed {
+		p.mu.Unlock()
+		return false
+	}
 	p.waiting = append(p.waiting, c)
 	p.flushLocked(ctx)
+	return true
 }
 
 // done is told that a function returned; the others may all be waiting.
@@ -156,10 +189,12 @@ func (p *pipeline) flushLocked(ctx context.Context) {
 	}
 	calls := p.waiting
 	p.waiting = nil
+	commit := p.commit != nil && !p.committed
+	p.committed = p.committed || commit
 	p.sending.Lock()
 	p.mu.Unlock()
 	defer p.sending.Unlock()
-	p.send(ctx, calls)
+	p.send(ctx, calls, commit)
 }
 
 type pipeKind int
@@ -187,10 +222,10 @@ type pipeResult struct {
 // onPipelineBatch, when set (tests), is told the size of every batch a Pipeline sends.
 var onPipelineBatch func(statements int)
 
-// send sends calls as one batch and hands each its result, in the order of the functions.
-// Rows are read whole here (the batch's results must be read in order), so no function waits
-// for another's to be read.
-func (p *pipeline) send(ctx context.Context, calls []*pipeCall) {
+// send sends calls as one batch (with COMMIT after them when commit is set) and hands each its
+// result, in the order of the functions. Rows are read whole here (the batch's results must be
+// read in order), so no function waits for another's to be read.
+func (p *pipeline) send(ctx context.Context, calls []*pipeCall, commit bool) {
 	slices.SortFunc(calls, func(a, b *pipeCall) int { return slices.Compare(a.key, b.key) })
 	if onPipelineBatch != nil {
 		onPipelineBatch(len(calls))
@@ -198,6 +233,9 @@ func (p *pipeline) send(ctx context.Context, calls []*pipeCall) {
 	b := &pgx.Batch{}
 	for _, c := range calls {
 		b.Queue(c.sql, c.args...)
+	}
+	if commit {
+		b.Queue("COMMIT")
 	}
 	br := p.tx.SendBatch(ctx, b)
 	for _, c := range calls {
@@ -217,15 +255,30 @@ func (p *pipeline) send(ctx context.Context, calls []*pipeCall) {
 			}
 			p.mu.Unlock()
 		}
-		c.res <- r
-	}
-	if err := br.Close(); err != nil {
-		p.mu.Lock()
-		if p.failed == nil {
-			p.failed = err
+		if !commit {
+			c.res <- r
+		} else {
+			defer func() { c.res <- r }() // once the commit's outcome is known
 		}
-		p.mu.Unlock()
 	}
+	var commitErr error
+	if commit {
+		var tag pgconn.CommandTag
+		if tag, commitErr = br.Exec(); commitErr == nil && tag.String() == "ROLLBACK" {
+			commitErr = pgx.ErrTxCommitRollback
+		}
+	}
+	err := br.Close()
+	p.mu.Lock()
+	if p.failed == nil && err != nil && !commit {
+		p.failed = err
+	}
+	if commit && p.failed == nil {
+		// No statement failed, so the batch reached its COMMIT: the transaction is over,
+		// committed unless commitErr says otherwise.
+		p.commit.over(errors.Join(commitErr, err))
+	}
+	p.mu.Unlock()
 }
 
 // readRows reads rows whole into memory.
@@ -261,7 +314,9 @@ func (t *pipeTx) call(ctx context.Context, kind pipeKind, sql string, args []any
 		return nil
 	}
 	c := &pipeCall{key: t.key, kind: kind, sql: sql, args: args, res: make(chan pipeResult, 1)}
-	t.p.add(ctx, c)
+	if !t.p.add(ctx, c) {
+		c.res <- pipeResult{err: errAfterCommit, rows: &bufRows{err: errAfterCommit}}
+	}
 	return c
 }
 

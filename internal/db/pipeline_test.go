@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/db/dbtest"
 )
 
@@ -232,5 +233,211 @@ func TestPipeline(t *testing.T) {
 			)
 		})
 		require.True(t, errors.Is(err, context.Canceled), "%v", err)
+	})
+}
+
+// Not parallel: it sets the package's batch hook.
+func TestCommitWith(t *testing.T) {
+	d, _ := dbtest.Open(t)
+	ctx := context.Background()
+	tenant := newTenant(t, d, "commit-with")
+	var batches []int
+	db.OnPipelineBatch(func(n int) { batches = append(batches, n) })
+	t.Cleanup(func() { db.OnPipelineBatch(nil) })
+	project := func(name string) func(context.Context, *db.Tx) error {
+		return func(ctx context.Context, tx *db.Tx) error {
+			_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenant, ID: uuid.Must(uuid.NewV7()), Name: name})
+			return err
+		}
+	}
+	names := func() []string {
+		var out []string
+		require.NoError(t, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			rows, err := tx.Query(ctx, "SELECT name FROM projects ORDER BY name")
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		}))
+		return out
+	}
+
+	t.Run("the last statements and COMMIT go in one batch", func(t *testing.T) {
+		batches = nil
+		var after []string
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			if err := project("a")(ctx, tx); err != nil {
+				return err
+			}
+			tx.AfterCommit(func() { after = append(after, "before") })
+			err := tx.CommitWith(ctx, project("b"), func(ctx context.Context, tx *db.Tx) error {
+				tx.AfterCommit(func() { after = append(after, "in") })
+				return project("c")(ctx, tx)
+			}, func(context.Context, *db.Tx) error { return nil })
+			if err != nil {
+				return err
+			}
+			// The transaction is over: nothing more runs in it.
+			_, err = tx.Exec(ctx, "SELECT 1")
+			require.ErrorIs(t, err, pgx.ErrTxClosed)
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, []int{2}, batches, "b and c, with the COMMIT")
+		require.Equal(t, []string{"a", "b", "c"}, names())
+		require.Equal(t, []string{"before", "in"}, after)
+		require.Zero(t, d.Pool.Stat().AcquiredConns(), "the connection went back")
+	})
+
+	t.Run("as the first statements: BEGIN, the scope, the statements and COMMIT at once", func(t *testing.T) {
+		require.NoError(t, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			return tx.CommitWith(ctx, project("d"))
+		}))
+		require.Contains(t, names(), "d")
+		// The scope held: another tenant's transaction cannot write this tenant's rows.
+		other := newTenant(t, d, "commit-with-other")
+		err := d.InTx(ctx, other, func(ctx context.Context, tx *db.Tx) error { return tx.CommitWith(ctx, project("x")) })
+		require.ErrorContains(t, err, "row-level security")
+		require.NotContains(t, names(), "x")
+	})
+
+	t.Run("a failed statement skips the commit and rolls back", func(t *testing.T) {
+		var ran bool
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			if err := project("e")(ctx, tx); err != nil {
+				return err
+			}
+			tx.AfterCommit(func() { ran = true })
+			return tx.CommitWith(ctx, project("f"), func(ctx context.Context, tx *db.Tx) error {
+				_, err := tx.Exec(ctx, "SELECT 1 / 0")
+				return err
+			}, project("g"))
+		})
+		require.ErrorContains(t, err, "division by zero")
+		require.False(t, ran)
+		got := names()
+		require.NotContains(t, got, "e")
+		require.NotContains(t, got, "f")
+		require.NotContains(t, got, "g")
+		require.Zero(t, d.Pool.Stat().AcquiredConns())
+		// The pool's connection is usable (not left in a transaction).
+		require.NoError(t, d.InTx(ctx, tenant, project("h")))
+	})
+
+	t.Run("a failed commit is the transaction's error", func(t *testing.T) {
+		// A deferred constraint is checked at COMMIT: the statements succeed, the commit fails.
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			if _, err := tx.Exec(ctx, "CREATE TEMP TABLE cw_d (id int UNIQUE DEFERRABLE INITIALLY DEFERRED)"); err != nil {
+				return err
+			}
+			return tx.CommitWith(ctx, func(ctx context.Context, tx *db.Tx) error {
+				_, err := tx.Exec(ctx, "INSERT INTO cw_d VALUES (1), (1)")
+				return err
+			})
+		})
+		require.True(t, db.IsUniqueViolation(err, ""), "%v", err)
+		require.Zero(t, d.Pool.Stat().AcquiredConns())
+	})
+
+	t.Run("one statement per function", func(t *testing.T) {
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			return tx.CommitWith(ctx, func(ctx context.Context, tx *db.Tx) error {
+				if err := project("i")(ctx, tx); err != nil {
+					return err
+				}
+				return project("j")(ctx, tx)
+			})
+		})
+		require.ErrorContains(t, err, "statement after CommitWith's commit")
+		// What went with the COMMIT stays committed (the function's error cannot undo it).
+		require.Contains(t, names(), "i")
+		require.NotContains(t, names(), "j")
+	})
+
+	t.Run("AtCommit statements go with the COMMIT", func(t *testing.T) {
+		batches = nil
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			tx.AtCommit(project("r"))
+			if err := tx.Pipeline(ctx, func(ctx context.Context, tx *db.Tx) error {
+				tx.AtCommit(project("s"))
+				return project("t")(ctx, tx)
+			}, project("u")); err != nil {
+				return err
+			}
+			// Registered in a savepoint that rolls back: never runs.
+			_ = d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+				tx.AtCommit(project("v"))
+				return errors.New("undo")
+			})
+			// Not yet run: the function has not returned.
+			require.NotContains(t, names(), "r")
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, []int{2, 2}, batches, "t and u; then r and s with the COMMIT")
+		got := names()
+		for _, n := range []string{"r", "s", "t", "u"} {
+			require.Contains(t, got, n)
+		}
+		require.NotContains(t, got, "v")
+		// A failing function's error rolls everything back; an error of the transaction's
+		// function runs none of them.
+		err = d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			tx.AtCommit(project("w"))
+			tx.AtCommit(func(ctx context.Context, tx *db.Tx) error {
+				_, err := tx.Exec(ctx, "SELECT 1 / 0")
+				return err
+			})
+			return project("y")(ctx, tx)
+		})
+		require.ErrorContains(t, err, "division by zero")
+		err = d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			tx.AtCommit(project("z"))
+			return errors.New("no")
+		})
+		require.EqualError(t, err, "no")
+		got = names()
+		for _, n := range []string{"w", "y", "z"} {
+			require.NotContains(t, got, n)
+		}
+		require.Zero(t, d.Pool.Stat().AcquiredConns())
+	})
+
+	t.Run("inside a savepoint or a pipeline it does not commit", func(t *testing.T) {
+		batches = nil
+		err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			if err := d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+				return tx.CommitWith(ctx, project("k"), project("l"))
+			}); err != nil {
+				return err
+			}
+			if err := tx.Pipeline(ctx, func(ctx context.Context, tx *db.Tx) error {
+				return tx.CommitWith(ctx, project("m"), project("n"))
+			}, project("o")); err != nil {
+				return err
+			}
+			// Still open: a statement after them runs, then the transaction rolls back.
+			if err := project("p")(ctx, tx); err != nil {
+				return err
+			}
+			return errors.New("roll back")
+		})
+		require.EqualError(t, err, "roll back")
+		got := names()
+		for _, n := range []string{"k", "l", "m", "n", "o", "p"} {
+			require.NotContains(t, got, n)
+		}
+		// No functions, or functions that run nothing: the transaction commits as usual.
+		require.NoError(t, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			if err := project("q")(ctx, tx); err != nil {
+				return err
+			}
+			if err := tx.CommitWith(ctx); err != nil {
+				return err
+			}
+			return tx.CommitWith(ctx, func(context.Context, *db.Tx) error { return nil })
+		}))
+		require.Contains(t, names(), "q")
 	})
 }

@@ -199,9 +199,9 @@ func (l Lease) Scope() events.Scope { return ScopeOf(l.Run) }
 // Acquire takes a run for a worker: the attempt is bumped (fencing out any older worker) and
 // execution.started appended. It returns ErrFenced when the run is already terminal. Each of
 // also runs in the same transaction with the new lease (the worker's first reads: one
-// transaction instead of several), at the same time as the append and each other (a
-// db.Tx.Pipeline: their statements share round trips); an error from one undoes the
-// acquisition.
+// transaction instead of several), at the same time as each other (a db.Tx.Pipeline: their
+// statements share round trips); an error from one undoes the acquisition. The append goes
+// with the COMMIT (db.Tx.AtCommit), as may the last statements of also.
 func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
 	var l Lease
 	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
@@ -217,13 +217,14 @@ func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner 
 		if r.Attempt == 1 {
 			news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": r.Kind}})
 		}
-		// The events and the functions' statements go to Postgres together (db.Tx.Pipeline).
-		fns := []func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
+		// The events go to Postgres with the COMMIT, the functions' statements together.
+		tx.AtCommit(func(ctx context.Context, tx *db.Tx) error {
 			_, err := s.pub.Append(ctx, tx, l.Scope(), news...)
 			return err
-		}}
-		for _, fn := range also {
-			fns = append(fns, func(ctx context.Context, tx *db.Tx) error { return fn(ctx, tx, l) })
+		})
+		fns := make([]func(context.Context, *db.Tx) error, len(also))
+		for i, fn := range also {
+			fns[i] = func(ctx context.Context, tx *db.Tx) error { return fn(ctx, tx, l) }
 		}
 		return tx.Pipeline(ctx, fns...)
 	})

@@ -81,19 +81,32 @@ func (s *Service) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm
 	return held, refusal
 }
 
-// ReserveTx is Reserve inside tx, a transaction that holds the run's lease already (the one
-// that acquires it): the first call of a chat turn is reserved there, saving a transaction.
-// The reservation lasts until expires at most (the sweeper's bound). A BUDGET_EXCEEDED error
-// leaves tx good to commit: the refusal is recorded in it.
-func (s *Service) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (bool, error) {
-	if !s.hasBudgets(ctx, l.Run.TenantID) {
-		return false, nil
+// ReserveTx is Reserve as one statement of tx, a transaction that holds the run's lease
+// already (the one that acquires it, which sends it with its COMMIT: db.Tx.AtCommit): the first
+// call of a chat turn is reserved there, saving a transaction and a round trip. It runs one
+// statement at most, and the reservation lasts until expires at most (the sweeper's bound).
+// refused reports a budget without room: nothing was reserved or recorded, and the call is
+// to reserve on its own (Reserve), which records the refusal; it is the rare case, and keeping
+// it out leaves tx a single statement.
+func (s *Service) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (held, refused bool, err error) {
+	r := l.Run
+	if has, known := s.presenceOf(r.TenantID); known && !has {
+		return false, false, nil
 	}
-	held, refusal, err := s.reserveTx(ctx, tx, l, callIndex, m, req, expires)
+	tokens, micros := WorstCase(m, req)
+	res, err := tx.Q.BudgetReserve(ctx, dbsqlc.BudgetReserveParams{
+		TenantID: r.TenantID, UserID: r.UserID, Tokens: tokens, Micros: micros, ID: uuid.Must(uuid.NewV7()),
+		RunID: r.ID, CallIndex: int32(callIndex), Attempt: l.Attempt, ExpiresAt: expires,
+	})
 	if err != nil {
-		return false, err
+		return false, false, fmt.Errorf("reserve budget: %w", err)
 	}
-	return held, refusal
+	s.setPresence(r.TenantID, res.Budgets > 0)
+	held = res.Reserved > 0
+	if res.Ok && res.Budgets > 0 && !held {
+		return false, false, fmt.Errorf("reserve budget: call %d of run %s was settled already", callIndex, r.ID)
+	}
+	return held, !res.Ok, nil
 }
 
 // reserveTx reserves in tx: refusal is the BUDGET_EXCEEDED error of a budget without room
@@ -158,7 +171,9 @@ func (s *Service) reserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callInd
 // once per call; the actual usage is added to every budget applying now, and what the
 // reservation held is given back. Actual usage above the reservation is the overage: it is
 // recorded on the reservation and spent, and the next admission or reservation is refused.
-// Crossing 80% or 100% of a limit sends budget.warning / budget.exceeded after commit.
+// Crossing 80% or 100% of a limit sends budget.warning / budget.exceeded after commit. It is
+// one statement, so it can go with tx's COMMIT (db.Tx.AtCommit), holding the budget rows' locks
+// no longer than the commit takes.
 func (s *Service) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, u llm.Usage, costMicros int64) error {
 	r := l.Run
 	rows, err := tx.Q.BudgetSettle(ctx, dbsqlc.BudgetSettleParams{

@@ -72,32 +72,35 @@ func NewService(d *db.DB, runs *run.Service, log *slog.Logger) *Service {
 }
 
 // hasBudgets reports whether the tenant has any budget, from a short-lived cache. When in doubt
-// (an error) it says yes: the reservation statement then decides. Inside a transaction (ReserveTx)
-// it reads in that transaction, where a failure would fail the reservation too.
+// (an error) it says yes: the reservation statement then decides. (ReserveTx, inside a
+// transaction, lets its reservation statement decide and answer for the cache.)
 func (s *Service) hasBudgets(ctx context.Context, tenantID uuid.UUID) bool {
-	now := time.Now()
-	s.mu.Lock()
-	e, ok := s.presence[tenantID]
-	s.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.has
+	if has, known := s.presenceOf(tenantID); known {
+		return has
 	}
 	var has bool
-	var err error
-	if tx, in := db.TxFrom(ctx); in && tx.TenantID == tenantID {
+	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
 		has, err = tx.Q.BudgetExists(ctx, tenantID)
-	} else {
-		err = s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-			var err error
-			has, err = tx.Q.BudgetExists(ctx, tenantID)
-			return err
-		})
-	}
+		return err
+	})
 	if err != nil {
 		return true
 	}
 	s.setPresence(tenantID, has)
 	return has
+}
+
+// presenceOf reports what the cache knows of whether the tenant has any budget (known is false
+// when it has nothing fresh).
+func (s *Service) presenceOf(tenantID uuid.UUID) (has, known bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.presence[tenantID]
+	if !ok || !time.Now().Before(e.expires) {
+		return false, false
+	}
+	return e.has, true
 }
 
 func (s *Service) setPresence(tenantID uuid.UUID, has bool) {
