@@ -141,7 +141,7 @@ var ErrCancelled = errors.New("run cancelled")
 // or another error for a failure that was recorded as terminal.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
 	t := &turn{e: e, at: at}
-	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, t.preload)
+	lease, err := e.runs.AcquireWith(ctx, tenantID, runID, at.Owner, at.JobID, t.preread(tenantID, runID, at), t.preload)
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started
 	}
@@ -216,35 +216,50 @@ func (e *Executor) retryDelay(attempt int) time.Duration {
 	return e.retryBase << max(attempt-1, 0)
 }
 
-// preload reads, in the transaction that acquires the run (run.Service.Acquire), what the
-// attempt needs first: the settings of the run's user, its conversation and, when nothing can
-// change them before the loop starts (a first attempt of a kind without hooks), the run's
-// state for the first step and the context builder's text. A chat turn thus starts with one
-// transaction instead of four.
+// preread reads, in the round trip that acquires the run (run.Service.AcquireWith), what the
+// attempt needs first and can be read by the run alone: the settings of the run's user, its
+// conversation and, on the job's first attempt, the run's state for the first step (preload
+// keeps it only where nothing can change it before the loop starts). A chat turn thus starts
+// with one transaction instead of four, and its reads cost no round trip of their own.
+func (t *turn) preread(tenantID, runID uuid.UUID, at Attempt) func(ctx context.Context, tx *db.Tx) error {
+	return func(ctx context.Context, tx *db.Tx) error {
+		reads := []func(context.Context, *db.Tx) error{
+			func(ctx context.Context, tx *db.Tx) (err error) {
+				t.set, err = settings.ForRun(ctx, tx, tenantID, runID)
+				return err
+			},
+			func(ctx context.Context, tx *db.Tx) (err error) {
+				t.conv, err = tx.Q.ConversationGetOfRun(ctx, dbsqlc.ConversationGetOfRunParams{TenantID: tenantID, RunID: runID})
+				if db.IsNoRows(err) {
+					return nil // a run without a conversation (or none at all: Acquire says which)
+				}
+				return err
+			},
+		}
+		if at.Number == 1 {
+			t.pre = &state{}
+			reads = append(reads, stateReads(t.pre, tenantID, runID)...)
+		}
+		return tx.Pipeline(ctx, reads...)
+	}
+}
+
+// preload goes on, in the transaction that acquires the run, with what preread read: on a first
+// attempt of a kind without hooks, the first step's state and the context builder's text are
+// kept, and the first model call is reserved (with the COMMIT).
 func (t *turn) preload(ctx context.Context, tx *db.Tx, l run.Lease) error {
 	r := l.Run
-	first := t.e.hooks[r.Kind] == nil && l.Attempt == 1
-	// The reads go to Postgres together (one round trip); the run's row is the one just
-	// acquired.
-	var st state
-	reads := []func(context.Context, *db.Tx) error{
-		func(ctx context.Context, tx *db.Tx) (err error) {
-			t.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID)
-			return err
-		},
-		func(ctx context.Context, tx *db.Tx) (err error) {
-			if r.ConversationID.Valid {
-				t.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID})
-			}
-			return err
-		},
+	st, pre := state{}, t.pre
+	t.pre = nil
+	if t.e.hooks[r.Kind] != nil || l.Attempt != 1 {
+		return nil
 	}
-	if first {
-		reads = append(reads, stateReads(&st, l, r.ConversationID.UUID, false)...)
-	}
-	if err := tx.Pipeline(ctx, reads...); err != nil || !first {
+	if pre != nil {
+		st = *pre
+	} else if err := tx.Pipeline(ctx, stateReads(&st, r.TenantID, r.ID)...); err != nil {
 		return err
 	}
+	st.run = r // the row just acquired
 	t.first = &st
 	if t.e.window != nil {
 		// The context builder's part of the system prompt, built once per attempt.

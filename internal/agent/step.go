@@ -102,7 +102,7 @@ func (t *turn) load(ctx context.Context) (state, error) {
 	} else {
 		err = t.e.db.InTx(ctx, t.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
 			var err error
-			st, err = readState(ctx, tx, t.lease, t.conv.ID)
+			st, err = readState(ctx, tx, t.lease)
 			return err
 		})
 	}
@@ -116,38 +116,12 @@ func (t *turn) load(ctx context.Context) (state, error) {
 	return st, err
 }
 
-// readState reads the leased run (ErrFenced when its attempt moved on), the context of
-// conversation convID for it, its tool calls and newer user messages, in one round trip.
-func readState(ctx context.Context, tx *db.Tx, l run.Lease, convID uuid.UUID) (state, error) {
+// readState reads the leased run (ErrFenced when its attempt moved on), the conversation's
+// context for it, its tool calls and newer user messages, in one round trip.
+func readState(ctx context.Context, tx *db.Tx, l run.Lease) (state, error) {
 	var st state
-	err := tx.Pipeline(ctx, stateReads(&st, l, convID, true)...)
-	return st, err
-}
-
-// stateReads are readState's reads as Pipeline functions filling st. Without withRun, st.run
-// is the lease's row, for a caller that has just read it in the same transaction (the
-// acquiring one).
-func stateReads(st *state, l run.Lease, convID uuid.UUID, withRun bool) []func(context.Context, *db.Tx) error {
 	r := l.Run
-	st.run = r
-	reads := []func(context.Context, *db.Tx) error{
-		func(ctx context.Context, tx *db.Tx) (err error) {
-			st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, ConversationID: convID, RunSeq: r.ConversationSeq})
-			return err
-		},
-		func(ctx context.Context, tx *db.Tx) (err error) {
-			st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID})
-			return err
-		},
-		func(ctx context.Context, tx *db.Tx) (err error) {
-			st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, ConversationID: convID, RunSeq: r.ConversationSeq})
-			return err
-		},
-	}
-	if !withRun {
-		return reads
-	}
-	return append([]func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) (err error) {
+	reads := append([]func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) (err error) {
 		if st.run, err = tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
 			return err
 		}
@@ -155,7 +129,28 @@ func stateReads(st *state, l run.Lease, convID uuid.UUID, withRun bool) []func(c
 			return run.ErrFenced
 		}
 		return nil
-	}}, reads...)
+	}}, stateReads(&st, r.TenantID, r.ID)...)
+	err := tx.Pipeline(ctx, reads...)
+	return st, err
+}
+
+// stateReads are readState's reads of run runID, but the run's row, as Pipeline functions
+// filling st: keyed by the run alone, they also go in the round trip that acquires it.
+func stateReads(st *state, tenantID, runID uuid.UUID) []func(context.Context, *db.Tx) error {
+	return []func(context.Context, *db.Tx) error{
+		func(ctx context.Context, tx *db.Tx) (err error) {
+			st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: tenantID, RunID: runID})
+			return err
+		},
+		func(ctx context.Context, tx *db.Tx) (err error) {
+			st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: tenantID, RunID: runID})
+			return err
+		},
+		func(ctx context.Context, tx *db.Tx) (err error) {
+			st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: tenantID, RunID: runID})
+			return err
+		},
+	}
 }
 
 // stepResult is what a VALIDATE step did.

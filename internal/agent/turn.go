@@ -35,6 +35,8 @@ type turn struct {
 	earlier []Failure
 	// built is the context builder's system-prompt text for this attempt (nil until built).
 	built *string
+	// pre is the state read beside the acquisition (preread), for preload to keep or drop.
+	pre *state
 	// first is the state read with the lease (preload), for the first load; nil after.
 	first *state
 	// tail is the last token delta of the latest reply, not published yet: it goes out with

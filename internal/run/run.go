@@ -203,9 +203,26 @@ func (l Lease) Scope() events.Scope { return ScopeOf(l.Run) }
 // statements share round trips); an error from one undoes the acquisition. The append goes
 // with the COMMIT (db.Tx.AtCommit), as may the last statements of also.
 func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
+	return s.AcquireWith(ctx, tenantID, runID, owner, jobID, nil, also...)
+}
+
+// AcquireWith is Acquire with reads that need nothing of the lease (keyed by the run): they go
+// to Postgres in the round trip that acquires the run, after it (db.Tx.Pipeline), and what
+// they read is the caller's to keep or drop once the lease is known.
+func (s *Service) AcquireWith(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
 	var l Lease
 	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		r, err := tx.Q.RunAcquire(ctx, dbsqlc.RunAcquireParams{TenantID: tenantID, ID: runID, Owner: owner, LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID})
+		var r dbsqlc.Run
+		acquire := func(ctx context.Context, tx *db.Tx) (err error) {
+			r, err = tx.Q.RunAcquire(ctx, dbsqlc.RunAcquireParams{TenantID: tenantID, ID: runID, Owner: owner, LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID})
+			return err
+		}
+		var err error
+		if reads == nil {
+			err = acquire(ctx, tx)
+		} else {
+			err = tx.Pipeline(ctx, acquire, reads)
+		}
 		if db.IsNoRows(err) {
 			return ErrFenced
 		}

@@ -82,13 +82,19 @@ func (s *Service) Get(ctx context.Context) (Settings, error) {
 // ForUser returns the settings a run of a's uses (inside a's tenant transaction).
 func ForUser(ctx context.Context, tx *db.Tx, a auth.Actor) (Settings, error) { return load(ctx, tx, a) }
 
-// ForUserID returns a user's settings in a tenant (inside that tenant's transaction).
-func ForUserID(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) (Settings, error) {
-	return load(ctx, tx, auth.Actor{TenantID: tenantID, UserID: userID})
+// ForRun returns the settings of run runID's user, read by the run alone (the executor reads
+// them in the round trip that acquires the run).
+func ForRun(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID) (Settings, error) {
+	row, err := tx.Q.AgentSettingsGetOfRun(ctx, dbsqlc.AgentSettingsGetOfRunParams{TenantID: tenantID, RunID: runID})
+	return loaded(row, err)
 }
 
 func load(ctx context.Context, tx *db.Tx, a auth.Actor) (Settings, error) {
-	row, err := tx.Q.AgentSettingsGet(ctx, dbsqlc.AgentSettingsGetParams{TenantID: a.TenantID, UserID: a.UserID})
+	return loaded(tx.Q.AgentSettingsGet(ctx, dbsqlc.AgentSettingsGetParams{TenantID: a.TenantID, UserID: a.UserID}))
+}
+
+// loaded is the settings of a row read (the defaults when there is none).
+func loaded(row dbsqlc.AgentSetting, err error) (Settings, error) {
 	if db.IsNoRows(err) {
 		return Defaults(), nil
 	}

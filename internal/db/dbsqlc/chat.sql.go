@@ -79,6 +79,43 @@ func (q *Queries) ConversationGetForUpdate(ctx context.Context, arg Conversation
 	return i, err
 }
 
+const conversationGetOfRun = `-- name: ConversationGetOfRun :one
+SELECT c.tenant_id, c.id, c.project_id, c.user_id, c.title, c.mode, c.model, c.system_prompt, c.agentic, c.summary, c.summarized_through, c.active_run_id, c.message_count, c.run_count, c.created_at, c.updated_at, c.kind FROM conversations c
+WHERE c.tenant_id = $1::uuid
+  AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
+`
+
+type ConversationGetOfRunParams struct {
+	TenantID uuid.UUID
+	RunID    uuid.UUID
+}
+
+// The conversation of run run_id (no row for a run without one).
+func (q *Queries) ConversationGetOfRun(ctx context.Context, arg ConversationGetOfRunParams) (Conversation, error) {
+	row := q.db.QueryRow(ctx, conversationGetOfRun, arg.TenantID, arg.RunID)
+	var i Conversation
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ProjectID,
+		&i.UserID,
+		&i.Title,
+		&i.Mode,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Agentic,
+		&i.Summary,
+		&i.SummarizedThrough,
+		&i.ActiveRunID,
+		&i.MessageCount,
+		&i.RunCount,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Kind,
+	)
+	return i, err
+}
+
 const conversationHandOff = `-- name: ConversationHandOff :one
 UPDATE conversations c SET active_run_id = (
     SELECT r.id FROM runs r
@@ -357,20 +394,24 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (M
 
 const messageListContext = `-- name: MessageListContext :many
 SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
-WHERE tenant_id = $1 AND conversation_id = $2 AND run_seq <= $3::bigint AND NOT excluded
+WHERE tenant_id = $1::uuid
+  AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
+  AND run_seq <= (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
+  AND NOT excluded
 ORDER BY run_seq, position
 `
 
 type MessageListContextParams struct {
-	TenantID       uuid.UUID
-	ConversationID uuid.UUID
-	RunSeq         int64
+	TenantID uuid.UUID
+	RunID    uuid.UUID
 }
 
-// What the model sees for the run numbered run_seq: every earlier run's messages and its own,
-// in run order, then position.
+// What the model sees for run run_id of a conversation: every earlier run's messages and its
+// own, in run order, then position. Keyed by the run alone, so it can go in the round trip
+// that acquires the run.
+// (The run's fields are scalar subqueries: evaluated once, they bound the index scan.)
 func (q *Queries) MessageListContext(ctx context.Context, arg MessageListContextParams) ([]Message, error) {
-	rows, err := q.db.Query(ctx, messageListContext, arg.TenantID, arg.ConversationID, arg.RunSeq)
+	rows, err := q.db.Query(ctx, messageListContext, arg.TenantID, arg.RunID)
 	if err != nil {
 		return nil, err
 	}

@@ -28,19 +28,21 @@ func (q *Queries) MessageExclude(ctx context.Context, arg MessageExcludeParams) 
 
 const messageListNewerUser = `-- name: MessageListNewerUser :many
 SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
-WHERE tenant_id = $1 AND conversation_id = $2 AND role = 'USER' AND run_seq > $3::bigint
+WHERE tenant_id = $1::uuid
+  AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
+  AND role = 'USER'
+  AND run_seq > (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
 ORDER BY position
 `
 
 type MessageListNewerUserParams struct {
-	TenantID       uuid.UUID
-	ConversationID uuid.UUID
-	RunSeq         int64
+	TenantID uuid.UUID
+	RunID    uuid.UUID
 }
 
-// User messages of the conversation sent after the run's own (queued behind it).
+// User messages of run run_id's conversation sent after the run's own (queued behind it).
 func (q *Queries) MessageListNewerUser(ctx context.Context, arg MessageListNewerUserParams) ([]Message, error) {
-	rows, err := q.db.Query(ctx, messageListNewerUser, arg.TenantID, arg.ConversationID, arg.RunSeq)
+	rows, err := q.db.Query(ctx, messageListNewerUser, arg.TenantID, arg.RunID)
 	if err != nil {
 		return nil, err
 	}

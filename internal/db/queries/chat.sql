@@ -15,6 +15,12 @@ RETURNING *;
 -- name: ConversationGet :one
 SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2;
 
+-- name: ConversationGetOfRun :one
+-- The conversation of run run_id (no row for a run without one).
+SELECT c.* FROM conversations c
+WHERE c.tenant_id = sqlc.arg(tenant_id)::uuid
+  AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid);
+
 -- name: ConversationGetForUpdate :one
 SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
 
@@ -70,8 +76,13 @@ ORDER BY position
 LIMIT sqlc.arg(lim);
 
 -- name: MessageListContext :many
--- What the model sees for the run numbered run_seq: every earlier run's messages and its own,
--- in run order, then position.
+-- What the model sees for run run_id of a conversation: every earlier run's messages and its
+-- own, in run order, then position. Keyed by the run alone, so it can go in the round trip
+-- that acquires the run.
+-- (The run's fields are scalar subqueries: evaluated once, they bound the index scan.)
 SELECT * FROM messages
-WHERE tenant_id = $1 AND conversation_id = $2 AND run_seq <= sqlc.arg(run_seq)::bigint AND NOT excluded
+WHERE tenant_id = sqlc.arg(tenant_id)::uuid
+  AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
+  AND run_seq <= (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
+  AND NOT excluded
 ORDER BY run_seq, position;

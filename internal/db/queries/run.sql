@@ -183,9 +183,12 @@ WHERE tenant_id = $1 AND id = $2 AND attempt = $3;
 UPDATE messages SET excluded = true WHERE tenant_id = $1 AND id = ANY(sqlc.arg(ids)::uuid[]);
 
 -- name: MessageListNewerUser :many
--- User messages of the conversation sent after the run's own (queued behind it).
+-- User messages of run run_id's conversation sent after the run's own (queued behind it).
 SELECT * FROM messages
-WHERE tenant_id = $1 AND conversation_id = $2 AND role = 'USER' AND run_seq > sqlc.arg(run_seq)::bigint
+WHERE tenant_id = sqlc.arg(tenant_id)::uuid
+  AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
+  AND role = 'USER'
+  AND run_seq > (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
 ORDER BY position;
 
 -- name: RunListOrphanedQueued :many
