@@ -397,7 +397,9 @@ func TestSendMessageInterrupt(t *testing.T) {
 func TestCancelStreamingRun(t *testing.T) {
 	t.Parallel()
 	c := newChatEnv(t, "openai")
-	c.llm.Enqueue(llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent")))
+	// Token deltas are ephemeral: the subscription must be listening before the first one is
+	// sent, so the model waits a moment before it (a turn reaches its model in milliseconds).
+	c.llm.Enqueue(llmtest.Stream(llmtest.Delay(1500*time.Millisecond), llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent")))
 	conv := c.conversation(t, nil)
 	s, _ := c.send(t, conv, "go", nil)
 	sub := c.SubscribeRun(t, c.s.AccessToken, s.RunID, 0)

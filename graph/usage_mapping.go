@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/google/uuid"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/usage"
 )
@@ -63,7 +65,10 @@ var (
 
 // rateLimit is the one place rate limits apply: before the resolver of a limited root mutation
 // field runs. A refusal is RATE_LIMITED with retryAfter (seconds) in the extensions and the
-// field answers null.
+// field answers null. A spending mutation whose buckets had plenty of room a moment ago does
+// not wait for Redis: the resolver runs meanwhile and its transactions ask the limiter's answer
+// before they commit (usage.Limiter.SpendAhead, db.WithCommitGuard), so a refusal still
+// commits nothing.
 func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
 	return func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
 		rc := graphql.GetRootFieldContext(ctx)
@@ -75,9 +80,14 @@ func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
 		case authMutations[name]:
 			err = l.Auth(ctx, server.ClientIPFrom(ctx))
 		case spendMutations[name]:
-			if a, ok := auth.ActorFrom(ctx); ok {
-				err = l.Spend(ctx, a)
-			} // anonymous: the resolver answers UNAUTHENTICATED
+			a, ok := auth.ActorFrom(ctx)
+			if !ok {
+				break // anonymous: the resolver answers UNAUTHENTICATED
+			}
+			if wait, ahead := l.SpendAhead(ctx, a); ahead {
+				return spendAhead(ctx, rc, wait, next)
+			}
+			err = l.Spend(ctx, a)
 		}
 		if err != nil {
 			graphql.AddError(ctx, gqlerror.WrapPath(ast.Path{ast.PathName(rc.Field.Alias)}, err))
@@ -85,4 +95,25 @@ func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
 		}
 		return next(ctx)
 	}
+}
+
+// spendAhead runs the resolver while the limiter decides (wait). A commit asks wait first; a
+// refused one fails the resolver with the refusal. A refusal the resolver never met (it
+// committed nothing) replaces its answer, as if the limiter had refused first.
+func spendAhead(ctx context.Context, rc *graphql.RootFieldContext, wait func() error, next graphql.RootResolver) graphql.Marshaler {
+	var met atomic.Bool
+	res := next(db.WithCommitGuard(ctx, func() error {
+		err := wait()
+		if err != nil {
+			met.Store(true)
+		}
+		return err
+	}))
+	if err := wait(); err != nil {
+		if !met.Load() {
+			graphql.AddError(ctx, gqlerror.WrapPath(ast.Path{ast.PathName(rc.Field.Alias)}, err))
+		}
+		return graphql.Null
+	}
+	return res
 }

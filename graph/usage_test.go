@@ -18,7 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/app/apptest"
+	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/llm/llmtest"
+	"github.com/agentry/agentry/internal/usage"
 )
 
 const (
@@ -543,6 +547,34 @@ func TestRateLimitOverHTTP(t *testing.T) {
 	require.GreaterOrEqual(t, res.Errors[0].Extensions["retryAfter"].(float64), 1.0)
 	res = env.Do(t, "", logIn, map[string]any{"in": map[string]any{"email": s.Email, "password": s.Password}})
 	require.Equal(t, "RATE_LIMITED", res.Code(), "even the right password, from this IP, for now")
+}
+
+// TestRateLimitAheadCommitsNothingWhenRefused: a sendMessage whose tenant bucket had plenty of
+// room a moment ago runs while the limiter asks Redis; when Redis refuses after all (another
+// process drained the bucket meanwhile) the request answers RATE_LIMITED and nothing of it is
+// stored: the refusal reaches the transaction before its commit.
+func TestRateLimitAheadCommitsNothingWhenRefused(t *testing.T) {
+	t.Parallel()
+	c := newChatEnvWith(t, "anthropic", map[string]string{"AGENTRY_RATE_LIMIT_SPEND": "1/m burst 20"})
+	conv := c.conversation(t, nil)
+	_, res := c.send(t, conv, "first", nil) // the limiter learns the plan and the bucket's room
+	require.Empty(t, res.Errors, "%s", res.Body)
+	// Another process (a limiter of its own on the same Redis) spends the rest of the bucket.
+	other := usage.NewLimiter(usage.LimiterOptions{Redis: c.App.Redis, Prefix: c.App.Config.RedisPrefix, DB: c.App.DB,
+		Spend: map[string]config.RateLimit{"": {Rate: 1, Burst: 20, Period: time.Minute}}, Log: c.App.Log})
+	a := auth.Actor{TenantID: subUUID(t, c.s.TenantID), UserID: subUUID(t, c.s.UserID), Role: auth.RoleOwner}
+	for range 40 {
+		if other.Spend(context.Background(), a) != nil {
+			break
+		}
+	}
+	require.Equal(t, apperr.RateLimited, apperr.CodeOf(other.Spend(context.Background(), a)))
+	_, res = c.send(t, conv, "second", nil)
+	require.Equal(t, "RATE_LIMITED", res.Code(), "%s", res.Body)
+	require.Len(t, res.Errors, 1, "%s", res.Body)
+	require.GreaterOrEqual(t, res.Errors[0].Extensions["retryAfter"].(float64), 1.0)
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs`), "the refused message started no run")
+	require.Equal(t, 0, c.count(t, `SELECT count(*) FROM messages WHERE content = 'second'`), "and stored nothing")
 }
 
 // TestRateLimiterRedisUnreachable: with the limiter's Redis unreachable, spending mutations fail

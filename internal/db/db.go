@@ -157,6 +157,25 @@ func (t *Tx) batch(key any, flush func(items []any)) {
 
 type txKey struct{}
 
+type guardKey struct{}
+
+// WithCommitGuard returns ctx with guard, which every outermost transaction run with it asks
+// just before it commits: an error from guard rolls the transaction back and is its error. A
+// check that needs a round trip of its own (the rate limiter's, in Redis) can so run at the
+// same time as the transaction's statements instead of before them, and still decide whether
+// anything is committed. guard may be called more than once and must give the same answer.
+func WithCommitGuard(ctx context.Context, guard func() error) context.Context {
+	return context.WithValue(ctx, guardKey{}, guard)
+}
+
+// guarded asks ctx's commit guard, if any.
+func guarded(ctx context.Context) error {
+	if g, ok := ctx.Value(guardKey{}).(func() error); ok {
+		return g()
+	}
+	return nil
+}
+
 // TxFrom returns the transaction ctx runs in, if any.
 func TxFrom(ctx context.Context) (*Tx, bool) {
 	tx, ok := ctx.Value(txKey{}).(*Tx)
@@ -226,6 +245,9 @@ func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) er
 	}()
 	ctx = context.WithValue(ctx, txKey{}, tx)
 	err = fn(ctx, tx)
+	if err == nil && tx.root == nil {
+		err = guarded(ctx)
+	}
 	if err == nil && tx.root == nil && len(tx.atCommit) > 0 {
 		err = tx.CommitWith(ctx, tx.atCommit...)
 		if lt, ok := tx.Tx.(*lazyTx); err != nil && ok && lt.ended && lt.endErr == nil {

@@ -60,6 +60,9 @@ func (t *Tx) CommitWith(ctx context.Context, fns ...func(ctx context.Context, tx
 	if !ok || t.root != nil || len(fns) == 0 {
 		return t.Pipeline(ctx, fns...)
 	}
+	if err := guarded(ctx); err != nil {
+		return err
+	}
 	p := &pipeline{tx: t.Tx, running: len(fns), commit: lt}
 	return p.run(ctx, t, nil, fns)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -440,4 +441,48 @@ func TestCommitWith(t *testing.T) {
 		}))
 		require.Contains(t, names(), "q")
 	})
+}
+
+func TestCommitGuard(t *testing.T) {
+	t.Parallel()
+	d, _ := dbtest.Open(t)
+	tenant := newTenant(t, d, "guard")
+	refuse := errors.New("refused")
+	insert := func(name string) func(context.Context, *db.Tx) error {
+		return func(ctx context.Context, tx *db.Tx) error {
+			_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenant, ID: uuid.Must(uuid.NewV7()), Name: name})
+			return err
+		}
+	}
+	count := func(name string) int {
+		var n int
+		require.NoError(t, d.InTx(context.Background(), tenant, func(ctx context.Context, tx *db.Tx) error {
+			return tx.QueryRow(ctx, "SELECT count(*) FROM projects WHERE name = $1", name).Scan(&n)
+		}))
+		return n
+	}
+	var asked atomic.Int32
+	guard := func(err error) context.Context {
+		return db.WithCommitGuard(context.Background(), func() error { asked.Add(1); return err })
+	}
+	// A refusal rolls back: by the plain commit, by CommitWith and with AtCommit statements.
+	for i, fn := range []func(ctx context.Context, tx *db.Tx) error{
+		insert("a"),
+		func(ctx context.Context, tx *db.Tx) error { return tx.CommitWith(ctx, insert("a")) },
+		func(ctx context.Context, tx *db.Tx) error { tx.AtCommit(insert("a")); return insert("a")(ctx, tx) },
+	} {
+		require.ErrorIs(t, d.InTx(guard(refuse), tenant, fn), refuse, "case %d", i)
+	}
+	require.Zero(t, count("a"))
+	require.Zero(t, d.Pool.Stat().AcquiredConns())
+	// Admitted: committed; a savepoint does not ask, the outermost transaction does.
+	asked.Store(0)
+	require.NoError(t, d.InTx(guard(nil), tenant, func(ctx context.Context, tx *db.Tx) error {
+		if err := d.InTx(ctx, tenant, insert("b")); err != nil {
+			return err
+		}
+		return insert("b")(ctx, tx)
+	}))
+	require.Equal(t, 2, count("b"))
+	require.Equal(t, int32(1), asked.Load())
 }

@@ -83,7 +83,17 @@ type Limiter struct {
 
 	mu    sync.Mutex
 	plans map[uuid.UUID]planEntry
+	// room is what Redis last said a bucket had left (SpendAhead).
+	room map[string]roomEntry
 }
+
+type roomEntry struct {
+	remaining int
+	at        time.Time
+}
+
+// roomTTL is how long SpendAhead trusts what a bucket had left.
+const roomTTL = time.Second
 
 type planEntry struct {
 	plan    string
@@ -92,7 +102,8 @@ type planEntry struct {
 
 // NewLimiter returns a limiter.
 func NewLimiter(o LimiterOptions) *Limiter {
-	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, log: o.Log, plans: map[uuid.UUID]planEntry{}}
+	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, log: o.Log,
+		plans: map[uuid.UUID]planEntry{}, room: map[string]roomEntry{}}
 	if o.Auth != nil {
 		l.auth = *o.Auth
 	}
@@ -101,7 +112,12 @@ func NewLimiter(o LimiterOptions) *Limiter {
 }
 
 // UseRedis switches the Redis the limiter keeps its state in.
-func (l *Limiter) UseRedis(rdb redis.UniversalClient) { l.rdb.Store(redis_rate.NewLimiter(rdb)) }
+func (l *Limiter) UseRedis(rdb redis.UniversalClient) {
+	l.rdb.Store(redis_rate.NewLimiter(rdb))
+	l.mu.Lock()
+	clear(l.room)
+	l.mu.Unlock()
+}
 
 // SpendLimit is the spending limit of a plan after the configured overrides.
 func (l *Limiter) SpendLimit(plan string) config.RateLimit {
@@ -140,6 +156,49 @@ func (l *Limiter) Spend(ctx context.Context, a auth.Actor) error {
 	return nil
 }
 
+// SpendAhead starts Spend for the actor without waiting for it when the actor's buckets had
+// plenty of room a moment ago (a quarter of their burst, as Redis last said, within roomTTL):
+// the caller does its work meanwhile and asks wait before anything is committed
+// (db.WithCommitGuard), saving the limiter's round trip to Redis. wait gives Spend's answer
+// and may be called any number of times. ok is false when the buckets are unknown or close to
+// their limit: the caller calls Spend first, so refused requests near the limit cost nothing
+// more than they did.
+func (l *Limiter) SpendAhead(ctx context.Context, a auth.Actor) (wait func() error, ok bool) {
+	plan, known := l.cachedPlan(a.TenantID)
+	if !known {
+		return nil, false
+	}
+	limit := l.SpendLimit(plan)
+	if limit.Off {
+		return func() error { return nil }, true
+	}
+	keys := []string{"tenant:" + a.TenantID.String()}
+	bursts := []int{limit.Burst}
+	if a.APIKeyID != uuid.Nil {
+		keys, bursts = append(keys, "key:"+a.APIKeyID.String()), append(bursts, KeyLimit(limit).Burst)
+	}
+	now := time.Now()
+	l.mu.Lock()
+	for i, k := range keys {
+		r, seen := l.room[k]
+		if !seen || now.Sub(r.at) > roomTTL || r.remaining < max(2, bursts[i]/4) {
+			l.mu.Unlock()
+			return nil, false
+		}
+	}
+	l.mu.Unlock()
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = l.Spend(context.WithoutCancel(ctx), a)
+	}()
+	return func() error {
+		<-done
+		return err
+	}, true
+}
+
 // Auth admits one logIn or signUp from a client IP. An unreachable Redis admits it (logged).
 func (l *Limiter) Auth(ctx context.Context, ip string) error {
 	if l.auth.Off || ip == "" {
@@ -173,6 +232,12 @@ func (l *Limiter) allow(ctx context.Context, key string, limit config.RateLimit)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUnavailable, err)
 	}
+	l.mu.Lock()
+	if len(l.room) > 10_000 {
+		clear(l.room) // bounded: a hint, not a registry
+	}
+	l.room[key] = roomEntry{remaining: res.Remaining, at: time.Now()}
+	l.mu.Unlock()
 	if res.Allowed > 0 {
 		return nil
 	}
@@ -181,14 +246,21 @@ func (l *Limiter) allow(ctx context.Context, key string, limit config.RateLimit)
 	return apperr.New(apperr.RateLimited, "too many requests (limit %s): retry in %d s", limit, secs).With("retryAfter", secs)
 }
 
-// plan returns the tenant's plan, cached for planTTL.
-func (l *Limiter) plan(ctx context.Context, tenantID uuid.UUID) (string, error) {
-	now := time.Now()
+// cachedPlan returns the tenant's plan when the cache has it fresh.
+func (l *Limiter) cachedPlan(tenantID uuid.UUID) (string, bool) {
 	l.mu.Lock()
 	e, ok := l.plans[tenantID]
 	l.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.plan, nil
+	if ok && time.Now().Before(e.expires) {
+		return e.plan, true
+	}
+	return "", false
+}
+
+// plan returns the tenant's plan, cached for planTTL.
+func (l *Limiter) plan(ctx context.Context, tenantID uuid.UUID) (string, error) {
+	if plan, ok := l.cachedPlan(tenantID); ok {
+		return plan, nil
 	}
 	var plan string
 	err := l.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
@@ -203,7 +275,7 @@ func (l *Limiter) plan(ctx context.Context, tenantID uuid.UUID) (string, error) 
 	if len(l.plans) > 10_000 {
 		l.plans = map[uuid.UUID]planEntry{}
 	}
-	l.plans[tenantID] = planEntry{plan: plan, expires: now.Add(planTTL)}
+	l.plans[tenantID] = planEntry{plan: plan, expires: time.Now().Add(planTTL)}
 	l.mu.Unlock()
 	return plan, nil
 }
