@@ -4,9 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/db/dbtest"
 )
 
@@ -36,6 +38,43 @@ func BenchmarkReads(b *testing.B) {
 		for b.Loop() {
 			require.NoError(b, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
 				return tx.Pipeline(ctx, read, read, read, read)
+			}))
+		}
+	})
+}
+
+// BenchmarkWriteCommit is a transaction of a read and two writes, committed after the writes
+// (Pipeline, then COMMIT) and with them (CommitWith): what sending COMMIT with a transaction's
+// last statements saves. Each write is a WAL-flushed commit, as a turn's are.
+func BenchmarkWriteCommit(b *testing.B) {
+	d, _ := dbtest.Open(b)
+	ctx := context.Background()
+	tenant := newTenant(b, d, "bench")
+	read := func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.TenantGetByID(ctx, tenant)
+		return err
+	}
+	write := func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenant, ID: uuid.Must(uuid.NewV7()), Name: "p"})
+		return err
+	}
+	b.Run("then-commit", func(b *testing.B) {
+		for b.Loop() {
+			require.NoError(b, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+				if err := read(ctx, tx); err != nil {
+					return err
+				}
+				return tx.Pipeline(ctx, write, write)
+			}))
+		}
+	})
+	b.Run("commit-with", func(b *testing.B) {
+		for b.Loop() {
+			require.NoError(b, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+				if err := read(ctx, tx); err != nil {
+					return err
+				}
+				return tx.CommitWith(ctx, write, write)
 			}))
 		}
 	})
