@@ -4,11 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db"
-	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/db/dbtest"
 )
 
@@ -18,10 +16,7 @@ func BenchmarkReads(b *testing.B) {
 	d, _ := dbtest.Open(b)
 	ctx := context.Background()
 	tenant := newTenant(b, d, "bench")
-	read := func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Q.TenantGetByID(ctx, tenant)
-		return err
-	}
+	read := readTenant(tenant)
 	b.Run("sequential", func(b *testing.B) {
 		for b.Loop() {
 			require.NoError(b, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
@@ -50,14 +45,8 @@ func BenchmarkWriteCommit(b *testing.B) {
 	d, _ := dbtest.Open(b)
 	ctx := context.Background()
 	tenant := newTenant(b, d, "bench")
-	read := func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Q.TenantGetByID(ctx, tenant)
-		return err
-	}
-	write := func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenant, ID: uuid.Must(uuid.NewV7()), Name: "p"})
-		return err
-	}
+	read := readTenant(tenant)
+	write := insertProject(tenant, "p")
 	b.Run("then-commit", func(b *testing.B) {
 		for b.Loop() {
 			require.NoError(b, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {

@@ -245,12 +245,7 @@ func TestCommitWith(t *testing.T) {
 	var batches []int
 	db.OnPipelineBatch(func(n int) { batches = append(batches, n) })
 	t.Cleanup(func() { db.OnPipelineBatch(nil) })
-	project := func(name string) func(context.Context, *db.Tx) error {
-		return func(ctx context.Context, tx *db.Tx) error {
-			_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenant, ID: uuid.Must(uuid.NewV7()), Name: name})
-			return err
-		}
-	}
+	project := func(name string) func(context.Context, *db.Tx) error { return insertProject(tenant, name) }
 	names := func() []string {
 		var out []string
 		require.NoError(t, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
@@ -448,12 +443,7 @@ func TestCommitGuard(t *testing.T) {
 	d, _ := dbtest.Open(t)
 	tenant := newTenant(t, d, "guard")
 	refuse := errors.New("refused")
-	insert := func(name string) func(context.Context, *db.Tx) error {
-		return func(ctx context.Context, tx *db.Tx) error {
-			_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenant, ID: uuid.Must(uuid.NewV7()), Name: name})
-			return err
-		}
-	}
+	insert := func(name string) func(context.Context, *db.Tx) error { return insertProject(tenant, name) }
 	count := func(name string) int {
 		var n int
 		require.NoError(t, d.InTx(context.Background(), tenant, func(ctx context.Context, tx *db.Tx) error {
@@ -485,4 +475,20 @@ func TestCommitGuard(t *testing.T) {
 	}))
 	require.Equal(t, 2, count("b"))
 	require.Equal(t, int32(1), asked.Load())
+}
+
+// readTenant is a Pipeline function reading the tenant's row.
+func readTenant(tenant uuid.UUID) func(context.Context, *db.Tx) error {
+	return func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.TenantGetByID(ctx, tenant)
+		return err
+	}
+}
+
+// insertProject is a Pipeline function inserting a project named name.
+func insertProject(tenant uuid.UUID, name string) func(context.Context, *db.Tx) error {
+	return func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenant, ID: uuid.Must(uuid.NewV7()), Name: name})
+		return err
+	}
 }
