@@ -237,6 +237,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 			replay   bool
 			set      settings.Settings
 			admitErr error
+			jobID    int64
 		)
 		err := tx.Pipeline(ctx,
 			func(ctx context.Context, tx *db.Tx) (err error) {
@@ -269,6 +270,10 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 				set, err = settings.ForUser(ctx, tx, a)
 				return err
 			},
+			func(ctx context.Context, tx *db.Tx) (err error) {
+				jobID, err = s.runs.NextJobID(ctx, tx) // unused when the run waits its turn
+				return err
+			},
 		)
 		if err != nil || replay {
 			return err
@@ -288,6 +293,11 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 					return err
 				}
 				busy = false
+				// The positions are taken from conv below: read it again after what the
+				// cancellation wrote.
+				if conv, err = tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: conv.ID}); err != nil {
+					return err
+				}
 			}
 		}
 		if admitErr != nil {
@@ -295,43 +305,41 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		}
 		runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 		maxAttempts := int32(set.MaxRetries + 1)
-		// A run that starts now becomes the conversation's active one with the positions, and
-		// its job is inserted before it (beside the positions: two round trips for both), so
-		// the run row names its job from the start.
-		var pos dbsqlc.ConversationNextPositionsRow
-		var jobID *int64
-		err = tx.Pipeline(ctx,
-			func(ctx context.Context, tx *db.Tx) (err error) {
-				pos, err = tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
-					ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
-				return err
-			},
-			func(ctx context.Context, tx *db.Tx) error {
-				if busy {
-					return nil
-				}
-				id, err := s.runs.InsertJob(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts)
-				jobID = &id
-				return err
-			},
-		)
-		if err != nil {
+		// The conversation's row is locked (FOR UPDATE), so the positions this run and its
+		// message take are known: they are reserved (ConversationNextPositions, which makes a run
+		// that starts now the active one), the run's job inserted before the run (JobAtCommit, so
+		// the run names its job from the start), the run, its message and task.queued, all with
+		// the COMMIT: one round trip.
+		pos := dbsqlc.ConversationNextPositionsRow{MessageCount: conv.MessageCount + 1, RunCount: conv.RunCount + 1}
+		fns := []func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
+			got, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
+				ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
+			if err == nil && got != pos {
+				err = fmt.Errorf("conversation %s positions moved under its lock: %+v, want %+v", conv.ID, got, pos)
+			}
 			return err
+		}}
+		var job *int64
+		if !busy {
+			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID)
+			if err != nil {
+				return err
+			}
+			fns, job = append(fns, jobFns...), &jobID
 		}
 		var key *string
 		if in.IdempotencyKey != "" {
 			key = &in.IdempotencyKey
 		}
-		// The run, its message and task.queued, with the COMMIT: one round trip.
 		scope := events.Scope{TenantID: a.TenantID, RunID: runID, ConversationID: conv.ID}
 		blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
 		parts, _ := json.Marshal(blocks)
-		return tx.CommitWith(ctx,
+		return tx.CommitWith(ctx, append(fns,
 			func(ctx context.Context, tx *db.Tx) (err error) {
 				out.Run, err = tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{
 					TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
 					ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
-					TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
+					TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: job,
 				})
 				if err != nil {
 					return fmt.Errorf("insert run: %w", err)
@@ -355,7 +363,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 				}})
 				return err
 			},
-		)
+		)...)
 	})
 	return out, err
 }

@@ -98,7 +98,7 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 
 // FetchCooldown is the least time between two fetches of the chat queue, and between two insert
 // notifications of any queue from one client.
-const FetchCooldown = 5 * time.Millisecond
+const FetchCooldown = run.FetchCooldown
 
 // ChatQueue is the configuration of the chat queue for a worker running concurrency jobs at
 // once. A user is waiting on every chat turn, so jobs are picked up within milliseconds of their

@@ -5,9 +5,12 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -92,6 +95,8 @@ type Service struct {
 	pub  *events.Publisher
 	jobs Inserter
 	log  *slog.Logger
+	// notified paces JobAtCommit's insert notifications.
+	notified notifyLimiter
 	// onFinish holds, per run kind, work that must commit with the run's end (a task's status).
 	onFinish map[string]FinishHook
 }
@@ -124,15 +129,78 @@ func ScopeOf(r dbsqlc.Run) events.Scope {
 	return events.Scope{TenantID: r.TenantID, RunID: r.ID, ConversationID: r.ConversationID.UUID}
 }
 
+// FetchCooldown is the least time between two fetches of the chat queue, and between two insert
+// notifications of a queue from one process (River's client and JobAtCommit each).
+const FetchCooldown = 5 * time.Millisecond
+
+// NextJobID takes, in tx, the id of a run's job that JobAtCommit inserts later in tx: a run's
+// job can then be inserted with the run, in one batch, and the run name it from the start.
+func (s *Service) NextJobID(ctx context.Context, tx *db.Tx) (int64, error) {
+	id, err := tx.Q.RiverJobNextID(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("job id: %w", err)
+	}
+	return id, nil
+}
+
+// JobAtCommit is InsertJob as statements for db.Tx.CommitWith: the job (id from NextJobID) and
+// River's insert notification go to Postgres with the transaction's last statements and its
+// COMMIT. River's client sends the notification as a statement of its own after its insert's
+// answer: a round trip more before the COMMIT. The job is the row River's client inserts with
+// these options (as River's insert-only clients for other languages write it; a test compares
+// the two); the notification is sent at most once per queue per FetchCooldown, as River's client
+// limits its own.
+func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempts int32, id int64) ([]func(ctx context.Context, tx *db.Tx) error, error) {
+	args, err := json.Marshal(Args{TenantID: tenantID, RunID: runID})
+	if err != nil {
+		return nil, err
+	}
+	queue := QueueOf(kind)
+	fns := []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
+		if err := tx.Q.RiverJobInsert(ctx, dbsqlc.RiverJobInsertParams{ID: id, Args: args, Kind: Args{}.Kind(), MaxAttempts: int16(min(maxAttempts, math.MaxInt16)), Queue: queue}); err != nil {
+			return fmt.Errorf("enqueue run %s: %w", runID, err)
+		}
+		return nil
+	}}
+	if s.notified.due(queue, time.Now()) {
+		fns = append(fns, func(ctx context.Context, tx *db.Tx) error { return tx.Q.RiverNotifyInsert(ctx, queue) })
+	}
+	return fns, nil
+}
+
+// QueueOf is the River queue of a run kind's jobs.
+func QueueOf(kind string) string {
+	if kind == KindChatTurn {
+		return QueueChat
+	}
+	return river.QueueDefault
+}
+
+// notifyLimiter says when a queue's insert notification is due: at most one per FetchCooldown.
+type notifyLimiter struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (l *notifyLimiter) due(queue string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.last[queue]) < FetchCooldown {
+		return false
+	}
+	if l.last == nil {
+		l.last = map[string]time.Time{}
+	}
+	l.last[queue] = now
+	return true
+}
+
 // InsertJob inserts in tx the job of a run that is about to be inserted (its id chosen
 // already), and returns the job's id for RunInsert's job_id: a new run and its job in two
 // statements instead of three. The caller also makes the run its conversation's active one
 // (ConversationNextPositions' active_run_id), as Enqueue does. Chat turns go to the chat queue.
 func (s *Service) InsertJob(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, kind string, maxAttempts int32) (int64, error) {
-	opts := &river.InsertOpts{MaxAttempts: int(maxAttempts)}
-	if kind == KindChatTurn {
-		opts.Queue = QueueChat
-	}
+	opts := &river.InsertOpts{MaxAttempts: int(maxAttempts), Queue: QueueOf(kind)}
 	res, err := s.jobs.InsertTx(ctx, tx.Tx, Args{TenantID: tenantID, RunID: runID}, opts)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue run %s: %w", runID, err)

@@ -168,7 +168,15 @@ type Reservation struct {
 
 type RiverJob struct {
 	ID          int64
+	Args        []byte
+	Kind        string
+	MaxAttempts int16
+	Metadata    []byte
+	Priority    int16
+	Queue       string
 	State       string
+	ScheduledAt time.Time
+	Tags        []string
 	AttemptedAt *time.Time
 	AttemptedBy []string
 }

@@ -75,6 +75,55 @@ func (q *Queries) MessageListNewerUser(ctx context.Context, arg MessageListNewer
 	return items, nil
 }
 
+const riverJobInsert = `-- name: RiverJobInsert :exec
+INSERT INTO river_job (id, args, kind, max_attempts, metadata, priority, queue, state, scheduled_at, tags)
+VALUES ($1, $2, $3, $4, '{}', 1, $5, 'available', now(), '{}')
+`
+
+type RiverJobInsertParams struct {
+	ID          int64
+	Args        []byte
+	Kind        string
+	MaxAttempts int16
+	Queue       string
+}
+
+// A job inserted as River's client inserts one with default options (what River's insert-only
+// clients for other languages do too): available at once, priority 1, no tags or metadata.
+func (q *Queries) RiverJobInsert(ctx context.Context, arg RiverJobInsertParams) error {
+	_, err := q.db.Exec(ctx, riverJobInsert,
+		arg.ID,
+		arg.Args,
+		arg.Kind,
+		arg.MaxAttempts,
+		arg.Queue,
+	)
+	return err
+}
+
+const riverJobNextID = `-- name: RiverJobNextID :one
+SELECT nextval('river_job_id_seq')::bigint AS id
+`
+
+// The id of a River job to be inserted later in the transaction (RiverJobInsert).
+func (q *Queries) RiverJobNextID(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, riverJobNextID)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const riverNotifyInsert = `-- name: RiverNotifyInsert :exec
+SELECT pg_notify(concat(current_schema(), '.river_insert'), json_build_object('queue', $1::text)::text)
+`
+
+// Tells River's producers of queue that a job is available (River's insert notification: its
+// topic in the current schema, payload {"queue": ...}); Postgres delivers it at COMMIT.
+func (q *Queries) RiverNotifyInsert(ctx context.Context, queue string) error {
+	_, err := q.db.Exec(ctx, riverNotifyInsert, queue)
+	return err
+}
+
 const runAcquire = `-- name: RunAcquire :one
 UPDATE runs SET
     status = 'RUNNING',

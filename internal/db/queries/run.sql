@@ -198,3 +198,18 @@ SELECT r.tenant_id, r.id FROM runs r
 JOIN river_job j ON j.id = r.job_id
 WHERE r.status = 'QUEUED' AND j.state = 'running' AND j.attempted_at < now() - make_interval(secs => sqlc.arg(grace_seconds)::double precision)
 LIMIT sqlc.arg(lim);
+
+-- name: RiverJobNextID :one
+-- The id of a River job to be inserted later in the transaction (RiverJobInsert).
+SELECT nextval('river_job_id_seq')::bigint AS id;
+
+-- name: RiverJobInsert :exec
+-- A job inserted as River's client inserts one with default options (what River's insert-only
+-- clients for other languages do too): available at once, priority 1, no tags or metadata.
+INSERT INTO river_job (id, args, kind, max_attempts, metadata, priority, queue, state, scheduled_at, tags)
+VALUES (sqlc.arg(id), sqlc.arg(args), sqlc.arg(kind), sqlc.arg(max_attempts), '{}', 1, sqlc.arg(queue), 'available', now(), '{}');
+
+-- name: RiverNotifyInsert :exec
+-- Tells River's producers of queue that a job is available (River's insert notification: its
+-- topic in the current schema, payload {"queue": ...}); Postgres delivers it at COMMIT.
+SELECT pg_notify(concat(current_schema(), '.river_insert'), json_build_object('queue', sqlc.arg(queue)::text)::text);
