@@ -218,8 +218,9 @@ func (e *Executor) retryDelay(attempt int) time.Duration {
 
 // preread reads, in the round trip that acquires the run (run.Service.AcquireWith), what the
 // attempt needs first and can be read by the run alone: the settings of the run's user, its
-// conversation and, on the job's first attempt, the run's state for the first step (preload
-// keeps it only where nothing can change it before the loop starts). A chat turn thus starts
+// conversation and, on the job's first attempt, the run's state for the first step and the
+// context builder's reads (preload keeps them only where nothing can change them before the
+// loop starts). A chat turn thus starts
 // with one transaction instead of four, and its reads cost no round trip of their own.
 func (t *turn) preread(tenantID, runID uuid.UUID, at Attempt) func(ctx context.Context, tx *db.Tx) error {
 	return func(ctx context.Context, tx *db.Tx) error {
@@ -239,6 +240,10 @@ func (t *turn) preread(tenantID, runID uuid.UUID, at Attempt) func(ctx context.C
 		if at.Number == 1 {
 			t.pre = &state{}
 			reads = append(reads, stateReads(t.pre, tenantID, runID)...)
+			if t.e.window != nil {
+				t.preCtx = &contextwin.Read{}
+				reads = append(reads, contextwin.ReadsOfRun(t.preCtx, tenantID, runID, 0)...)
+			}
 		}
 		return tx.Pipeline(ctx, reads...)
 	}
@@ -249,8 +254,8 @@ func (t *turn) preread(tenantID, runID uuid.UUID, at Attempt) func(ctx context.C
 // kept, and the first model call is reserved (with the COMMIT).
 func (t *turn) preload(ctx context.Context, tx *db.Tx, l run.Lease) error {
 	r := l.Run
-	st, pre := state{}, t.pre
-	t.pre = nil
+	st, pre, preCtx := state{}, t.pre, t.preCtx
+	t.pre, t.preCtx = nil, nil
 	if t.e.hooks[r.Kind] != nil || l.Attempt != 1 {
 		return nil
 	}
@@ -262,10 +267,16 @@ func (t *turn) preload(ctx context.Context, tx *db.Tx, l run.Lease) error {
 	st.run = r // the row just acquired
 	t.first = &st
 	if t.e.window != nil {
-		// The context builder's part of the system prompt, built once per attempt.
-		text, err := t.buildContext(ctx, tx, r, st)
-		if err != nil {
-			return err
+		// The context builder's part of the system prompt, built once per attempt (from what
+		// preread read, when it did).
+		var text string
+		if pre != nil && preCtx != nil {
+			text = contextwin.Compose(t.conv.Mode, *preCtx)
+		} else {
+			var err error
+			if text, err = t.buildContext(ctx, tx, r, st); err != nil {
+				return err
+			}
 		}
 		t.built = &text
 	}

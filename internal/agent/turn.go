@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
@@ -37,6 +38,8 @@ type turn struct {
 	built *string
 	// pre is the state read beside the acquisition (preread), for preload to keep or drop.
 	pre *state
+	// preCtx is what the context builder reads, read by preread beside pre.
+	preCtx *contextwin.Read
 	// first is the state read with the lease (preload), for the first load; nil after.
 	first *state
 	// tail is the last token delta of the latest reply, not published yet: it goes out with

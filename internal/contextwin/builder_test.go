@@ -73,4 +73,59 @@ func TestBuildAssemblesModeProjectTasksAndMemories(t *testing.T) {
 	got = build("DEFAULT", "hello")
 	require.True(t, strings.HasPrefix(got, "Project: Rocket site"), "DEFAULT adds no mode instruction")
 	require.NotContains(t, got, "remember")
+
+	// Read by the run alone (ReadsOfRun, in the round trip that acquires it), the same text:
+	// the memories are recalled by the message that started the run or, for a run without
+	// one, the conversation's newest user message.
+	convID := uuid.Must(uuid.NewV7())
+	ofRun := func(trigger bool, texts ...string) string {
+		runID := uuid.Must(uuid.NewV7())
+		var out string
+		require.NoError(t, d.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+			conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: tenantID, ID: convID})
+			if db.IsNoRows(err) {
+				conv, err = tx.Q.ConversationInsert(ctx, dbsqlc.ConversationInsertParams{TenantID: tenantID, ID: convID, ProjectID: projectID, UserID: userID, Mode: "BRAINSTORM", Model: "openai:gpt-4o-mini"})
+			}
+			if err != nil {
+				return err
+			}
+			var msgID uuid.UUID
+			for i, text := range texts {
+				msgID = uuid.Must(uuid.NewV7())
+				if _, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{TenantID: tenantID, ID: msgID, ConversationID: convID,
+					Position: conv.MessageCount + int64(i) + 1, Role: "USER", Content: text, Parts: []byte("[]")}); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: tenantID, ID: convID, N: int64(len(texts))}); err != nil {
+				return err
+			}
+			if _, err := tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{TenantID: tenantID, ID: runID, UserID: userID, Kind: "CHAT_TURN", Status: "QUEUED",
+				ConversationID: uuid.NullUUID{UUID: convID, Valid: true}, TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: trigger}, MaxAttempts: 1}); err != nil {
+				return err
+			}
+			var rd contextwin.Read
+			if err := tx.Pipeline(ctx, contextwin.ReadsOfRun(&rd, tenantID, runID, 0)...); err != nil {
+				return err
+			}
+			out = contextwin.Compose(conv.Mode, rd)
+			return nil
+		}))
+		return out
+	}
+	require.Equal(t, build("BRAINSTORM", "why is the countdown wrong?"), ofRun(true, "why is the countdown wrong?"))
+	require.Equal(t, build("BRAINSTORM", "what about my dog?"), ofRun(false, "why is the countdown wrong?", "what about my dog?"))
+	require.Contains(t, ofRun(false), "Laika", "without a trigger, the newest user message")
+	require.Equal(t, build("BRAINSTORM", "hello"), ofRun(true, "hello"))
+
+	// A run without a conversation reads no project and recalls nothing.
+	var rd contextwin.Read
+	require.NoError(t, d.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		runID := uuid.Must(uuid.NewV7())
+		if _, err := tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{TenantID: tenantID, ID: runID, UserID: userID, Kind: "TASK", Status: "QUEUED", MaxAttempts: 1}); err != nil {
+			return err
+		}
+		return tx.Pipeline(ctx, contextwin.ReadsOfRun(&rd, tenantID, runID, 0)...)
+	}))
+	require.Equal(t, contextwin.Read{Tasks: []dbsqlc.Task{}}, rd)
 }

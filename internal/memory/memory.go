@@ -65,9 +65,29 @@ func Recall(ctx context.Context, tx *db.Tx, s Scope, query string, limit, tokens
 	if err != nil {
 		return nil, fmt.Errorf("recall: %w", err)
 	}
+	return fit(rows, tokens), nil
+}
+
+// RecallOfRun is Recall for run runID, keyed by the run alone: its user's memories in its
+// conversation's project relevant to the message that started it (or, for a run without one,
+// the conversation's newest user message). None for a run without a conversation.
+func RecallOfRun(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, limit, tokens int) ([]dbsqlc.Memory, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := tx.Q.MemoryRecallOfRun(ctx, dbsqlc.MemoryRecallOfRunParams{TenantID: tenantID, RunID: runID, Lim: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("recall: %w", err)
+	}
+	return fit(rows, tokens), nil
+}
+
+// fit keeps the memories of rows (best first) that fit in tokens; the first always fits.
+func fit[R dbsqlc.MemoryRecallRow | dbsqlc.MemoryRecallOfRunRow](rows []R, tokens int) []dbsqlc.Memory {
 	var out []dbsqlc.Memory
 	used := 0
-	for _, r := range rows {
+	for _, row := range rows {
+		r := dbsqlc.MemoryRecallRow(row)
 		cost := (len(r.Content) + charsPerToken - 1) / charsPerToken
 		if len(out) > 0 && used+cost > tokens {
 			break
@@ -76,7 +96,7 @@ func Recall(ctx context.Context, tx *db.Tx, s Scope, query string, limit, tokens
 		out = append(out, dbsqlc.Memory{TenantID: r.TenantID, ID: r.ID, UserID: r.UserID, ProjectID: r.ProjectID,
 			Content: r.Content, RunID: r.RunID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
 	}
-	return out, nil
+	return out
 }
 
 // Service is what users do with their memories (the GraphQL edge calls it).

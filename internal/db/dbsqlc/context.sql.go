@@ -64,6 +64,60 @@ func (q *Queries) ContextProjectTasks(ctx context.Context, arg ContextProjectTas
 	return items, nil
 }
 
+const contextProjectTasksOfRun = `-- name: ContextProjectTasksOfRun :many
+SELECT t.tenant_id, t.id, t.project_id, t.title, t.description, t.acceptance_criteria, t.tags, t.source, t.status, t.priority, t.type, t.slug, t.complexity, t.created_by, t.created_at, t.updated_at FROM tasks t
+WHERE t.tenant_id = $1 AND t.status <> 'DONE' AND t.project_id = (
+    SELECT c.project_id FROM conversations c
+    WHERE c.tenant_id = $1 AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1 AND r.id = $2)
+)
+ORDER BY CASE t.priority WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END, t.id DESC
+LIMIT $3
+`
+
+type ContextProjectTasksOfRunParams struct {
+	TenantID uuid.UUID
+	RunID    uuid.UUID
+	Lim      int32
+}
+
+// ContextProjectTasks of the project of run run_id's conversation.
+func (q *Queries) ContextProjectTasksOfRun(ctx context.Context, arg ContextProjectTasksOfRunParams) ([]Task, error) {
+	rows, err := q.db.Query(ctx, contextProjectTasksOfRun, arg.TenantID, arg.RunID, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Task{}
+	for rows.Next() {
+		var i Task
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.ProjectID,
+			&i.Title,
+			&i.Description,
+			&i.AcceptanceCriteria,
+			&i.Tags,
+			&i.Source,
+			&i.Status,
+			&i.Priority,
+			&i.Type,
+			&i.Slug,
+			&i.Complexity,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const conversationSetSummary = `-- name: ConversationSetSummary :exec
 UPDATE conversations SET summary = $3, summarized_through = $4, updated_at = now()
 WHERE tenant_id = $1 AND id = $2
@@ -290,6 +344,84 @@ func (q *Queries) MemoryRecall(ctx context.Context, arg MemoryRecallParams) ([]M
 	return items, nil
 }
 
+const memoryRecallOfRun = `-- name: MemoryRecallOfRun :many
+WITH q AS MATERIALIZED (
+    SELECT (
+        SELECT string_agg(quote_literal(l), ' | ')
+        FROM unnest(tsvector_to_array(to_tsvector('english', regexp_replace(coalesce((
+            SELECT coalesce(
+                (SELECT m.content FROM messages m WHERE m.tenant_id = r.tenant_id AND m.id = r.trigger_message_id),
+                (SELECT m.content FROM messages m
+                 WHERE m.tenant_id = r.tenant_id AND m.conversation_id = r.conversation_id AND m.role = 'USER'
+                 ORDER BY m.position DESC LIMIT 1))
+            FROM runs r WHERE r.tenant_id = $1 AND r.id = $2
+        ), ''), '[\\'']', ' ', 'g')))) AS l
+    )::tsquery AS query
+)
+SELECT m.tenant_id, m.id, m.user_id, m.project_id, m.content, m.run_id, m.created_at, m.updated_at, ts_rank(to_tsvector('english', m.content), q.query)::real AS rank
+FROM memories m, q
+WHERE m.tenant_id = $1
+  AND m.user_id = (SELECT r.user_id FROM runs r WHERE r.tenant_id = $1 AND r.id = $2)
+  AND m.project_id = (
+    SELECT c.project_id FROM conversations c
+    WHERE c.tenant_id = $1 AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1 AND r.id = $2)
+  )
+  AND q.query IS NOT NULL
+  AND to_tsvector('english', m.content) @@ q.query
+ORDER BY rank DESC, m.id DESC
+LIMIT $3
+`
+
+type MemoryRecallOfRunParams struct {
+	TenantID uuid.UUID
+	RunID    uuid.UUID
+	Lim      int32
+}
+
+type MemoryRecallOfRunRow struct {
+	TenantID  uuid.UUID
+	ID        uuid.UUID
+	UserID    uuid.UUID
+	ProjectID uuid.UUID
+	Content   string
+	RunID     uuid.NullUUID
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Rank      float32
+}
+
+// MemoryRecall for run run_id: its user's memories in its conversation's project, recalled by
+// the message that started it (for a run without one, the conversation's newest user message).
+func (q *Queries) MemoryRecallOfRun(ctx context.Context, arg MemoryRecallOfRunParams) ([]MemoryRecallOfRunRow, error) {
+	rows, err := q.db.Query(ctx, memoryRecallOfRun, arg.TenantID, arg.RunID, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MemoryRecallOfRunRow{}
+	for rows.Next() {
+		var i MemoryRecallOfRunRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.UserID,
+			&i.ProjectID,
+			&i.Content,
+			&i.RunID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Rank,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const memoryUpsert = `-- name: MemoryUpsert :one
 
 INSERT INTO memories (tenant_id, id, user_id, project_id, content, run_id)
@@ -329,6 +461,35 @@ func (q *Queries) MemoryUpsert(ctx context.Context, arg MemoryUpsertParams) (Mem
 		&i.RunID,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const projectGetOfRun = `-- name: ProjectGetOfRun :one
+SELECT p.tenant_id, p.id, p.name, p.description, p.is_default, p.created_at FROM projects p
+WHERE p.tenant_id = $1 AND p.id = (
+    SELECT c.project_id FROM conversations c
+    WHERE c.tenant_id = $1 AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1 AND r.id = $2)
+)
+`
+
+type ProjectGetOfRunParams struct {
+	TenantID uuid.UUID
+	RunID    uuid.UUID
+}
+
+// The project of run run_id's conversation (no row for a run without a conversation): read by
+// the run alone, in the round trip that acquires it.
+func (q *Queries) ProjectGetOfRun(ctx context.Context, arg ProjectGetOfRunParams) (Project, error) {
+	row := q.db.QueryRow(ctx, projectGetOfRun, arg.TenantID, arg.RunID)
+	var i Project
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.Name,
+		&i.Description,
+		&i.IsDefault,
+		&i.CreatedAt,
 	)
 	return i, err
 }

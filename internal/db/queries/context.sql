@@ -67,3 +67,51 @@ LIMIT sqlc.arg(lim);
 -- The lowest call index metered for a run (0 when none is negative): context summaries take the
 -- negative indexes -1, -2, ... below the model calls' 0, 1, ...
 SELECT coalesce(min(call_index), 0)::integer FROM usage_records WHERE tenant_id = $1 AND run_id = $2;
+
+-- name: ProjectGetOfRun :one
+-- The project of run run_id's conversation (no row for a run without a conversation): read by
+-- the run alone, in the round trip that acquires it.
+SELECT p.* FROM projects p
+WHERE p.tenant_id = $1 AND p.id = (
+    SELECT c.project_id FROM conversations c
+    WHERE c.tenant_id = $1 AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1 AND r.id = sqlc.arg(run_id))
+);
+
+-- name: ContextProjectTasksOfRun :many
+-- ContextProjectTasks of the project of run run_id's conversation.
+SELECT t.* FROM tasks t
+WHERE t.tenant_id = $1 AND t.status <> 'DONE' AND t.project_id = (
+    SELECT c.project_id FROM conversations c
+    WHERE c.tenant_id = $1 AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1 AND r.id = sqlc.arg(run_id))
+)
+ORDER BY CASE t.priority WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END, t.id DESC
+LIMIT sqlc.arg(lim);
+
+-- name: MemoryRecallOfRun :many
+-- MemoryRecall for run run_id: its user's memories in its conversation's project, recalled by
+-- the message that started it (for a run without one, the conversation's newest user message).
+WITH q AS MATERIALIZED (
+    SELECT (
+        SELECT string_agg(quote_literal(l), ' | ')
+        FROM unnest(tsvector_to_array(to_tsvector('english', regexp_replace(coalesce((
+            SELECT coalesce(
+                (SELECT m.content FROM messages m WHERE m.tenant_id = r.tenant_id AND m.id = r.trigger_message_id),
+                (SELECT m.content FROM messages m
+                 WHERE m.tenant_id = r.tenant_id AND m.conversation_id = r.conversation_id AND m.role = 'USER'
+                 ORDER BY m.position DESC LIMIT 1))
+            FROM runs r WHERE r.tenant_id = $1 AND r.id = sqlc.arg(run_id)
+        ), ''), '[\\'']', ' ', 'g')))) AS l
+    )::tsquery AS query
+)
+SELECT m.*, ts_rank(to_tsvector('english', m.content), q.query)::real AS rank
+FROM memories m, q
+WHERE m.tenant_id = $1
+  AND m.user_id = (SELECT r.user_id FROM runs r WHERE r.tenant_id = $1 AND r.id = sqlc.arg(run_id))
+  AND m.project_id = (
+    SELECT c.project_id FROM conversations c
+    WHERE c.tenant_id = $1 AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1 AND r.id = sqlc.arg(run_id))
+  )
+  AND q.query IS NOT NULL
+  AND to_tsvector('english', m.content) @@ q.query
+ORDER BY rank DESC, m.id DESC
+LIMIT sqlc.arg(lim);
