@@ -242,7 +242,7 @@ func (t *turn) preread(tenantID, runID uuid.UUID, at Attempt) func(ctx context.C
 			reads = append(reads, stateReads(t.pre, tenantID, runID)...)
 			if t.e.window != nil {
 				t.preCtx = &contextwin.Read{}
-				reads = append(reads, contextwin.ReadsOfRun(t.preCtx, tenantID, runID, 0)...)
+				reads = append(reads, contextwin.ReadsOfRun(t.preCtx, tenantID, runID)...)
 			}
 		}
 		return tx.Pipeline(ctx, reads...)

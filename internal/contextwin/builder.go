@@ -46,6 +46,10 @@ type Read struct {
 // open tasks, most urgent first) and the user's memories relevant to the new message. Parts
 // with nothing to say are left out.
 func Build(ctx context.Context, tx *db.Tx, in BuildInput) (string, error) {
+	tokens := in.MemoryTokens
+	if tokens <= 0 {
+		tokens = DefaultMemoryTokens
+	}
 	// The project, its tasks and the memories are read together (one round trip).
 	var rd Read
 	var reads []func(context.Context, *db.Tx) error
@@ -65,7 +69,7 @@ func Build(ctx context.Context, tx *db.Tx, in BuildInput) (string, error) {
 		})
 	}
 	reads = append(reads, func(ctx context.Context, tx *db.Tx) (err error) {
-		rd.Mems, err = memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, memoryTokens(in.MemoryTokens))
+		rd.Mems, err = memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
 		return err
 	})
 	if err := tx.Pipeline(ctx, reads...); err != nil {
@@ -77,7 +81,7 @@ func Build(ctx context.Context, tx *db.Tx, in BuildInput) (string, error) {
 // ReadsOfRun are Build's reads for run runID (its conversation's project, the memories recalled
 // by the message that started it), keyed by the run alone, as Pipeline functions filling rd:
 // they can go to Postgres in the round trip that acquires the run.
-func ReadsOfRun(rd *Read, tenantID, runID uuid.UUID, memTokens int) []func(context.Context, *db.Tx) error {
+func ReadsOfRun(rd *Read, tenantID, runID uuid.UUID) []func(context.Context, *db.Tx) error {
 	return []func(context.Context, *db.Tx) error{
 		func(ctx context.Context, tx *db.Tx) error {
 			p, err := tx.Q.ProjectGetOfRun(ctx, dbsqlc.ProjectGetOfRunParams{TenantID: tenantID, RunID: runID})
@@ -95,17 +99,10 @@ func ReadsOfRun(rd *Read, tenantID, runID uuid.UUID, memTokens int) []func(conte
 			}
 			return nil
 		}, func(ctx context.Context, tx *db.Tx) (err error) {
-			rd.Mems, err = memory.RecallOfRun(ctx, tx, tenantID, runID, MaxRecalled, memoryTokens(memTokens))
+			rd.Mems, err = memory.RecallOfRun(ctx, tx, tenantID, runID, MaxRecalled, DefaultMemoryTokens)
 			return err
 		},
 	}
-}
-
-func memoryTokens(n int) int {
-	if n <= 0 {
-		return DefaultMemoryTokens
-	}
-	return n
 }
 
 // Compose is Build's text from what it read, for a conversation in mode.

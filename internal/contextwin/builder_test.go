@@ -105,7 +105,7 @@ func TestBuildAssemblesModeProjectTasksAndMemories(t *testing.T) {
 				return err
 			}
 			var rd contextwin.Read
-			if err := tx.Pipeline(ctx, contextwin.ReadsOfRun(&rd, tenantID, runID, 0)...); err != nil {
+			if err := tx.Pipeline(ctx, contextwin.ReadsOfRun(&rd, tenantID, runID)...); err != nil {
 				return err
 			}
 			out = contextwin.Compose(conv.Mode, rd)
@@ -125,7 +125,7 @@ func TestBuildAssemblesModeProjectTasksAndMemories(t *testing.T) {
 		if _, err := tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{TenantID: tenantID, ID: runID, UserID: userID, Kind: "TASK", Status: "QUEUED", MaxAttempts: 1}); err != nil {
 			return err
 		}
-		return tx.Pipeline(ctx, contextwin.ReadsOfRun(&rd, tenantID, runID, 0)...)
+		return tx.Pipeline(ctx, contextwin.ReadsOfRun(&rd, tenantID, runID)...)
 	}))
 	require.Equal(t, contextwin.Read{Tasks: []dbsqlc.Task{}}, rd)
 }
