@@ -195,10 +195,8 @@ func (l *notifyLimiter) due(queue string, now time.Time) bool {
 	return true
 }
 
-// InsertJob inserts in tx the job of a run that is about to be inserted (its id chosen
-// already), and returns the job's id for RunInsert's job_id: a new run and its job in two
-// statements instead of three. The caller also makes the run its conversation's active one
-// (ConversationNextPositions' active_run_id), as Enqueue does. Chat turns go to the chat queue.
+// InsertJob inserts in tx, through River's client, the job of run runID and returns the job's
+// id (Enqueue records it on the run). Chat turns go to the chat queue.
 func (s *Service) InsertJob(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, kind string, maxAttempts int32) (int64, error) {
 	opts := &river.InsertOpts{MaxAttempts: int(maxAttempts), Queue: QueueOf(kind)}
 	res, err := s.jobs.InsertTx(ctx, tx.Tx, Args{TenantID: tenantID, RunID: runID}, opts)
