@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -56,6 +57,12 @@ func startWorker(t *testing.T, env *apptest.Env, extra map[string]string) *worke
 	return w
 }
 
+// owner is the name the worker's run leases carry (app.go: host/pid).
+func (w *worker) owner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, w.cmd.Process.Pid)
+}
+
 func (w *worker) kill() {
 	_ = w.cmd.Process.Signal(syscall.SIGKILL)
 	<-w.done
@@ -101,6 +108,42 @@ func TestCrashRecovery(t *testing.T) {
 
 	workers := []*worker{startWorker(t, env, wenv), startWorker(t, env, wenv), startWorker(t, env, wenv)}
 
+	conn, err := pgx.Connect(context.Background(), env.OwnerURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var connMu sync.Mutex // the kill loop and the test share conn
+	q := func(sql string, args ...any) int {
+		connMu.Lock()
+		defer connMu.Unlock()
+		tx, err := conn.Begin(context.Background())
+		require.NoError(t, err)
+		defer tx.Rollback(context.Background())
+		_, err = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
+		require.NoError(t, err)
+		var n int
+		require.NoError(t, tx.QueryRow(context.Background(), sql, args...).Scan(&n))
+		return n
+	}
+	// holding: the lease owners (host/pid) of the runs being worked right now.
+	holding := func() map[string]bool {
+		connMu.Lock()
+		defer connMu.Unlock()
+		tx, err := conn.Begin(context.Background())
+		require.NoError(t, err)
+		defer tx.Rollback(context.Background())
+		_, err = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
+		require.NoError(t, err)
+		rows, err := tx.Query(context.Background(), `SELECT DISTINCT lease_owner FROM runs WHERE status = 'RUNNING' AND lease_expires_at > now()`)
+		require.NoError(t, err)
+		owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		out := map[string]bool{}
+		for _, o := range owners {
+			out[o] = true
+		}
+		return out
+	}
+
 	const runs = 200
 	var mu sync.Mutex
 	ids := make([]string, 0, runs)
@@ -108,9 +151,9 @@ func TestCrashRecovery(t *testing.T) {
 	sem := make(chan struct{}, 8)
 	for i := 0; i < runs; i++ {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
+			sem <- struct{}{}
 			defer func() { <-sem }()
 			var task struct{ CreateTask struct{ ID string } }
 			env.Do(t, s.AccessToken, `mutation($t: String!) { createTask(input: {title: $t, description: "write two files"}) { id } }`,
@@ -122,31 +165,35 @@ func TestCrashRecovery(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
-	wg.Wait()
 
-	// Kill a random worker 5 times, while runs are in flight, starting a replacement each time.
+	// Kill a worker 5 times while runs are in flight, starting a replacement each time. The runs
+	// are still being created meanwhile, so work is left for every kill; the one killed is a
+	// worker holding a run's lease at that moment, so every kill interrupts a run (a loaded
+	// machine may otherwise work the runs through before the kills, which then prove nothing).
 	var kills []time.Time
 	for k := 0; k < 5; k++ {
 		time.Sleep(time.Duration(700+rand.IntN(600)) * time.Millisecond)
-		i := rand.IntN(len(workers))
-		workers[i].kill()
+		deadline := time.Now().Add(time.Minute)
+		victim := -1
+		for victim < 0 {
+			held := holding()
+			for _, i := range rand.Perm(len(workers)) {
+				if held[workers[i].owner()] {
+					victim = i
+					break
+				}
+			}
+			if victim < 0 {
+				require.True(t, time.Now().Before(deadline), "kill %d: no worker held a run for a minute", k+1)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		workers[victim].kill()
 		kills = append(kills, time.Now())
-		workers[i] = startWorker(t, env, wenv)
+		workers[victim] = startWorker(t, env, wenv)
 	}
+	wg.Wait()
 
-	conn, err := pgx.Connect(context.Background(), env.OwnerURL)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	q := func(sql string, args ...any) int {
-		tx, err := conn.Begin(context.Background())
-		require.NoError(t, err)
-		defer tx.Rollback(context.Background())
-		_, err = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
-		require.NoError(t, err)
-		var n int
-		require.NoError(t, tx.QueryRow(context.Background(), sql, args...).Scan(&n))
-		return n
-	}
 	stuck := func() string {
 		tx, err := conn.Begin(context.Background())
 		require.NoError(t, err)
@@ -212,7 +259,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	rows.Close()
-	interrupted := 0
+	interrupted, longest := 0, time.Duration(0)
 	for _, st := range starts {
 		for _, restart := range st[1:] {
 			var kill time.Time
@@ -225,9 +272,10 @@ func TestCrashRecovery(t *testing.T) {
 				continue // a retry, not a resume after a kill
 			}
 			interrupted++
+			longest = max(longest, restart.Sub(kill))
 			require.LessOrEqual(t, restart.Sub(kill), 30*time.Second, "a run resumed %s after the kill", restart.Sub(kill))
 		}
 	}
-	t.Logf("%d runs, %d kills, %d resumptions after a kill", runs, len(kills), interrupted)
+	t.Logf("%d runs, %d kills, %d resumptions after a kill, the longest %s after its kill", runs, len(kills), interrupted, longest)
 	require.Positive(t, interrupted, "the kills interrupted no run: the test proves nothing")
 }
