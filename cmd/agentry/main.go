@@ -22,6 +22,7 @@ import (
 	"github.com/agentry/agentry/internal/bench"
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/jobs"
 	"github.com/agentry/agentry/internal/tenancy"
 )
 
@@ -147,7 +148,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, mode app.M
 	if mode.Work {
 		// Not ctx itself: cancelling Start's context is River's hard stop (running jobs are
 		// cancelled at once); shutdown below soft-stops first.
-		if err := a.River.Start(context.WithoutCancel(ctx)); err != nil {
+		if err := jobs.Start(context.WithoutCancel(ctx), a.River, log); err != nil {
 			return fmt.Errorf("start River: %w", err)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/agentry/agentry/internal/app"
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/jobs"
 )
 
 // env is one bench run's world: a fresh database, the fake LLM, a whole agentry process (API
@@ -171,7 +172,7 @@ func setUp(ctx context.Context, o Options) (_ *env, err error) {
 	}
 	e.redisHook = &commandCounter{}
 	e.app.Redis.AddHook(e.redisHook)
-	if err := e.app.River.Start(context.WithoutCancel(ctx)); err != nil {
+	if err := jobs.Start(context.WithoutCancel(ctx), e.app.River, log); err != nil {
 		return e, fmt.Errorf("start River: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -77,9 +77,6 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 			river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 				return RefreshTokenPurgeArgs{}, nil
 			}, &river.PeriodicJobOpts{RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(ReapEvery), func() (river.JobArgs, *river.InsertOpts) {
-				return RunReapArgs{}, nil
-			}, &river.PeriodicJobOpts{RunOnStart: true}),
 		}
 		if o.Register != nil {
 			cfg.PeriodicJobs = append(cfg.PeriodicJobs, o.Register(workers)...)
@@ -134,6 +131,33 @@ func (w *RefreshTokenPurgeWorker) Work(ctx context.Context, _ *river.Job[Refresh
 
 // ReapEvery is how often the reaper looks for runs whose worker died (lease expired).
 const ReapEvery = 5 * time.Second
+
+// Start starts client, which works jobs (Options.Work), and enqueues a run reap every ReapEvery from this
+// process until the client stops. Every working process enqueues them, and the reap's unique
+// period makes one job of each period's inserts. (A River periodic job would be enqueued by the
+// elected leader alone: a leader killed without resigning is replaced only when its leadership
+// expires, River's 15 s and up to 6 s to the next election, and the runs its death interrupted
+// would wait that long more to resume.)
+func Start(ctx context.Context, client *river.Client[pgx.Tx], log *slog.Logger) error {
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(ReapEvery)
+		defer t.Stop()
+		for {
+			if _, err := client.Insert(context.WithoutCancel(ctx), RunReapArgs{}, nil); err != nil && log != nil {
+				log.WarnContext(ctx, "enqueue run reap", "error", err)
+			}
+			select {
+			case <-client.Stopped():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
 
 // RunReapArgs takes over runs whose lease expired.
 type RunReapArgs struct{}

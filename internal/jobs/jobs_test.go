@@ -163,3 +163,61 @@ func TestClientRunsPurgeOnStart(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'refresh_token_purge' AND state = 'completed'").Scan(&n))
 	require.Equal(t, 1, n)
 }
+
+// Start enqueues a run reap at once and every ReapEvery (River's periodic jobs no longer do):
+// two processes inserting them make one reap job of each period, and the reaps are worked.
+func TestStartEnqueuesReapsFromEveryProcess(t *testing.T) {
+	t.Parallel()
+	d, ownerURL := dbtest.Open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var clients []*river.Client[pgx.Tx]
+	for range 2 {
+		client, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		clients = append(clients, client)
+	}
+	completed, cancelSub := clients[0].Subscribe(river.EventKindJobCompleted)
+	defer cancelSub()
+	for _, client := range clients {
+		require.NoError(t, Start(ctx, client, nil))
+		t.Cleanup(func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, client.Stop(stopCtx))
+		})
+	}
+
+	conn, err := pgx.Connect(ctx, ownerURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	reaps := func() (jobs, periods int) {
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT floor(extract(epoch FROM scheduled_at) / $1))
+			FROM river_job WHERE kind = 'run_reap'`, ReapEvery.Seconds()).Scan(&jobs, &periods))
+		return jobs, periods
+	}
+	worked := 0
+	for worked == 0 {
+		select {
+		case ev := <-completed:
+			if ev.Job.Kind == (RunReapArgs{}).Kind() {
+				worked++
+			}
+		case <-ctx.Done():
+			t.Fatal("no run reap was worked after Start")
+		}
+	}
+	// Both processes go on inserting every period: wait until a second period has its job.
+	for {
+		jobs, periods := reaps()
+		require.Equal(t, periods, jobs, "one reap job per period, however many processes insert it")
+		if periods >= 2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("reaps stopped after the first period (%d jobs)", jobs)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

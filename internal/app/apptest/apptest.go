@@ -23,6 +23,7 @@ import (
 	"github.com/agentry/agentry/internal/app"
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db/dbtest"
+	"github.com/agentry/agentry/internal/jobs"
 )
 
 // Env is one running agentry under test.
@@ -83,7 +84,7 @@ func Start(t testing.TB, o Options) *Env {
 	a, err := app.New(ctx, cfg, log, app.Mode{API: true, Work: !o.NoWork})
 	require.NoError(t, err)
 	if !o.NoWork {
-		require.NoError(t, a.River.Start(ctx))
+		require.NoError(t, jobs.Start(ctx, a.River, log))
 	}
 	srv := httptest.NewServer(a.Handler)
 	t.Cleanup(func() {
