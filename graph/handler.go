@@ -67,7 +67,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	r := o.Resolver
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r}))
 	srv.AddTransport(transport.Websocket{
-		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
+		Implementation: wsImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: originHosts(o.AllowedOrigins),
 		}},
 		InitFunc:              wsInit(r.Auth, o.Sockets),
