@@ -112,7 +112,9 @@ func TestCrashRecovery(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	var connMu sync.Mutex // the kill loop and the test share conn
-	q := func(sql string, args ...any) int {
+	// inSystem runs fn in a read transaction that sees every tenant's rows (the owner is subject
+	// to row-level security too).
+	inSystem := func(fn func(tx pgx.Tx)) {
 		connMu.Lock()
 		defer connMu.Unlock()
 		tx, err := conn.Begin(context.Background())
@@ -120,27 +122,24 @@ func TestCrashRecovery(t *testing.T) {
 		defer tx.Rollback(context.Background())
 		_, err = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
 		require.NoError(t, err)
-		var n int
-		require.NoError(t, tx.QueryRow(context.Background(), sql, args...).Scan(&n))
+		fn(tx)
+	}
+	q := func(sql string, args ...any) (n int) {
+		inSystem(func(tx pgx.Tx) { require.NoError(t, tx.QueryRow(context.Background(), sql, args...).Scan(&n)) })
 		return n
 	}
 	// holding: the lease owners (host/pid) of the runs being worked right now.
 	holding := func() map[string]bool {
-		connMu.Lock()
-		defer connMu.Unlock()
-		tx, err := conn.Begin(context.Background())
-		require.NoError(t, err)
-		defer tx.Rollback(context.Background())
-		_, err = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
-		require.NoError(t, err)
-		rows, err := tx.Query(context.Background(), `SELECT DISTINCT lease_owner FROM runs WHERE status = 'RUNNING' AND lease_expires_at > now()`)
-		require.NoError(t, err)
-		owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
 		out := map[string]bool{}
-		for _, o := range owners {
-			out[o] = true
-		}
+		inSystem(func(tx pgx.Tx) {
+			rows, err := tx.Query(context.Background(), `SELECT DISTINCT lease_owner FROM runs WHERE status = 'RUNNING' AND lease_expires_at > now()`)
+			require.NoError(t, err)
+			owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			for _, o := range owners {
+				out[o] = true
+			}
+		})
 		return out
 	}
 
@@ -194,15 +193,14 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	wg.Wait()
 
-	stuck := func() string {
-		tx, err := conn.Begin(context.Background())
-		require.NoError(t, err)
-		defer tx.Rollback(context.Background())
-		_, _ = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
-		var out string
-		_ = tx.QueryRow(context.Background(), `SELECT coalesce(string_agg(status || '/' || attempt || '/' || coalesce(job_id::text, '-') || '/' || coalesce(error, ''), '; '), '')
-			FROM runs WHERE kind = 'TASK' AND status NOT IN ('COMPLETED','FAILED','CANCELLED','TIMED_OUT')`).Scan(&out)
+	// text: a diagnostic string for a failure message (empty when the query fails).
+	text := func(sql string) (out string) {
+		inSystem(func(tx pgx.Tx) { _ = tx.QueryRow(context.Background(), sql).Scan(&out) })
 		return out
+	}
+	stuck := func() string {
+		return text(`SELECT coalesce(string_agg(status || '/' || attempt || '/' || coalesce(job_id::text, '-') || '/' || coalesce(error, ''), '; '), '')
+			FROM runs WHERE kind = 'TASK' AND status NOT IN ('COMPLETED','FAILED','CANCELLED','TIMED_OUT')`)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for q(`SELECT count(*) FROM runs WHERE kind = 'TASK' AND status NOT IN ('COMPLETED','FAILED','CANCELLED','TIMED_OUT')`) > 0 {
@@ -214,17 +212,11 @@ func TestCrashRecovery(t *testing.T) {
 	require.Equal(t, runs, q(`SELECT count(*) FROM tasks WHERE status = 'DONE'`))
 	// Each run made exactly 3 model calls, stored once each.
 	extra := func() string {
-		tx, err := conn.Begin(context.Background())
-		require.NoError(t, err)
-		defer tx.Rollback(context.Background())
-		_, _ = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
-		var out string
-		_ = tx.QueryRow(context.Background(), `SELECT coalesce(string_agg(x, E'\n'), '') FROM (
+		return text(`SELECT coalesce(string_agg(x, E'\n'), '') FROM (
 			SELECT m.run_id::text || ' idx=' || coalesce(m.llm_call_index::text, '-') || ' ' || left(m.content, 80) || ' | events: ' ||
 			  (SELECT string_agg(e.type || coalesce(':' || (e.data->>'attempt'), ''), ',' ORDER BY e.seq) FROM run_events e WHERE e.run_id = m.run_id) AS x
 			FROM messages m WHERE m.role = 'ASSISTANT' AND m.run_id IN (
-			  SELECT run_id FROM messages WHERE role = 'ASSISTANT' GROUP BY run_id HAVING count(*) <> 3)) s`).Scan(&out)
-		return out
+			  SELECT run_id FROM messages WHERE role = 'ASSISTANT' GROUP BY run_id HAVING count(*) <> 3)) s`)
 	}
 	require.Equal(t, 3*runs, q(`SELECT count(*) FROM messages WHERE role = 'ASSISTANT'`), "no duplicate assistant message: %s", extra())
 	require.Zero(t, q(`SELECT count(*) FROM (SELECT run_id, llm_call_index FROM messages WHERE role = 'ASSISTANT' GROUP BY 1, 2 HAVING count(*) > 1) d`))
@@ -237,28 +229,23 @@ func TestCrashRecovery(t *testing.T) {
 	require.Zero(t, q(`SELECT count(*) FROM runs r WHERE r.kind = 'TASK' AND r.output_tokens <> (SELECT coalesce(sum(output_tokens), 0) FROM usage_records u WHERE u.run_id = r.id)`))
 
 	// Every interrupted run (started more than once) resumed within 30 s of the kill before it.
-	rows, err := func() (pgx.Rows, error) {
-		tx, err := conn.Begin(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		_, _ = tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`)
-		return tx.Query(context.Background(), `
+	starts := map[string][]time.Time{}
+	inSystem(func(tx pgx.Tx) {
+		rows, err := tx.Query(context.Background(), `
 			SELECT run_id, created_at FROM run_events WHERE type = 'execution.started'
 			AND run_id IN (SELECT run_id FROM run_events WHERE type = 'execution.started' GROUP BY run_id HAVING count(*) > 1)
 			ORDER BY run_id, seq`)
-	}()
-	require.NoError(t, err)
-	starts := map[string][]time.Time{}
-	for rows.Next() {
-		var id [16]byte
-		var at time.Time
-		require.NoError(t, rows.Scan(&id, &at))
-		key := fmt.Sprintf("%x", id)
-		starts[key] = append(starts[key], at)
-	}
-	require.NoError(t, rows.Err())
-	rows.Close()
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var id [16]byte
+			var at time.Time
+			require.NoError(t, rows.Scan(&id, &at))
+			key := fmt.Sprintf("%x", id)
+			starts[key] = append(starts[key], at)
+		}
+		require.NoError(t, rows.Err())
+	})
 	interrupted, longest := 0, time.Duration(0)
 	for _, st := range starts {
 		for _, restart := range st[1:] {
