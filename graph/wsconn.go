@@ -106,24 +106,15 @@ func (c *wsConn) WriteJSON(v any) error {
 }
 
 // envelope encodes a protocol message as encoding/json would ({"payload":...,"id":...,
-// "type":...}, payload and id omitted when empty); ok is false for any other value.
+// "type":...}, payload and id omitted when empty), except that the payload is written as it is
+// (json.Marshal would compact it and escape HTML characters: the same value); ok is false for
+// any other value.
 func envelope(v any) (out []byte, ok bool) {
 	rv := reflect.ValueOf(v)
-	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct || !isEnvelope(rv.Elem().Type()) {
 		return nil, false
 	}
 	rv = rv.Elem()
-	t := rv.Type()
-	if t.NumField() < 3 || t.Field(0).Name != "Payload" || t.Field(0).Type != rawMessage ||
-		t.Field(1).Name != "ID" || t.Field(1).Type.Kind() != reflect.String ||
-		t.Field(2).Name != "Type" || t.Field(2).Type.Kind() != reflect.String {
-		return nil, false
-	}
-	for i := 3; i < t.NumField(); i++ {
-		if t.Field(i).IsExported() {
-			return nil, false // a field this encoding would leave out
-		}
-	}
 	payload, id, typ := rv.Field(0).Bytes(), rv.Field(1).String(), rv.Field(2).String()
 	if m, ok := rv.Field(2).Interface().(encoding.TextMarshaler); ok {
 		b, err := m.MarshalText()
@@ -150,6 +141,37 @@ func envelope(v any) (out []byte, ok bool) {
 }
 
 var rawMessage = reflect.TypeOf(json.RawMessage(nil))
+
+// envelopeTypes caches isEnvelope's answer per type.
+var envelopeTypes sync.Map
+
+// isEnvelope reports whether t is shaped as the transport's protocol messages are: Payload
+// json.RawMessage `json:"payload,omitempty"`, ID string `json:"id,omitempty"` and Type (a string
+// type) `json:"type"`, then only unexported fields.
+func isEnvelope(t reflect.Type) bool {
+	if v, ok := envelopeTypes.Load(t); ok {
+		return v.(bool)
+	}
+	want := []struct {
+		name, tag string
+		ok        func(reflect.Type) bool
+	}{
+		{"Payload", "payload,omitempty", func(ft reflect.Type) bool { return ft == rawMessage }},
+		{"ID", "id,omitempty", func(ft reflect.Type) bool { return ft.Kind() == reflect.String }},
+		{"Type", "type", func(ft reflect.Type) bool { return ft.Kind() == reflect.String }},
+	}
+	is := t.NumField() >= len(want)
+	for i := 0; is && i < t.NumField(); i++ {
+		f := t.Field(i)
+		if i >= len(want) {
+			is = !f.IsExported() // a field this encoding would leave out
+			continue
+		}
+		is = f.Name == want[i].name && f.Tag.Get("json") == want[i].tag && want[i].ok(f.Type)
+	}
+	envelopeTypes.Store(t, is)
+	return is
+}
 
 // appendString appends s as a JSON string. Ids and message types are short client-chosen or
 // fixed ASCII strings; anything needing escapes goes through json.Marshal for its exact

@@ -48,6 +48,16 @@ func TestEnvelopeMatchesJSONMarshal(t *testing.T) {
 			Type    string
 			Extra   string
 		}{},
+		&struct {
+			Payload json.RawMessage `json:"payload"` // no omitempty: an empty payload would be null
+			ID      string          `json:"id,omitempty"`
+			Type    msgType         `json:"type"`
+		}{ID: "1", Type: "next"},
+		&struct {
+			Payload json.RawMessage `json:"payload,omitempty"`
+			ID      string          `json:"id,omitempty"`
+			Type    msgType         `json:"kind"`
+		}{ID: "1", Type: "next"},
 		(*protoMsg)(nil),
 		"string",
 	} {

@@ -111,12 +111,9 @@ func TestCrashRecovery(t *testing.T) {
 	conn, err := pgx.Connect(context.Background(), env.OwnerURL)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	var connMu sync.Mutex // the kill loop and the test share conn
 	// inSystem runs fn in a read transaction that sees every tenant's rows (the owner is subject
 	// to row-level security too).
 	inSystem := func(fn func(tx pgx.Tx)) {
-		connMu.Lock()
-		defer connMu.Unlock()
 		tx, err := conn.Begin(context.Background())
 		require.NoError(t, err)
 		defer tx.Rollback(context.Background())
@@ -164,6 +161,8 @@ func TestCrashRecovery(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
+	// A failure below must not end the test while these still use it.
+	defer wg.Wait()
 
 	// Kill a worker 5 times while runs are in flight, starting a replacement each time. The runs
 	// are still being created meanwhile, so work is left for every kill; the one killed is a

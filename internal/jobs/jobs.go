@@ -77,6 +77,11 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 			river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 				return RefreshTokenPurgeArgs{}, nil
 			}, &river.PeriodicJobOpts{RunOnStart: true}),
+			// Also enqueued by every working process (Start); this one covers a client started
+			// without Start.
+			river.NewPeriodicJob(river.PeriodicInterval(ReapEvery), func() (river.JobArgs, *river.InsertOpts) {
+				return RunReapArgs{}, nil
+			}, &river.PeriodicJobOpts{RunOnStart: true}),
 		}
 		if o.Register != nil {
 			cfg.PeriodicJobs = append(cfg.PeriodicJobs, o.Register(workers)...)
@@ -132,12 +137,12 @@ func (w *RefreshTokenPurgeWorker) Work(ctx context.Context, _ *river.Job[Refresh
 // ReapEvery is how often the reaper looks for runs whose worker died (lease expired).
 const ReapEvery = 5 * time.Second
 
-// Start starts client, which works jobs (Options.Work), and enqueues a run reap every ReapEvery from this
-// process until the client stops. Every working process enqueues them, and the reap's unique
-// period makes one job of each period's inserts. (A River periodic job would be enqueued by the
-// elected leader alone: a leader killed without resigning is replaced only when its leadership
-// expires, River's 15 s and up to 6 s to the next election, and the runs its death interrupted
-// would wait that long more to resume.)
+// Start starts client, which works jobs (Options.Work), and enqueues a run reap every ReapEvery
+// from this process until the client stops. Every working process enqueues them, and the reap's
+// unique period makes one job of each period's inserts. River's leader enqueues them too (a
+// periodic job of NewClient's), which alone would not do: a leader killed without resigning is
+// replaced only when its leadership expires (River's 15 s, and up to 6 s to the next election),
+// and the runs its death interrupted would wait that much longer to resume.
 func Start(ctx context.Context, client *river.Client[pgx.Tx], log *slog.Logger) error {
 	if err := client.Start(ctx); err != nil {
 		return err
@@ -146,7 +151,15 @@ func Start(ctx context.Context, client *river.Client[pgx.Tx], log *slog.Logger) 
 		t := time.NewTicker(ReapEvery)
 		defer t.Stop()
 		for {
-			if _, err := client.Insert(context.WithoutCancel(ctx), RunReapArgs{}, nil); err != nil && log != nil {
+			select {
+			case <-client.Stopped():
+				return
+			default:
+			}
+			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReapEvery)
+			_, err := client.Insert(ictx, RunReapArgs{}, nil)
+			cancel()
+			if err != nil && log != nil {
 				log.WarnContext(ctx, "enqueue run reap", "error", err)
 			}
 			select {
