@@ -84,7 +84,12 @@ const orphanGrace = 10 * time.Second
 // (attempt += 1) and re-enqueued, so it resumes after its last persisted step within seconds
 // instead of waiting for River's stuck-job rescue. It returns how many runs it took over.
 func (s *Service) ReapExpired(ctx context.Context) (int, error) {
-	type ref struct{ TenantID, ID uuid.UUID }
+	// job is the run's job when it was listed: a run whose job has changed since was handed on
+	// (by another reap, say) and is left alone.
+	type ref struct {
+		TenantID, ID uuid.UUID
+		job          *int64
+	}
 	var expired []ref
 	err := s.db.InSystemTx(ctx, "reaper: find runs of every tenant whose worker died", func(ctx context.Context, tx *db.Tx) error {
 		leases, err := tx.Q.RunListExpiredLeases(ctx, 100)
@@ -92,11 +97,11 @@ func (s *Service) ReapExpired(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, r := range leases {
-			expired = append(expired, ref{r.TenantID, r.ID})
+			expired = append(expired, ref{r.TenantID, r.ID, r.JobID})
 		}
 		orphans, err := tx.Q.RunListOrphanedQueued(ctx, dbsqlc.RunListOrphanedQueuedParams{GraceSeconds: orphanGrace.Seconds(), Lim: 100})
 		for _, r := range orphans {
-			expired = append(expired, ref{r.TenantID, r.ID})
+			expired = append(expired, ref{r.TenantID, r.ID, r.JobID})
 		}
 		return err
 	})
@@ -109,6 +114,9 @@ func (s *Service) ReapExpired(ctx context.Context) (int, error) {
 			r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: e.TenantID, ID: e.ID})
 			if err != nil {
 				return err
+			}
+			if !sameJob(r.JobID, e.job) {
+				return nil // handed on meanwhile (another reap resumed it, with a job of its own)
 			}
 			orphan := r.Status == StatusQueued
 			if !orphan && (r.Status != StatusRunning || r.LeaseExpiresAt == nil || r.LeaseExpiresAt.After(time.Now())) {
@@ -224,4 +232,9 @@ func (s *Service) control(ctx context.Context, runID uuid.UUID, fn func(ctx cont
 		return err
 	})
 	return out, err
+}
+
+// sameJob reports whether two job ids (nil: none) are the same.
+func sameJob(a, b *int64) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }

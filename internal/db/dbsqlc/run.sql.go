@@ -739,7 +739,7 @@ func (q *Queries) RunListByConversation(ctx context.Context, arg RunListByConver
 }
 
 const runListExpiredLeases = `-- name: RunListExpiredLeases :many
-SELECT tenant_id, id FROM runs
+SELECT tenant_id, id, job_id FROM runs
 WHERE status = 'RUNNING' AND lease_expires_at < now()
 ORDER BY lease_expires_at
 LIMIT $1
@@ -748,6 +748,7 @@ LIMIT $1
 type RunListExpiredLeasesRow struct {
 	TenantID uuid.UUID
 	ID       uuid.UUID
+	JobID    *int64
 }
 
 // Running runs whose worker stopped renewing the lease (system transaction: every tenant).
@@ -760,7 +761,7 @@ func (q *Queries) RunListExpiredLeases(ctx context.Context, lim int32) ([]RunLis
 	items := []RunListExpiredLeasesRow{}
 	for rows.Next() {
 		var i RunListExpiredLeasesRow
-		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.ID, &i.JobID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -772,7 +773,7 @@ func (q *Queries) RunListExpiredLeases(ctx context.Context, lim int32) ([]RunLis
 }
 
 const runListOrphanedQueued = `-- name: RunListOrphanedQueued :many
-SELECT r.tenant_id, r.id FROM runs r
+SELECT r.tenant_id, r.id, r.job_id FROM runs r
 JOIN river_job j ON j.id = r.job_id
 WHERE r.status = 'QUEUED' AND j.state = 'running' AND j.attempted_at < now() - make_interval(secs => $1::double precision)
 LIMIT $2
@@ -786,6 +787,7 @@ type RunListOrphanedQueuedParams struct {
 type RunListOrphanedQueuedRow struct {
 	TenantID uuid.UUID
 	ID       uuid.UUID
+	JobID    *int64
 }
 
 // Queued runs whose job a worker picked up but never acquired the run for: the worker died
@@ -799,7 +801,7 @@ func (q *Queries) RunListOrphanedQueued(ctx context.Context, arg RunListOrphaned
 	items := []RunListOrphanedQueuedRow{}
 	for rows.Next() {
 		var i RunListOrphanedQueuedRow
-		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.ID, &i.JobID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -158,7 +158,7 @@ RETURNING *;
 
 -- name: RunListExpiredLeases :many
 -- Running runs whose worker stopped renewing the lease (system transaction: every tenant).
-SELECT tenant_id, id FROM runs
+SELECT tenant_id, id, job_id FROM runs
 WHERE status = 'RUNNING' AND lease_expires_at < now()
 ORDER BY lease_expires_at
 LIMIT sqlc.arg(lim);
@@ -194,7 +194,7 @@ ORDER BY position;
 -- name: RunListOrphanedQueued :many
 -- Queued runs whose job a worker picked up but never acquired the run for: the worker died
 -- between the two (system transaction: every tenant).
-SELECT r.tenant_id, r.id FROM runs r
+SELECT r.tenant_id, r.id, r.job_id FROM runs r
 JOIN river_job j ON j.id = r.job_id
 WHERE r.status = 'QUEUED' AND j.state = 'running' AND j.attempted_at < now() - make_interval(secs => sqlc.arg(grace_seconds)::double precision)
 LIMIT sqlc.arg(lim);
