@@ -96,5 +96,20 @@ func TestJobAtCommitIsRiversJob(t *testing.T) {
 			FROM river_job WHERE id = $1`, id).Scan(ptrs...))
 		return vals
 	}
+	// The worker has returned, but River records a job's completion afterwards, in batches:
+	// compare once both are recorded.
+	for _, id := range []int64{byClient, atCommit} {
+		var state string
+		for state != "completed" {
+			require.NoError(t, conn.QueryRow(ctx, `SELECT state::text FROM river_job WHERE id = $1`, id).Scan(&state))
+			if state != "completed" {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("job %d still %s: River did not record its completion", id, state)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+	}
 	require.Equal(t, row(byClient), row(atCommit))
 }
