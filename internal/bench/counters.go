@@ -99,6 +99,14 @@ func (e *env) budgetWrites(ctx context.Context) ([3]int64, error) {
 	return n, err
 }
 
+// walBytes is where the cluster's write-ahead log stands, in bytes (every database's writes,
+// this bench's nearly all).
+func (e *env) walBytes(ctx context.Context) (int64, error) {
+	var n int64
+	err := e.owner.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&n)
+	return n, err
+}
+
 // commandCounter counts the commands a Redis client sends.
 type commandCounter struct {
 	publish, commands atomic.Int64

@@ -272,6 +272,8 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 	win := max(e.o.window(5*time.Second, 1500*time.Millisecond), e.o.floor(time.Second))
 	var off, on rate
 	var budgetWrites, reservationWrites, calls int64
+	// What enforcement costs per turn, side by side: Postgres backends' CPU and WAL written.
+	var cost [2]struct{ turns, pgCPU, wal int64 }
 	round := func(enforce bool) func(ctx context.Context, _ int, last bool) error {
 		return func(ctx context.Context, _ int, last bool) error {
 			sessions := e.plain
@@ -285,10 +287,26 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 					return err
 				}
 			}
+			cpu0 := e.cpu(ctx)
+			wal0, err := e.walBytes(ctx)
+			if err != nil {
+				return err
+			}
 			n, w, f, err := e.e2eRound(ctx, sessions, e.o.Clients, win, "bench-t20")
 			if err != nil {
 				return err
 			}
+			wal1, err := e.walBytes(ctx)
+			if err != nil {
+				return err
+			}
+			c := &cost[0]
+			if enforce {
+				c = &cost[1]
+			}
+			c.turns += n
+			c.pgCPU += int64(e.cpu(ctx).postgres - cpu0.postgres)
+			c.wal += wal1 - wal0
 			if !enforce {
 				off.add(n, w, f)
 				return nil
@@ -318,6 +336,11 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 	// of turns still running when a window closed.
 	perCall := float64(budgetWrites) / float64(max(calls, 1))
 	rep.Extra["BUDGET reservation rows written per LLM call"] = float64(reservationWrites) / float64(max(calls, 1))
+	for i, side := range []string{"off", "on"} {
+		t := float64(max(cost[i].turns, 1))
+		rep.Extra["BUDGET Postgres CPU ms per turn, "+side] = float64(cost[i].pgCPU) / float64(time.Millisecond) / t
+		rep.Extra["BUDGET WAL bytes per turn, "+side] = float64(cost[i].wal) / t
+	}
 	note := fmt.Sprintf("%.2f budget row writes per LLM call", perCall)
 	if off.failed+on.failed > 0 {
 		note += fmt.Sprintf("; failed: off %d, on %d", off.failed, on.failed)
