@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"github.com/agentry/agentry/internal/run"
@@ -17,7 +18,8 @@ const (
 	RollupEvery = 10 * time.Minute
 )
 
-// SweepArgs is the periodic job releasing the reservations of dead runs in every tenant.
+// SweepArgs is the periodic job releasing the reservations of dead runs and folding idle
+// pending settlements, in every tenant.
 type SweepArgs struct{}
 
 // Kind names the job.
@@ -34,9 +36,13 @@ type SweepWorker struct {
 	s *Service
 }
 
-// Work releases every dead reservation.
+// Work releases every dead reservation and folds the settlements pending for longer than
+// FoldIdleAfter.
 func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	_, err := w.s.ReleaseDead(ctx)
+	if _, err := w.s.ReleaseDead(ctx); err != nil {
+		return err
+	}
+	_, err := w.s.FoldPending(ctx, uuid.NullUUID{}, time.Now().Add(-FoldIdleAfter))
 	return err
 }
 

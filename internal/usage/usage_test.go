@@ -237,7 +237,7 @@ func TestConcurrentReservationsNeverOverspend(t *testing.T) {
 				if _, err := tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`); err != nil {
 					return err
 				}
-				return tx.QueryRow(context.Background(), `SELECT spent_tokens, reserved_tokens, token_limit FROM budgets WHERE id = $1`, bud.ID).Scan(&spent, &reserved, &lim)
+				return tx.QueryRow(context.Background(), `SELECT spent_tokens, reserved_tokens, token_limit FROM budget_totals WHERE id = $1`, bud.ID).Scan(&spent, &reserved, &lim)
 			})
 			if err != nil {
 				watched <- err
@@ -555,4 +555,124 @@ func TestNewBudgetCountsTheWindowsUsage(t *testing.T) {
 	require.Equal(t, int64(2500), tenantBudget.SpentTokens)
 	require.Equal(t, int64(500), memberBudget.SpentTokens)
 	require.Equal(t, model.Cost(llm.Usage{InputTokens: 300, OutputTokens: 200}), memberBudget.SpentMicros)
+}
+
+// rawBudget reads a budget's row as stored (not budget_totals): the counters folded so far.
+func (b *bundle) rawBudget(t testing.TB, id uuid.UUID) (spent, reserved int64) {
+	t.Helper()
+	b.owner(t, func(tx pgx.Tx) {
+		require.NoError(t, tx.QueryRow(context.Background(), `SELECT spent_tokens, reserved_tokens FROM budgets WHERE id = $1`, id).Scan(&spent, &reserved))
+	})
+	return spent, reserved
+}
+
+// TestSettlementFoldedByTheNextReservation: a settlement leaves the budget's row alone (no
+// lock) and counts in every read at once; the next reservation of the same budget folds it
+// into the row, once, and reads do not change.
+func TestSettlementFoldedByTheNextReservation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bud := b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(100_000))})
+	l := b.lease(t, b.member)
+	_, err := b.svc.Reserve(context.Background(), l, 0, model, request(1000))
+	require.NoError(t, err)
+	require.NoError(t, b.complete(t, l, 0, 100, 200))
+
+	spent, reserved := b.rawBudget(t, bud.ID)
+	require.Equal(t, [2]int64{0, 1100}, [2]int64{spent, reserved}, "the row is not written by the settlement")
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM reservations WHERE pending`))
+	got := b.budget(t, bud.ID)
+	require.Equal(t, [2]int64{300, 0}, [2]int64{got.SpentTokens, got.ReservedTokens}, "reads count the pending settlement")
+
+	_, err = b.svc.Reserve(context.Background(), l, 1, model, request(1000))
+	require.NoError(t, err)
+	spent, reserved = b.rawBudget(t, bud.ID)
+	require.Equal(t, [2]int64{300, 1100}, [2]int64{spent, reserved}, "folded by the next reservation")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM reservations WHERE pending`))
+	got = b.budget(t, bud.ID)
+	require.Equal(t, [2]int64{300, 1100}, [2]int64{got.SpentTokens, got.ReservedTokens})
+
+	// A replayed settlement counts nothing twice, folded or not.
+	settle := func(idx int, u llm.Usage) {
+		require.NoError(t, b.runs.InFence(context.Background(), l, func(ctx context.Context, tx *db.Tx) error {
+			return b.svc.Settle(ctx, tx, l, idx, u, model.Cost(u))
+		}))
+	}
+	settle(0, llm.Usage{InputTokens: 100, OutputTokens: 200})
+	require.NoError(t, b.complete(t, l, 1, 10, 20))
+	settle(1, llm.Usage{InputTokens: 10, OutputTokens: 20})
+	got = b.budget(t, bud.ID)
+	require.Equal(t, [2]int64{330, 0}, [2]int64{got.SpentTokens, got.ReservedTokens})
+}
+
+// TestOtherUsersPendingSettlementGivesBackBeforeARefusal: a user's reservation cannot fold
+// another user's settlement (it does not hold that user's budget), so what that settlement gives
+// back is not in the tenant budget's row yet; a reservation that fits only with it folds the
+// tenant's pending settlements and tries again rather than being refused. The sweeper folds
+// what stays pending.
+func TestOtherUsersPendingSettlementGivesBackBeforeARefusal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tenantBudget := b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(3000))})
+	b.setBudget(t, usage.SetBudget{Scope: usage.ScopeUser, UserID: b.admin, Period: usage.PeriodDay, TokenLimit: ptr(int64(100_000))})
+	admin := b.lease(t, b.admin)
+	_, err := b.svc.Reserve(context.Background(), admin, 0, model, request(2000)) // 2100 of 3000
+	require.NoError(t, err)
+	require.NoError(t, b.complete(t, admin, 0, 50, 50)) // pending: gives back 2100, spends 100
+	_, reserved := b.rawBudget(t, tenantBudget.ID)
+	require.Equal(t, int64(2100), reserved)
+
+	member := b.lease(t, b.member)
+	held, err := b.svc.Reserve(context.Background(), member, 0, model, request(1000)) // 1100: fits only once folded
+	require.NoError(t, err)
+	require.True(t, held)
+	spent, reserved := b.rawBudget(t, tenantBudget.ID)
+	require.Equal(t, [2]int64{100, 1100}, [2]int64{spent, reserved}, "the admin's settlement was folded")
+
+	// The member's call settles; the admin makes no call: the sweeper folds it once it is idle.
+	require.NoError(t, b.complete(t, member, 0, 100, 100))
+	n, err := b.svc.FoldPending(context.Background(), uuid.NullUUID{}, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, n, "not idle yet")
+	n, err = b.svc.FoldPending(context.Background(), uuid.NullUUID{}, time.Now().Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	spent, reserved = b.rawBudget(t, tenantBudget.ID)
+	require.Equal(t, [2]int64{300, 0}, [2]int64{spent, reserved})
+	got := b.budget(t, tenantBudget.ID)
+	require.Equal(t, [2]int64{300, 0}, [2]int64{got.SpentTokens, got.ReservedTokens})
+
+	// An overage of another user's pending settlement counts at once.
+	admin2 := b.lease(t, b.admin)
+	_, err = b.svc.Reserve(context.Background(), admin2, 0, model, request(10)) // 110
+	require.NoError(t, err)
+	require.NoError(t, b.complete(t, admin2, 0, 10, 2500)) // 2510: 2400 over, 2810 spent
+	member2 := b.lease(t, b.member)
+	_, err = b.svc.Reserve(context.Background(), member2, 0, model, request(100)) // 200 more: 3010 > 3000
+	require.Equal(t, apperr.BudgetExceeded, apperr.CodeOf(err))
+}
+
+// TestPendingSettlementCountsInItsOwnWindow: a settlement folded after its window ended gives
+// its reservation back but does not count in the new window's spent.
+func TestPendingSettlementCountsInItsOwnWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bud := b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(100_000))})
+	l := b.lease(t, b.member)
+	_, err := b.svc.Reserve(context.Background(), l, 0, model, request(1000))
+	require.NoError(t, err)
+	require.NoError(t, b.complete(t, l, 0, 100, 200))
+	// Two days pass with the settlement pending.
+	b.owner(t, func(tx pgx.Tx) {
+		_, err := tx.Exec(context.Background(), `UPDATE budgets SET period_start = period_start - interval '2 days'`)
+		require.NoError(t, err)
+		_, err = tx.Exec(context.Background(), `UPDATE reservations SET finished_at = finished_at - interval '2 days'`)
+		require.NoError(t, err)
+	})
+	got := b.budget(t, bud.ID)
+	require.Equal(t, [2]int64{0, 0}, [2]int64{got.SpentTokens, got.ReservedTokens})
+	_, err = b.svc.Reserve(context.Background(), l, 1, model, request(1000))
+	require.NoError(t, err)
+	spent, reserved := b.rawBudget(t, bud.ID)
+	require.Equal(t, [2]int64{0, 1100}, [2]int64{spent, reserved}, "given back, not counted in the new window")
 }
