@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -334,16 +335,26 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		scope := events.Scope{TenantID: a.TenantID, RunID: runID, ConversationID: conv.ID}
 		blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
 		parts, _ := json.Marshal(blocks)
+		// task.queued is stored by the statement that inserts the run.
+		queued, err := events.Encode(scope, time.Now(), events.New{Type: events.TaskQueued, Data: map[string]any{
+			"kind": run.KindChatTurn, "messageId": msgID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
+		}})
+		if err != nil {
+			return err
+		}
 		return tx.CommitWith(ctx, append(fns,
-			func(ctx context.Context, tx *db.Tx) (err error) {
-				out.Run, err = tx.Q.RunInsert(ctx, dbsqlc.RunInsertParams{
+			func(ctx context.Context, tx *db.Tx) error {
+				r, err := tx.Q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
 					TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
 					ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
 					TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: job,
+					Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
 				})
 				if err != nil {
 					return fmt.Errorf("insert run: %w", err)
 				}
+				out.Run = dbsqlc.Run(r)
+				s.runs.Publisher().Stored(ctx, tx, queued, r.LastSeq)
 				return nil
 			},
 			func(ctx context.Context, tx *db.Tx) (err error) {
@@ -356,12 +367,6 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 					return fmt.Errorf("insert message: %w", err)
 				}
 				return nil
-			},
-			func(ctx context.Context, tx *db.Tx) error {
-				_, err := s.runs.Publisher().Append(ctx, tx, scope, events.New{Type: events.TaskQueued, Data: map[string]any{
-					"kind": run.KindChatTurn, "messageId": msgID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
-				}})
-				return err
 			},
 		)...)
 	})

@@ -137,32 +137,60 @@ func (p *Publisher) Append(ctx context.Context, tx *db.Tx, scope Scope, news ...
 	if len(news) == 0 {
 		return nil, nil
 	}
-	now := time.Now().UTC()
-	out := make([]Event, len(news))
-	arg := dbsqlc.RunEventAppendParams{TenantID: scope.TenantID, RunID: scope.RunID, CreatedAt: now,
-		Types: make([]string, len(news)), Phases: make([]string, len(news)), Datas: make([]string, len(news))}
+	b, err := Encode(scope, time.Now(), news...)
+	if err != nil {
+		return nil, err
+	}
+	// One round trip: the seqs and the rows.
+	last, err := tx.Q.RunEventAppend(ctx, dbsqlc.RunEventAppendParams{TenantID: scope.TenantID, RunID: scope.RunID,
+		Types: b.Types, Phases: b.Phases, Datas: b.Datas, CreatedAt: b.CreatedAt})
+	if err != nil {
+		return nil, fmt.Errorf("append events to run %s: %w", scope.RunID, err)
+	}
+	return p.Stored(ctx, tx, b, last), nil
+}
+
+// Batch is events of one run encoded for a statement that stores them, its columns as arrays
+// (RunEventAppend, or a statement that writes the run and stores its events with it:
+// RunInsertWithEvents).
+type Batch struct {
+	Types, Phases, Datas []string
+	CreatedAt            time.Time
+	evs                  []Event
+}
+
+// Encode encodes news of scope's run for storing, made at.
+func Encode(scope Scope, at time.Time, news ...New) (Batch, error) {
+	now := at.UTC()
+	b := Batch{CreatedAt: now, Types: make([]string, len(news)), Phases: make([]string, len(news)), Datas: make([]string, len(news)),
+		evs: make([]Event, len(news))}
 	for i, n := range news {
 		data, err := json.Marshal(n.Data)
 		if err != nil {
-			return nil, fmt.Errorf("marshal %s: %w", n.Type, err)
+			return Batch{}, fmt.Errorf("marshal %s: %w", n.Type, err)
 		}
 		if n.Data == nil {
 			data = []byte("{}")
 		}
-		out[i] = Event{RunID: scope.RunID, TenantID: scope.TenantID, ConversationID: scope.ConversationID,
+		b.evs[i] = Event{RunID: scope.RunID, TenantID: scope.TenantID, ConversationID: scope.ConversationID,
 			Type: n.Type, Phase: n.Phase, Data: data, Timestamp: now}
-		arg.Types[i], arg.Phases[i], arg.Datas[i] = n.Type, n.Phase, string(data)
+		b.Types[i], b.Phases[i], b.Datas[i] = n.Type, n.Phase, string(data)
 	}
-	// One round trip: the seqs and the rows.
-	last, err := tx.Q.RunEventAppend(ctx, arg)
-	if err != nil {
-		return nil, fmt.Errorf("append events to run %s: %w", scope.RunID, err)
+	return b, nil
+}
+
+// Stored publishes b's events once tx commits, now that a statement of tx stored them with the
+// seqs ending at last (the run's last_seq after it), and returns them.
+func (p *Publisher) Stored(ctx context.Context, tx *db.Tx, b Batch, last int32) []Event {
+	out := b.evs
+	if len(out) == 0 {
+		return nil
 	}
 	for i := range out {
-		out[i].Seq = int(last) - len(news) + i + 1
+		out[i].Seq = int(last) - len(out) + i + 1
 	}
-	p.stage(ctx, tx, scope.TenantID, out)
-	return out, nil
+	p.stage(ctx, tx, out[0].TenantID, out)
+	return out
 }
 
 // Stage publishes evs (ephemeral ones, such as the last token delta of a reply being stored)

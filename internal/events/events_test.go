@@ -22,6 +22,7 @@ import (
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/db/dbtest"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/run"
 )
 
 // These tests run the event system against the real test Postgres (a fresh database each) and
@@ -664,5 +665,60 @@ func (c *publishCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 			c.roundTrips.Add(1)
 		}
 		return next(ctx, cmds)
+	}
+}
+
+// TestStatementsThatStoreTheirEventsPublishThem: the events stored by the statement that
+// acquires a run (execution.started, and task.started on the first attempt only) are the ones
+// published after its commit: the same seqs after the run's earlier events, types, data and
+// times.
+func TestStatementsThatStoreTheirEventsPublishThem(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f.append(t, f.pub, events.TaskQueued)
+	sub, err := f.hub.Subscribe(ctx, f.scope.TenantID, nil)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	runs := run.NewService(f.db, f.pub, f.log)
+	first, err := runs.Acquire(ctx, f.scope.TenantID, f.scope.RunID, "worker-a", 0)
+	require.NoError(t, err)
+	second, err := runs.Acquire(ctx, f.scope.TenantID, f.scope.RunID, "worker-b", 0)
+	require.NoError(t, err)
+	require.Equal(t, []int32{1, 2}, []int32{first.Attempt, second.Attempt})
+
+	var published []events.Event
+	for len(published) < 3 {
+		select {
+		case ev := <-sub.C:
+			if ev.Seq > 1 { // task.queued's publication may come after the subscription
+				published = append(published, ev)
+			}
+		case <-ctx.Done():
+			t.Fatalf("published %d of 3 events", len(published))
+		}
+	}
+	stored, err := f.src(ctx, 1, 100)
+	require.NoError(t, err)
+	require.Len(t, stored, 3)
+	want := []struct {
+		typ  string
+		data string
+	}{
+		{events.ExecutionStarted, `{"attempt": 1, "kind": "TASK"}`},
+		{events.TaskStarted, `{"kind": "TASK"}`},
+		{events.ExecutionStarted, `{"attempt": 2, "kind": "TASK"}`},
+	}
+	for i, w := range want {
+		for _, ev := range []events.Event{stored[i], published[i]} {
+			require.Equal(t, i+2, ev.Seq)
+			require.Equal(t, w.typ, ev.Type)
+			require.JSONEq(t, w.data, string(ev.Data))
+			require.Equal(t, f.scope.RunID, ev.RunID)
+		}
+		require.True(t, stored[i].Timestamp.Equal(published[i].Timestamp.Truncate(time.Microsecond)), "%s: stored %s, published %s",
+			w.typ, stored[i].Timestamp, published[i].Timestamp)
 	}
 }

@@ -263,11 +263,11 @@ type Lease struct {
 func (l Lease) Scope() events.Scope { return ScopeOf(l.Run) }
 
 // Acquire takes a run for a worker: the attempt is bumped (fencing out any older worker) and
-// execution.started appended. It returns ErrFenced when the run is already terminal. Each of
-// also runs in the same transaction with the new lease (the worker's first reads: one
-// transaction instead of several), at the same time as each other (a db.Tx.Pipeline: their
-// statements share round trips); an error from one undoes the acquisition. The append goes
-// with the COMMIT (db.Tx.AtCommit), as may the last statements of also.
+// execution.started stored, by one statement (RunAcquireWithEvents). It returns ErrFenced when
+// the run is already terminal. Each of also runs in the same transaction with the new lease
+// (the worker's first reads: one transaction instead of several), at the same time as each
+// other (a db.Tx.Pipeline: their statements share round trips); an error from one undoes the
+// acquisition. The last statements of also may go with the COMMIT (db.Tx.AtCommit).
 func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
 	return s.AcquireWith(ctx, tenantID, runID, owner, jobID, nil, also...)
 }
@@ -279,8 +279,13 @@ func (s *Service) AcquireWith(ctx context.Context, tenantID, runID uuid.UUID, ow
 	var l Lease
 	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		var r dbsqlc.Run
-		acquire := func(ctx context.Context, tx *db.Tx) (err error) {
-			r, err = tx.Q.RunAcquire(ctx, dbsqlc.RunAcquireParams{TenantID: tenantID, ID: runID, Owner: owner, LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID})
+		now := time.Now()
+		// execution.started (and task.started on the first attempt) is stored by the statement
+		// that acquires the run; the same events are published once the transaction commits.
+		acquire := func(ctx context.Context, tx *db.Tx) error {
+			got, err := tx.Q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
+				LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
+			r = dbsqlc.Run(got)
 			return err
 		}
 		var err error
@@ -300,11 +305,11 @@ func (s *Service) AcquireWith(ctx context.Context, tenantID, runID uuid.UUID, ow
 		if r.Attempt == 1 {
 			news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": r.Kind}})
 		}
-		// The events go to Postgres with the COMMIT, the functions' statements together.
-		tx.AtCommit(func(ctx context.Context, tx *db.Tx) error {
-			_, err := s.pub.Append(ctx, tx, l.Scope(), news...)
+		started, err := events.Encode(l.Scope(), now, news...)
+		if err != nil {
 			return err
-		})
+		}
+		s.pub.Stored(ctx, tx, started, r.LastSeq)
 		fns := make([]func(context.Context, *db.Tx) error, len(also))
 		for i, fn := range also {
 			fns[i] = func(ctx context.Context, tx *db.Tx) error { return fn(ctx, tx, l) }

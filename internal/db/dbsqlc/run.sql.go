@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -124,39 +125,94 @@ func (q *Queries) RiverNotifyInsert(ctx context.Context, queue string) error {
 	return err
 }
 
-const runAcquire = `-- name: RunAcquire :one
-UPDATE runs SET
-    status = 'RUNNING',
-    attempt = attempt + 1,
-    lease_owner = $3::text,
-    lease_expires_at = now() + make_interval(secs => $4::double precision),
-    started_at = coalesce(started_at, now())
-WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
-  -- Only the run's current job may take it: a job the reaper replaced (its worker died) and
-  -- River later rescued finds the run handed on and stops.
-  AND (job_id IS NULL OR job_id = $5::bigint)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+const runAcquireWithEvents = `-- name: RunAcquireWithEvents :one
+WITH r AS (
+    UPDATE runs SET
+        status = 'RUNNING',
+        attempt = attempt + 1,
+        lease_owner = $1::text,
+        lease_expires_at = now() + make_interval(secs => $2::double precision),
+        started_at = coalesce(started_at, now()),
+        last_seq = last_seq + CASE WHEN attempt = 0 THEN 2 ELSE 1 END
+    WHERE tenant_id = $3::uuid AND id = $4::uuid AND status IN ('QUEUED', 'RUNNING')
+      AND (job_id IS NULL OR job_id = $5::bigint)
+    RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+), stored AS (
+    INSERT INTO run_events (tenant_id, run_id, seq, type, data, created_at)
+    SELECT r.tenant_id, r.id, r.last_seq - (CASE WHEN r.attempt = 1 THEN 2 ELSE 1 END) + e.ord, e.type, e.data,
+           $6::timestamptz
+    FROM r, LATERAL (VALUES (1, $7::text, jsonb_build_object('attempt', r.attempt, 'kind', r.kind)),
+                            (2, $8::text, jsonb_build_object('kind', r.kind))) AS e (ord, type, data)
+    WHERE e.ord = 1 OR r.attempt = 1
+)
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM r
 `
 
-type RunAcquireParams struct {
-	TenantID     uuid.UUID
-	ID           uuid.UUID
+type RunAcquireWithEventsParams struct {
 	Owner        string
 	LeaseSeconds float64
+	TenantID     uuid.UUID
+	ID           uuid.UUID
 	JobID        int64
+	CreatedAt    time.Time
+	StartedType  string
+	FirstType    string
+}
+
+type RunAcquireWithEventsRow struct {
+	TenantID            uuid.UUID
+	ID                  uuid.UUID
+	UserID              uuid.UUID
+	Kind                string
+	Status              string
+	ConversationID      uuid.NullUUID
+	ConversationSeq     int64
+	TriggerMessageID    uuid.NullUUID
+	IdempotencyKey      *string
+	Attempt             int32
+	MaxAttempts         int32
+	Turns               int32
+	LlmCalls            int32
+	FailureClass        *string
+	Error               *string
+	TerminationReason   *string
+	InputTokens         int64
+	OutputTokens        int64
+	CostMicros          int64
+	LastSeq             int32
+	JobID               *int64
+	LeaseOwner          *string
+	LeaseExpiresAt      *time.Time
+	CancelRequested     bool
+	CreatedAt           time.Time
+	StartedAt           *time.Time
+	FinishedAt          *time.Time
+	StopRequested       bool
+	PauseRequested      bool
+	ConsecutiveFailures int32
+	Backtracks          int32
+	MustReflect         bool
+	TaskID              uuid.NullUUID
 }
 
 // A worker takes the run: the attempt is bumped (the new fence) and the lease set. Only a
-// queued or running (rescued) run can be taken.
-func (q *Queries) RunAcquire(ctx context.Context, arg RunAcquireParams) (Run, error) {
-	row := q.db.QueryRow(ctx, runAcquire,
-		arg.TenantID,
-		arg.ID,
+// queued or running (rescued) run can be taken, and only by the run's current job: a job the
+// reaper replaced (its worker died) and River later rescued finds the run handed on and stops.
+// The attempt's events are stored by the same statement, after the run's last seq:
+// execution.started {attempt, kind} (started_type), and on the first attempt task.started
+// {kind} (first_type). run.Service.AcquireWith publishes the same events once it commits.
+func (q *Queries) RunAcquireWithEvents(ctx context.Context, arg RunAcquireWithEventsParams) (RunAcquireWithEventsRow, error) {
+	row := q.db.QueryRow(ctx, runAcquireWithEvents,
 		arg.Owner,
 		arg.LeaseSeconds,
+		arg.TenantID,
+		arg.ID,
 		arg.JobID,
+		arg.CreatedAt,
+		arg.StartedType,
+		arg.FirstType,
 	)
-	var i Run
+	var i RunAcquireWithEventsRow
 	err := row.Scan(
 		&i.TenantID,
 		&i.ID,
@@ -544,6 +600,137 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (Run, erro
 		arg.JobID,
 	)
 	var i Run
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.UserID,
+		&i.Kind,
+		&i.Status,
+		&i.ConversationID,
+		&i.ConversationSeq,
+		&i.TriggerMessageID,
+		&i.IdempotencyKey,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Turns,
+		&i.LlmCalls,
+		&i.FailureClass,
+		&i.Error,
+		&i.TerminationReason,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CostMicros,
+		&i.LastSeq,
+		&i.JobID,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
+	)
+	return i, err
+}
+
+const runInsertWithEvents = `-- name: RunInsertWithEvents :one
+WITH r AS (
+    INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id,
+                      idempotency_key, max_attempts, job_id, last_seq)
+    VALUES ($1::uuid, $2::uuid, $3::uuid, $4::text, $5::text,
+            $6::uuid, $7::bigint, $8::uuid,
+            $9::text, $10::integer, $11::bigint,
+            cardinality($12::text[]))
+    RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+), stored AS (
+    INSERT INTO run_events (tenant_id, run_id, seq, type, phase, data, created_at)
+    SELECT r.tenant_id, r.id, e.ord::integer, e.type, nullif(($13::text[])[e.ord], ''),
+           ($14::text[])[e.ord]::jsonb, $15::timestamptz
+    FROM r, unnest($12::text[]) WITH ORDINALITY AS e (type, ord)
+)
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM r
+`
+
+type RunInsertWithEventsParams struct {
+	TenantID         uuid.UUID
+	ID               uuid.UUID
+	UserID           uuid.UUID
+	Kind             string
+	Status           string
+	ConversationID   uuid.NullUUID
+	ConversationSeq  int64
+	TriggerMessageID uuid.NullUUID
+	IdempotencyKey   *string
+	MaxAttempts      int32
+	JobID            *int64
+	Types            []string
+	Phases           []string
+	Datas            []string
+	CreatedAt        time.Time
+}
+
+type RunInsertWithEventsRow struct {
+	TenantID            uuid.UUID
+	ID                  uuid.UUID
+	UserID              uuid.UUID
+	Kind                string
+	Status              string
+	ConversationID      uuid.NullUUID
+	ConversationSeq     int64
+	TriggerMessageID    uuid.NullUUID
+	IdempotencyKey      *string
+	Attempt             int32
+	MaxAttempts         int32
+	Turns               int32
+	LlmCalls            int32
+	FailureClass        *string
+	Error               *string
+	TerminationReason   *string
+	InputTokens         int64
+	OutputTokens        int64
+	CostMicros          int64
+	LastSeq             int32
+	JobID               *int64
+	LeaseOwner          *string
+	LeaseExpiresAt      *time.Time
+	CancelRequested     bool
+	CreatedAt           time.Time
+	StartedAt           *time.Time
+	FinishedAt          *time.Time
+	StopRequested       bool
+	PauseRequested      bool
+	ConsecutiveFailures int32
+	Backtracks          int32
+	MustReflect         bool
+	TaskID              uuid.NullUUID
+}
+
+// RunInsert with the run's first events (seqs 1..n, as events.Publisher.Encode prepared them)
+// stored by the same statement: the run row is written once, not once more by an append.
+func (q *Queries) RunInsertWithEvents(ctx context.Context, arg RunInsertWithEventsParams) (RunInsertWithEventsRow, error) {
+	row := q.db.QueryRow(ctx, runInsertWithEvents,
+		arg.TenantID,
+		arg.ID,
+		arg.UserID,
+		arg.Kind,
+		arg.Status,
+		arg.ConversationID,
+		arg.ConversationSeq,
+		arg.TriggerMessageID,
+		arg.IdempotencyKey,
+		arg.MaxAttempts,
+		arg.JobID,
+		arg.Types,
+		arg.Phases,
+		arg.Datas,
+		arg.CreatedAt,
+	)
+	var i RunInsertWithEventsRow
 	err := row.Scan(
 		&i.TenantID,
 		&i.ID,

@@ -4,6 +4,25 @@ INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, convers
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, sqlc.narg(job_id))
 RETURNING *;
 
+-- name: RunInsertWithEvents :one
+-- RunInsert with the run's first events (seqs 1..n, as events.Publisher.Encode prepared them)
+-- stored by the same statement: the run row is written once, not once more by an append.
+WITH r AS (
+    INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id,
+                      idempotency_key, max_attempts, job_id, last_seq)
+    VALUES (sqlc.arg(tenant_id)::uuid, sqlc.arg(id)::uuid, sqlc.arg(user_id)::uuid, sqlc.arg(kind)::text, sqlc.arg(status)::text,
+            sqlc.narg(conversation_id)::uuid, sqlc.arg(conversation_seq)::bigint, sqlc.narg(trigger_message_id)::uuid,
+            sqlc.narg(idempotency_key)::text, sqlc.arg(max_attempts)::integer, sqlc.narg(job_id)::bigint,
+            cardinality(sqlc.arg(types)::text[]))
+    RETURNING *
+), stored AS (
+    INSERT INTO run_events (tenant_id, run_id, seq, type, phase, data, created_at)
+    SELECT r.tenant_id, r.id, e.ord::integer, e.type, nullif((sqlc.arg(phases)::text[])[e.ord], ''),
+           (sqlc.arg(datas)::text[])[e.ord]::jsonb, sqlc.arg(created_at)::timestamptz
+    FROM r, unnest(sqlc.arg(types)::text[]) WITH ORDINALITY AS e (type, ord)
+)
+SELECT * FROM r;
+
 -- name: RunGet :one
 SELECT * FROM runs WHERE tenant_id = $1 AND id = $2;
 
@@ -42,20 +61,33 @@ ORDER BY conversation_seq
 LIMIT 1
 FOR UPDATE;
 
--- name: RunAcquire :one
+-- name: RunAcquireWithEvents :one
 -- A worker takes the run: the attempt is bumped (the new fence) and the lease set. Only a
--- queued or running (rescued) run can be taken.
-UPDATE runs SET
-    status = 'RUNNING',
-    attempt = attempt + 1,
-    lease_owner = sqlc.arg(owner)::text,
-    lease_expires_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::double precision),
-    started_at = coalesce(started_at, now())
-WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
-  -- Only the run's current job may take it: a job the reaper replaced (its worker died) and
-  -- River later rescued finds the run handed on and stops.
-  AND (job_id IS NULL OR job_id = sqlc.arg(job_id)::bigint)
-RETURNING *;
+-- queued or running (rescued) run can be taken, and only by the run's current job: a job the
+-- reaper replaced (its worker died) and River later rescued finds the run handed on and stops.
+-- The attempt's events are stored by the same statement, after the run's last seq:
+-- execution.started {attempt, kind} (started_type), and on the first attempt task.started
+-- {kind} (first_type). run.Service.AcquireWith publishes the same events once it commits.
+WITH r AS (
+    UPDATE runs SET
+        status = 'RUNNING',
+        attempt = attempt + 1,
+        lease_owner = sqlc.arg(owner)::text,
+        lease_expires_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::double precision),
+        started_at = coalesce(started_at, now()),
+        last_seq = last_seq + CASE WHEN attempt = 0 THEN 2 ELSE 1 END
+    WHERE tenant_id = sqlc.arg(tenant_id)::uuid AND id = sqlc.arg(id)::uuid AND status IN ('QUEUED', 'RUNNING')
+      AND (job_id IS NULL OR job_id = sqlc.arg(job_id)::bigint)
+    RETURNING *
+), stored AS (
+    INSERT INTO run_events (tenant_id, run_id, seq, type, data, created_at)
+    SELECT r.tenant_id, r.id, r.last_seq - (CASE WHEN r.attempt = 1 THEN 2 ELSE 1 END) + e.ord, e.type, e.data,
+           sqlc.arg(created_at)::timestamptz
+    FROM r, LATERAL (VALUES (1, sqlc.arg(started_type)::text, jsonb_build_object('attempt', r.attempt, 'kind', r.kind)),
+                            (2, sqlc.arg(first_type)::text, jsonb_build_object('kind', r.kind))) AS e (ord, type, data)
+    WHERE e.ord = 1 OR r.attempt = 1
+)
+SELECT * FROM r;
 
 -- name: RunFence :one
 -- Locks the run if attempt is still current: every write of a worker goes through it, so a
