@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"github.com/agentry/agentry/internal/run"
@@ -18,8 +17,7 @@ const (
 	RollupEvery = 10 * time.Minute
 )
 
-// SweepArgs is the periodic job releasing the reservations of dead runs and folding idle
-// pending settlements, in every tenant.
+// SweepArgs is the periodic job releasing the reservations of dead runs in every tenant.
 type SweepArgs struct{}
 
 // Kind names the job.
@@ -36,13 +34,9 @@ type SweepWorker struct {
 	s *Service
 }
 
-// Work releases every dead reservation and folds the settlements pending for longer than
-// FoldIdleAfter.
+// Work releases every dead reservation.
 func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	if _, err := w.s.ReleaseDead(ctx); err != nil {
-		return err
-	}
-	_, err := w.s.FoldPending(ctx, uuid.NullUUID{}, time.Now().Add(-FoldIdleAfter))
+	_, err := w.s.ReleaseDead(ctx)
 	return err
 }
 

@@ -68,26 +68,17 @@ func (s *Service) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm
 	if d, ok := ctx.Deadline(); ok {
 		expires = d.Add(time.Minute)
 	}
-	for first := true; ; first = false {
-		var held, retry bool
-		var refusal error
-		err := s.runs.InFence(ctx, l, func(ctx context.Context, tx *db.Tx) error {
-			var err error
-			held, retry, refusal, err = s.reserveTx(ctx, tx, l, callIndex, m, req, expires, first)
-			return err
-		})
-		if err != nil {
-			return false, err
-		}
-		if !retry {
-			return held, refusal
-		}
-		// Refused while other users' settlements were pending on these budgets (what they give
-		// back not counted yet): fold them in and try once more.
-		if _, err := s.FoldPending(ctx, uuid.NullUUID{UUID: l.Run.TenantID, Valid: true}, time.Now()); err != nil {
-			return false, err
-		}
+	var held bool
+	var refusal error
+	err := s.runs.InFence(ctx, l, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		held, refusal, err = s.reserveTx(ctx, tx, l, callIndex, m, req, expires)
+		return err
+	})
+	if err != nil {
+		return false, err
 	}
+	return held, refusal
 }
 
 // ReserveTx is Reserve as one statement of tx, a transaction that holds the run's lease
@@ -119,10 +110,8 @@ func (s *Service) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callInd
 }
 
 // reserveTx reserves in tx: refusal is the BUDGET_EXCEEDED error of a budget without room
-// (recorded in tx), err a failure that must roll tx back. With mayRetry, a refusal while other
-// users' settlements are pending on the budgets records nothing and reports retry instead (the
-// caller folds them and reserves again).
-func (s *Service) reserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time, mayRetry bool) (held, retry bool, refusal, err error) {
+// (recorded in tx), err a failure that must roll tx back.
+func (s *Service) reserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (held bool, refusal, err error) {
 	r := l.Run
 	tokens, micros := WorstCase(m, req)
 	var refused []dbsqlc.BudgetRefuseRow
@@ -149,9 +138,6 @@ func (s *Service) reserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callInd
 		if ok {
 			return nil
 		}
-		if retry = mayRetry && res.Others > 0; retry {
-			return nil
-		}
 		// Refused: nothing was reserved; mark (and announce, once per window) what refused.
 		if refused, err = tx.Q.BudgetRefuse(ctx, dbsqlc.BudgetRefuseParams{TenantID: r.TenantID, UserID: r.UserID, Tokens: tokens, Micros: micros}); err != nil {
 			return fmt.Errorf("mark budget exceeded: %w", err)
@@ -170,29 +156,24 @@ func (s *Service) reserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callInd
 	}()
 	switch {
 	case err != nil:
-		return false, false, nil, err
+		return false, nil, err
 	case ok:
-		return held, false, nil, nil
-	case retry:
-		return false, true, nil, nil
+		return held, nil, nil
 	case len(refused) > 0:
-		return false, false, exceeded(refused[0].Scope, refused[0].Period), nil
+		return false, exceeded(refused[0].Scope, refused[0].Period), nil
 	default:
-		return false, false, exceeded(ScopeTenant, PeriodDay), nil
+		return false, exceeded(ScopeTenant, PeriodDay), nil
 	}
 }
 
-// Settle records the call's actual usage against its reservation, inside tx: the transaction
-// that stores the call's reply and usage record (agent.Budgets). It happens at most once per
-// call. The reservation becomes SETTLED and pending, without locking a budget row: its usage
-// counts in every read of the budgets at once (budget_totals), and the next reservation of the
-// same budgets, or the sweeper, folds it into their rows (spent += actual, reserved -= what it
-// held). Actual usage above the reservation is the overage: it is recorded on the reservation
-// and counts in spent, and the next admission or reservation is refused. A call with nothing
-// held (its reservation was given back already, or it had none) adds its usage to the budgets
-// applying now at once. Crossing 80% or 100% of a limit sends budget.warning / budget.exceeded
-// after commit (the budget's row is locked then, to send each once per window). It is one
-// statement, so it can go with tx's COMMIT (db.Tx.AtCommit).
+// Settle moves the call's reservation into spent with its actual usage, inside tx: the
+// transaction that stores the call's reply and usage record (agent.Budgets). It happens at most
+// once per call; the actual usage is added to every budget applying now, and what the
+// reservation held is given back. Actual usage above the reservation is the overage: it is
+// recorded on the reservation and spent, and the next admission or reservation is refused.
+// Crossing 80% or 100% of a limit sends budget.warning / budget.exceeded after commit. It is
+// one statement, so it can go with tx's COMMIT (db.Tx.AtCommit), holding the budget rows' locks
+// no longer than the commit takes.
 func (s *Service) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, u llm.Usage, costMicros int64) error {
 	r := l.Run
 	rows, err := tx.Q.BudgetSettle(ctx, dbsqlc.BudgetSettleParams{
@@ -231,43 +212,8 @@ func (s *Service) Release(ctx context.Context, l run.Lease, callIndex int) error
 	})
 }
 
-// SweepBatch is how many dead reservations one sweep releases (and how many pending
-// settlements one fold folds) at most.
+// SweepBatch is how many dead reservations one sweep releases at most.
 const SweepBatch = 500
-
-// FoldIdleAfter is how long a settlement stays pending before the sweeper folds it into its
-// budgets; until then the next reservation of the same budgets does it.
-const FoldIdleAfter = 10 * time.Second
-
-// FoldPending folds the pending settlements made before settledBefore into their budgets'
-// rows, those of tenant (or, invalid, of every tenant, in a system transaction), in batches of
-// SweepBatch. It returns how many it folded. Reads count pending settlements already; folding
-// keeps them few, and gives back what they reserved to reservations of other users, which
-// count a pending settlement of another user at its reservation until it is folded.
-func (s *Service) FoldPending(ctx context.Context, tenant uuid.NullUUID, settledBefore time.Time) (int, error) {
-	total := 0
-	for {
-		var n int64
-		fold := func(ctx context.Context, tx *db.Tx) error {
-			var err error
-			n, err = tx.Q.ReservationFold(ctx, dbsqlc.ReservationFoldParams{SettledBefore: settledBefore, TenantID: tenant, Lim: SweepBatch})
-			return err
-		}
-		var err error
-		if tenant.Valid {
-			err = s.db.InTx(ctx, tenant.UUID, fold)
-		} else {
-			err = s.db.InSystemTx(ctx, "usage sweeper: fold pending settlements in every tenant", fold)
-		}
-		if err != nil {
-			return total, fmt.Errorf("fold pending settlements: %w", err)
-		}
-		total += int(n)
-		if n < SweepBatch {
-			return total, nil
-		}
-	}
-}
 
 // ReleaseDead releases the held reservations of dead runs across every tenant: runs that are
 // gone, no longer RUNNING, taken over by a newer attempt, or whose lease (or the reservation's

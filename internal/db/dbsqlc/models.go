@@ -73,23 +73,6 @@ type Budget struct {
 	UpdatedAt       time.Time
 }
 
-type BudgetTotal struct {
-	TenantID        uuid.UUID
-	ID              uuid.UUID
-	Scope           string
-	UserID          uuid.NullUUID
-	Period          string
-	TokenLimit      *int64
-	CostLimitMicros *int64
-	PeriodStart     time.Time
-	SpentTokens     int64
-	SpentMicros     int64
-	ReservedTokens  int64
-	ReservedMicros  int64
-	WarnedStart     *time.Time
-	ExceededStart   *time.Time
-}
-
 type Conversation struct {
 	TenantID          uuid.UUID
 	ID                uuid.UUID
@@ -181,7 +164,6 @@ type Reservation struct {
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
 	FinishedAt     *time.Time
-	Pending        bool
 }
 
 type RiverJob struct {
