@@ -68,14 +68,15 @@ func (e *early) sameHistory(hist []dbsqlc.Message) bool {
 }
 
 // reserveEarly builds and reserves the attempt's first call inside tx when nothing can change
-// it before the loop makes it: the first attempt of a chat turn whose next step is a model
+// it before the loop makes it: the first attempt of a chat turn (a later one reserves on its
+// own, which first gives back what earlier attempts still hold) whose next step is a model
 // call (no pending tool calls, no stored reply, no reflection, no stop or pause asked), and a
 // context that fits without summarising (summarising calls a model: Apply does it later). In
 // every other case the call is reserved on its own, as before.
 func (t *turn) reserveEarly(ctx context.Context, tx *db.Tx, l run.Lease, st state) error {
 	t.lease = l // lastReply and llmCalls read the run's id from it
 	r := st.run
-	if t.e.budgets == nil || l.Run.Kind != run.KindChatTurn || r.StopRequested || r.PauseRequested || r.MustReflect ||
+	if t.e.budgets == nil || l.Run.Kind != run.KindChatTurn || l.Attempt != 1 || r.StopRequested || r.PauseRequested || r.MustReflect ||
 		r.LlmCalls > 0 || len(pendingCalls(st.calls)) > 0 || t.llmCalls(st.hist) > 0 {
 		return nil
 	}

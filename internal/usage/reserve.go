@@ -104,7 +104,7 @@ func (s *Service) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callInd
 	s.setPresence(r.TenantID, res.Budgets > 0)
 	held = res.Reserved > 0
 	if res.Ok && res.Budgets > 0 && !held {
-		return false, false, fmt.Errorf("reserve budget: call %d of run %s was settled already", callIndex, r.ID)
+		return false, false, fmt.Errorf("reserve budget: call %d of run %s is reserved or settled already", callIndex, r.ID)
 	}
 	return held, !res.Ok, nil
 }
@@ -133,7 +133,7 @@ func (s *Service) reserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callInd
 		}
 		ok, held = res.Ok, res.Reserved > 0
 		if ok && res.Budgets > 0 && !held {
-			return fmt.Errorf("reserve budget: call %d of run %s was settled already", callIndex, r.ID)
+			return fmt.Errorf("reserve budget: call %d of run %s is reserved or settled already", callIndex, r.ID)
 		}
 		if ok {
 			return nil

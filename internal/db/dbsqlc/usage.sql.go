@@ -304,22 +304,12 @@ WITH locked AS (
            AND (l.cost_limit_micros IS NULL OR l.eff_micros + l.reserved_micros + $4::bigint <= l.cost_limit_micros)), true) AS ok,
            count(*) AS n
     FROM locked l
-), upd AS (
-    UPDATE budgets b SET
-        period_start = l.cur,
-        spent_tokens = l.eff_tokens,
-        spent_micros = l.eff_micros,
-        reserved_tokens = b.reserved_tokens + $3::bigint,
-        reserved_micros = b.reserved_micros + $4::bigint,
-        updated_at = now()
-    FROM locked l, verdict v
-    WHERE b.tenant_id = $1::uuid AND b.id = l.id AND v.ok
-    RETURNING b.id
 ), ins AS (
     INSERT INTO reservations (tenant_id, id, run_id, call_index, attempt, budget_ids, reserved_tokens, reserved_micros, expires_at)
     SELECT $1::uuid, $5::uuid, $6::uuid, $7::integer,
-           $8::integer, array_agg(upd.id), $3::bigint, $4::bigint, $9::timestamptz
-    FROM upd
+           $8::integer, array_agg(l.id ORDER BY l.id), $3::bigint, $4::bigint, $9::timestamptz
+    FROM locked l, verdict v
+    WHERE v.ok
     HAVING count(*) > 0
     ON CONFLICT (tenant_id, run_id, call_index) DO UPDATE SET
         attempt = EXCLUDED.attempt, budget_ids = EXCLUDED.budget_ids,
@@ -328,6 +318,18 @@ WITH locked AS (
         created_at = now(), expires_at = EXCLUDED.expires_at, finished_at = NULL
     WHERE reservations.status = 'RELEASED'
     RETURNING id
+), upd AS (
+    -- Only a reservation stored holds anything: a call whose reservation is held or settled
+    -- already adds nothing.
+    UPDATE budgets b SET
+        period_start = l.cur,
+        spent_tokens = l.eff_tokens,
+        spent_micros = l.eff_micros,
+        reserved_tokens = b.reserved_tokens + $3::bigint,
+        reserved_micros = b.reserved_micros + $4::bigint,
+        updated_at = now()
+    FROM locked l
+    WHERE b.tenant_id = $1::uuid AND b.id = l.id AND EXISTS (SELECT 1 FROM ins)
 )
 SELECT v.ok::boolean AS ok, v.n::bigint AS budgets, (SELECT count(*) FROM ins)::bigint AS reserved
 FROM verdict v
@@ -353,9 +355,10 @@ type BudgetReserveRow struct {
 
 // Reserves a call's worst case on every budget applying to the user, all or nothing, in one
 // statement: the rows are locked in id order (no deadlock between concurrent reservers), the
-// verdict is taken over all of them, and only when every one has room are they incremented and
-// the reservation stored (a released reservation of the same call is reused). ok is false when
-// a budget refused; budgets is how many applied; reserved is 1 when a reservation was stored.
+// verdict is taken over all of them, and only when every one has room is the reservation stored
+// (a released reservation of the same call is reused) and are they incremented: a call whose
+// reservation is held or settled already stores and adds nothing. ok is false when a budget
+// refused; budgets is how many applied; reserved is 1 when a reservation was stored.
 func (q *Queries) BudgetReserve(ctx context.Context, arg BudgetReserveParams) (BudgetReserveRow, error) {
 	row := q.db.QueryRow(ctx, budgetReserve,
 		arg.TenantID,

@@ -59,9 +59,10 @@ ORDER BY id;
 -- name: BudgetReserve :one
 -- Reserves a call's worst case on every budget applying to the user, all or nothing, in one
 -- statement: the rows are locked in id order (no deadlock between concurrent reservers), the
--- verdict is taken over all of them, and only when every one has room are they incremented and
--- the reservation stored (a released reservation of the same call is reused). ok is false when
--- a budget refused; budgets is how many applied; reserved is 1 when a reservation was stored.
+-- verdict is taken over all of them, and only when every one has room is the reservation stored
+-- (a released reservation of the same call is reused) and are they incremented: a call whose
+-- reservation is held or settled already stores and adds nothing. ok is false when a budget
+-- refused; budgets is how many applied; reserved is 1 when a reservation was stored.
 WITH locked AS (
     SELECT b.id, b.token_limit, b.cost_limit_micros, b.reserved_tokens, b.reserved_micros,
            agentry_period_start(b.period, now()) AS cur,
@@ -77,22 +78,12 @@ WITH locked AS (
            AND (l.cost_limit_micros IS NULL OR l.eff_micros + l.reserved_micros + sqlc.arg(micros)::bigint <= l.cost_limit_micros)), true) AS ok,
            count(*) AS n
     FROM locked l
-), upd AS (
-    UPDATE budgets b SET
-        period_start = l.cur,
-        spent_tokens = l.eff_tokens,
-        spent_micros = l.eff_micros,
-        reserved_tokens = b.reserved_tokens + sqlc.arg(tokens)::bigint,
-        reserved_micros = b.reserved_micros + sqlc.arg(micros)::bigint,
-        updated_at = now()
-    FROM locked l, verdict v
-    WHERE b.tenant_id = sqlc.arg(tenant_id)::uuid AND b.id = l.id AND v.ok
-    RETURNING b.id
 ), ins AS (
     INSERT INTO reservations (tenant_id, id, run_id, call_index, attempt, budget_ids, reserved_tokens, reserved_micros, expires_at)
     SELECT sqlc.arg(tenant_id)::uuid, sqlc.arg(id)::uuid, sqlc.arg(run_id)::uuid, sqlc.arg(call_index)::integer,
-           sqlc.arg(attempt)::integer, array_agg(upd.id), sqlc.arg(tokens)::bigint, sqlc.arg(micros)::bigint, sqlc.arg(expires_at)::timestamptz
-    FROM upd
+           sqlc.arg(attempt)::integer, array_agg(l.id ORDER BY l.id), sqlc.arg(tokens)::bigint, sqlc.arg(micros)::bigint, sqlc.arg(expires_at)::timestamptz
+    FROM locked l, verdict v
+    WHERE v.ok
     HAVING count(*) > 0
     ON CONFLICT (tenant_id, run_id, call_index) DO UPDATE SET
         attempt = EXCLUDED.attempt, budget_ids = EXCLUDED.budget_ids,
@@ -101,6 +92,18 @@ WITH locked AS (
         created_at = now(), expires_at = EXCLUDED.expires_at, finished_at = NULL
     WHERE reservations.status = 'RELEASED'
     RETURNING id
+), upd AS (
+    -- Only a reservation stored holds anything: a call whose reservation is held or settled
+    -- already adds nothing.
+    UPDATE budgets b SET
+        period_start = l.cur,
+        spent_tokens = l.eff_tokens,
+        spent_micros = l.eff_micros,
+        reserved_tokens = b.reserved_tokens + sqlc.arg(tokens)::bigint,
+        reserved_micros = b.reserved_micros + sqlc.arg(micros)::bigint,
+        updated_at = now()
+    FROM locked l
+    WHERE b.tenant_id = sqlc.arg(tenant_id)::uuid AND b.id = l.id AND EXISTS (SELECT 1 FROM ins)
 )
 SELECT v.ok::boolean AS ok, v.n::bigint AS budgets, (SELECT count(*) FROM ins)::bigint AS reserved
 FROM verdict v;
