@@ -710,7 +710,7 @@ type RunInsertWithEventsRow struct {
 	TaskID              uuid.NullUUID
 }
 
-// RunInsert with the run's first events (seqs 1..n, as events.Publisher.Encode prepared them)
+// RunInsert with the run's first events (seqs 1..n, as events.Encode prepared them)
 // stored by the same statement: the run row is written once, not once more by an append.
 func (q *Queries) RunInsertWithEvents(ctx context.Context, arg RunInsertWithEventsParams) (RunInsertWithEventsRow, error) {
 	row := q.db.QueryRow(ctx, runInsertWithEvents,

@@ -5,7 +5,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, sqlc.narg(job_id))
 RETURNING *;
 
 -- name: RunInsertWithEvents :one
--- RunInsert with the run's first events (seqs 1..n, as events.Publisher.Encode prepared them)
+-- RunInsert with the run's first events (seqs 1..n, as events.Encode prepared them)
 -- stored by the same statement: the run row is written once, not once more by an append.
 WITH r AS (
     INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id,
