@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/peterldowns/pgtestdb"
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db"
@@ -36,6 +38,19 @@ func ServerURL() string {
 // a production migration user). The database is dropped when t ends.
 func URL(t testing.TB) string {
 	t.Helper()
+	return urlOf(t, migrator{})
+}
+
+// URLAt is URL with agentry's migrations applied up to version only (and none of River's): for
+// tests of a later migration over rows stored before it (goose.NewProvider over migrations.FS
+// migrates the rest).
+func URLAt(t testing.TB, version int64) string {
+	t.Helper()
+	return urlOf(t, migrator{upTo: version})
+}
+
+func urlOf(t testing.TB, m migrator) string {
+	t.Helper()
 	u, err := url.Parse(ServerURL())
 	require.NoError(t, err, "DATABASE_URL")
 	pw, _ := u.User.Password()
@@ -54,7 +69,7 @@ func URL(t testing.TB) string {
 		},
 		ForceTerminateConnections: true,
 	}
-	return pgtestdb.Custom(t, conf, migrator{}).URL()
+	return pgtestdb.Custom(t, conf, m).URL()
 }
 
 // Open returns the application's handle on a fresh database (pool running as AppRole), closed
@@ -68,10 +83,11 @@ func Open(t testing.TB) (*db.DB, string) {
 	return d, ownerURL
 }
 
-type migrator struct{}
+// migrator migrates a template: every migration, or agentry's up to upTo (when not zero).
+type migrator struct{ upTo int64 }
 
-// Hash identifies the template by the migration files' contents.
-func (migrator) Hash() (string, error) {
+// Hash identifies the template by the migration files' contents (and upTo).
+func (m migrator) Hash() (string, error) {
 	h := sha256.New()
 	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -83,11 +99,22 @@ func (migrator) Hash() (string, error) {
 		return err
 	})
 	h.Write([]byte("river v0.51.1"))
+	if m.upTo != 0 {
+		fmt.Fprintf(h, "up to %d", m.upTo)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16], err
 }
 
-func (migrator) Migrate(ctx context.Context, sqlDB *sql.DB, conf pgtestdb.Config) error {
-	return db.MigrateSQL(ctx, sqlDB, conf.URL(), slog.New(slog.DiscardHandler))
+func (m migrator) Migrate(ctx context.Context, sqlDB *sql.DB, conf pgtestdb.Config) error {
+	if m.upTo == 0 {
+		return db.MigrateSQL(ctx, sqlDB, conf.URL(), slog.New(slog.DiscardHandler))
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
+	if err != nil {
+		return err
+	}
+	_, err = p.UpTo(ctx, m.upTo)
+	return err
 }
 
 func or(v, def string) string {
