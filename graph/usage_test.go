@@ -64,7 +64,7 @@ func (c *chatEnv) budgetRow(t *testing.T, id string) (spent, reserved, limit int
 	t.Helper()
 	uid := approvalUUID(t, "Budget", id)
 	c.ownerTx(t, func(tx pgx.Tx) {
-		require.NoError(t, tx.QueryRow(context.Background(), `SELECT spent_tokens, reserved_tokens, coalesce(token_limit, -1) FROM budgets WHERE id = $1`, uid).Scan(&spent, &reserved, &limit))
+		require.NoError(t, tx.QueryRow(context.Background(), `SELECT spent_tokens, reserved_tokens, coalesce(token_limit, -1) FROM budget_totals WHERE id = $1`, uid).Scan(&spent, &reserved, &limit))
 	})
 	return spent, reserved, limit
 }
@@ -728,7 +728,7 @@ func usWatch(ownerURL string, stop <-chan struct{}, check func(spent, reserved, 
 			if _, err := tx.Exec(ctx, `SELECT set_config('app.system', 'on', true)`); err != nil {
 				return err
 			}
-			return tx.QueryRow(ctx, `SELECT spent_tokens, reserved_tokens, coalesce(token_limit, -1) FROM budgets WHERE id = $1`, budgetID).Scan(&s, &r, &l)
+			return tx.QueryRow(ctx, `SELECT spent_tokens, reserved_tokens, coalesce(token_limit, -1) FROM budget_totals WHERE id = $1`, budgetID).Scan(&s, &r, &l)
 		})
 		if err != nil {
 			return fmt.Errorf("watch budget: %w", err)

@@ -48,8 +48,8 @@ func (t *turn) reserve(ctx context.Context, p llm.Provider, req llm.Request, cal
 // early is the first model call of an attempt, built and reserved in the transaction that
 // acquires the run (preload), so a chat turn reaches its model without a transaction of its
 // own for the reservation: one commit fewer before the first token. The reservation goes with
-// that transaction's COMMIT (db.Tx.AtCommit), so the budget rows it locks are held only while
-// Postgres commits. The REACT step uses req for its first call (callIndex) and takes the
+// that transaction's COMMIT (db.Tx.AtCommit), so the budget stripes it locks are held only
+// while Postgres commits. The REACT step uses req for its first call (callIndex) and takes the
 // reservation's result instead of reserving.
 type early struct {
 	callIndex int

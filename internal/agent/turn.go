@@ -466,9 +466,9 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 			}); err != nil {
 				return err
 			}
-			// The settlement locks the tenant's budget rows, which every model call of the
-			// tenant needs: it goes with the COMMIT, so the locks are held only while Postgres
-			// commits.
+			// The settlement locks the run's stripe of the tenant's budgets, which other model
+			// calls of the tenant may need: it goes with the COMMIT, so the locks are held only
+			// while Postgres commits.
 			tx.AtCommit(func(ctx context.Context, tx *db.Tx) error {
 				return t.settle(ctx, tx, callIndex, resp.Usage, rec.CostMicros)
 			})

@@ -86,16 +86,17 @@ func (e *env) redisCalls(ctx context.Context, cmd string) (int64, error) {
 	return 0, nil
 }
 
-// budgetWrites returns the rows written (inserted, updated, deleted) so far in the budgets
-// table and in the reservations table, and the usage records inserted (one per LLM call).
+// budgetWrites returns the rows written (inserted, updated, deleted) so far in the budgets and
+// budget_stripes tables (a budget's counters live in its stripes), in the reservations table, and
+// the usage records inserted (one per LLM call).
 func (e *env) budgetWrites(ctx context.Context) ([3]int64, error) {
 	var n [3]int64
 	e.flushStats(ctx)
 	err := e.owner.QueryRow(ctx, `SELECT
-		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname = 'budgets'), 0)::bigint,
+		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname IN ('budgets', 'budget_stripes')), 0)::bigint,
 		coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname = 'reservations'), 0)::bigint,
 		coalesce(sum(n_tup_ins) FILTER (WHERE relname = 'usage_records'), 0)::bigint
-		FROM pg_stat_user_tables WHERE relname IN ('budgets', 'reservations', 'usage_records')`).Scan(&n[0], &n[1], &n[2])
+		FROM pg_stat_user_tables WHERE relname IN ('budgets', 'budget_stripes', 'reservations', 'usage_records')`).Scan(&n[0], &n[1], &n[2])
 	return n, err
 }
 

@@ -88,6 +88,9 @@ func (s *Service) SetBudget(ctx context.Context, in SetBudget) (Budget, error) {
 		if err != nil {
 			return fmt.Errorf("set budget: %w", err)
 		}
+		if err := tx.Q.BudgetStripesSet(ctx, dbsqlc.BudgetStripesSetParams{TenantID: a.TenantID, ID: id}); err != nil {
+			return fmt.Errorf("set budget: deal out its limits: %w", err)
+		}
 		row, err := tx.Q.BudgetGet(ctx, dbsqlc.BudgetGetParams{TenantID: a.TenantID, ID: id})
 		out = budgetOf(row)
 		return err

@@ -60,6 +60,10 @@ func WorstCase(m llm.Model, req llm.Request) (tokens, micros int64) {
 // (after marking the budget exceeded and sending budget.exceeded once per window); the executor
 // then ends the run TERMINAL with terminationReason budget_exceeded. A later attempt of the run
 // first releases what earlier attempts still hold, so a retried call is reserved once.
+//
+// The call reserves on its run's stripe of each budget; when a stripe is short of room, a
+// second transaction decides on the budgets' totals and deals their remainders out again
+// (reserveAll).
 func (s *Service) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm.Model, req llm.Request) (bool, error) {
 	if !s.hasBudgets(ctx, l.Run.TenantID) {
 		return false, nil
@@ -68,11 +72,28 @@ func (s *Service) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm
 	if d, ok := ctx.Deadline(); ok {
 		expires = d.Add(time.Minute)
 	}
-	var held bool
-	var refusal error
+	tokens, micros := WorstCase(m, req)
+	var held, short bool
 	err := s.runs.InFence(ctx, l, func(ctx context.Context, tx *db.Tx) error {
+		r := l.Run
+		if l.Attempt > 1 {
+			if _, err := tx.Q.ReservationRelease(ctx, dbsqlc.ReservationReleaseParams{
+				TenantID: r.TenantID, RunID: r.ID, Earlier: true, Attempt: l.Attempt,
+			}); err != nil {
+				return fmt.Errorf("release reservations of earlier attempts: %w", err)
+			}
+		}
 		var err error
-		held, refusal, err = s.reserveTx(ctx, tx, l, callIndex, m, req, expires)
+		held, short, err = s.reserveStripe(ctx, tx, l, callIndex, tokens, micros, expires)
+		return err
+	})
+	if err != nil || !short {
+		return held, err
+	}
+	var refusal error
+	err = s.runs.InFence(ctx, l, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		held, refusal, err = s.reserveAll(ctx, tx, l, callIndex, tokens, micros, expires)
 		return err
 	})
 	if err != nil {
@@ -85,15 +106,21 @@ func (s *Service) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm
 // already (the one that acquires it, which sends it with its COMMIT: db.Tx.AtCommit): the first
 // call of a chat turn is reserved there, saving a transaction and a round trip. It runs one
 // statement at most, and the reservation lasts until expires at most (the sweeper's bound).
-// refused reports a budget without room: nothing was reserved or recorded, and the call is
-// to reserve on its own (Reserve), which records the refusal; it is the rare case, and keeping
-// it out leaves tx a single statement.
+// refused reports a stripe without room: nothing was reserved or recorded, and the call is
+// to reserve on its own (Reserve), which decides on the budgets' totals and records a refusal;
+// it is the rare case, and keeping it out leaves tx a single statement.
 func (s *Service) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (held, refused bool, err error) {
-	r := l.Run
-	if has, known := s.presenceOf(r.TenantID); known && !has {
+	if has, known := s.presenceOf(l.Run.TenantID); known && !has {
 		return false, false, nil
 	}
 	tokens, micros := WorstCase(m, req)
+	return s.reserveStripe(ctx, tx, l, callIndex, tokens, micros, expires)
+}
+
+// reserveStripe reserves on the run's stripe of every budget that applies (BudgetReserve):
+// short reports a stripe without room, with nothing reserved.
+func (s *Service) reserveStripe(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, tokens, micros int64, expires time.Time) (held, short bool, err error) {
+	r := l.Run
 	res, err := tx.Q.BudgetReserve(ctx, dbsqlc.BudgetReserveParams{
 		TenantID: r.TenantID, UserID: r.UserID, Tokens: tokens, Micros: micros, ID: uuid.Must(uuid.NewV7()),
 		RunID: r.ID, CallIndex: int32(callIndex), Attempt: l.Attempt, ExpiresAt: expires,
@@ -104,76 +131,65 @@ func (s *Service) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callInd
 	s.setPresence(r.TenantID, res.Budgets > 0)
 	held = res.Reserved > 0
 	if res.Ok && res.Budgets > 0 && !held {
-		return false, false, fmt.Errorf("reserve budget: call %d of run %s is reserved or settled already", callIndex, r.ID)
+		return false, false, errReservedAlready(callIndex, r.ID)
 	}
 	return held, !res.Ok, nil
 }
 
-// reserveTx reserves in tx: refusal is the BUDGET_EXCEEDED error of a budget without room
-// (recorded in tx), err a failure that must roll tx back.
-func (s *Service) reserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (held bool, refusal, err error) {
+// errReservedAlready is a reservation of a call that another attempt's reservation still holds,
+// or that was settled: nothing is added twice.
+func errReservedAlready(callIndex int, runID uuid.UUID) error {
+	return fmt.Errorf("reserve budget: call %d of run %s is reserved or settled already", callIndex, runID)
+}
+
+// reserveAll reserves in tx on the budgets' totals (BudgetReserveAll), after the run's stripe
+// was short: refusal is the BUDGET_EXCEEDED error of a budget without room (recorded in tx), err
+// a failure that must roll tx back.
+func (s *Service) reserveAll(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, tokens, micros int64, expires time.Time) (held bool, refusal, err error) {
 	r := l.Run
-	tokens, micros := WorstCase(m, req)
-	var refused []dbsqlc.BudgetRefuseRow
-	var ok bool
-	err = func() error {
-		if l.Attempt > 1 {
-			if _, err := tx.Q.ReservationRelease(ctx, dbsqlc.ReservationReleaseParams{
-				TenantID: r.TenantID, RunID: r.ID, Earlier: true, Attempt: l.Attempt,
-			}); err != nil {
-				return fmt.Errorf("release reservations of earlier attempts: %w", err)
-			}
-		}
-		res, err := tx.Q.BudgetReserve(ctx, dbsqlc.BudgetReserveParams{
-			TenantID: r.TenantID, UserID: r.UserID, Tokens: tokens, Micros: micros, ID: uuid.Must(uuid.NewV7()),
-			RunID: r.ID, CallIndex: int32(callIndex), Attempt: l.Attempt, ExpiresAt: expires,
-		})
-		if err != nil {
-			return fmt.Errorf("reserve budget: %w", err)
-		}
-		ok, held = res.Ok, res.Reserved > 0
-		if ok && res.Budgets > 0 && !held {
-			return fmt.Errorf("reserve budget: call %d of run %s is reserved or settled already", callIndex, r.ID)
-		}
-		if ok {
-			return nil
-		}
-		// Refused: nothing was reserved; mark (and announce, once per window) what refused.
-		if refused, err = tx.Q.BudgetRefuse(ctx, dbsqlc.BudgetRefuseParams{TenantID: r.TenantID, UserID: r.UserID, Tokens: tokens, Micros: micros}); err != nil {
-			return fmt.Errorf("mark budget exceeded: %w", err)
-		}
-		var evs []events.Event
-		for _, b := range refused {
-			if b.Notify {
-				evs = append(evs, s.budgetEvent(r.TenantID, EventBudgetExceeded, r.ID, "reservation refused", budgetData{
-					ID: b.ID, Scope: b.Scope, UserID: b.UserID, Period: b.Period, TokenLimit: b.TokenLimit, CostLimitMicros: b.CostLimitMicros,
-					SpentTokens: b.SpentTokens, SpentMicros: b.SpentMicros, ReservedTokens: b.ReservedTokens, ReservedMicros: b.ReservedMicros,
-				}))
-			}
-		}
-		s.publishAfter(ctx, tx, r.TenantID, evs)
-		return nil
-	}()
-	switch {
-	case err != nil:
-		return false, nil, err
-	case ok:
-		return held, nil, nil
-	case len(refused) > 0:
-		return false, exceeded(refused[0].Scope, refused[0].Period), nil
-	default:
-		return false, exceeded(ScopeTenant, PeriodDay), nil
+	res, err := tx.Q.BudgetReserveAll(ctx, dbsqlc.BudgetReserveAllParams{
+		TenantID: r.TenantID, UserID: r.UserID, Tokens: tokens, Micros: micros, ID: uuid.Must(uuid.NewV7()),
+		RunID: r.ID, CallIndex: int32(callIndex), Attempt: l.Attempt, ExpiresAt: expires,
+	})
+	if err != nil {
+		return false, nil, fmt.Errorf("reserve budget: %w", err)
 	}
+	held = res.Reserved > 0
+	if res.Ok {
+		if res.Budgets > 0 && !held {
+			return false, nil, errReservedAlready(callIndex, r.ID)
+		}
+		return held, nil, nil
+	}
+	// Refused: nothing was reserved; mark (and announce, once per window) what refused.
+	refused, err := tx.Q.BudgetRefuse(ctx, dbsqlc.BudgetRefuseParams{TenantID: r.TenantID, UserID: r.UserID, Tokens: tokens, Micros: micros})
+	if err != nil {
+		return false, nil, fmt.Errorf("mark budget exceeded: %w", err)
+	}
+	var evs []events.Event
+	for _, b := range refused {
+		if b.Notify {
+			evs = append(evs, s.budgetEvent(r.TenantID, EventBudgetExceeded, r.ID, "reservation refused", budgetData{
+				ID: b.ID, Scope: b.Scope, UserID: b.UserID, Period: b.Period, TokenLimit: b.TokenLimit, CostLimitMicros: b.CostLimitMicros,
+				SpentTokens: b.SpentTokens, SpentMicros: b.SpentMicros, ReservedTokens: b.ReservedTokens, ReservedMicros: b.ReservedMicros,
+			}))
+		}
+	}
+	s.publishAfter(ctx, tx, r.TenantID, evs)
+	if len(refused) > 0 {
+		return false, exceeded(refused[0].Scope, refused[0].Period), nil
+	}
+	return false, exceeded(ScopeTenant, PeriodDay), nil
 }
 
 // Settle moves the call's reservation into spent with its actual usage, inside tx: the
 // transaction that stores the call's reply and usage record (agent.Budgets). It happens at most
-// once per call; the actual usage is added to every budget applying now, and what the
-// reservation held is given back. Actual usage above the reservation is the overage: it is
-// recorded on the reservation and spent, and the next admission or reservation is refused.
-// Crossing 80% or 100% of a limit sends budget.warning / budget.exceeded after commit. It is
-// one statement, so it can go with tx's COMMIT (db.Tx.AtCommit), holding the budget rows' locks
-// no longer than the commit takes.
+// once per call; the actual usage is added to the run's stripe of every budget applying now, and
+// what the reservation held there is given back. Actual usage above the reservation is the
+// overage: it is recorded on the reservation and spent, and the next admission or reservation is
+// refused. The first settlement to find 80% or 100% of a limit spent in the window sends
+// budget.warning / budget.exceeded after commit. It is one statement, so it can go with tx's
+// COMMIT (db.Tx.AtCommit), holding the stripes' locks no longer than the commit takes.
 func (s *Service) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, u llm.Usage, costMicros int64) error {
 	r := l.Run
 	rows, err := tx.Q.BudgetSettle(ctx, dbsqlc.BudgetSettleParams{

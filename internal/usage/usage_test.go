@@ -237,7 +237,7 @@ func TestConcurrentReservationsNeverOverspend(t *testing.T) {
 				if _, err := tx.Exec(context.Background(), `SELECT set_config('app.system', 'on', true)`); err != nil {
 					return err
 				}
-				return tx.QueryRow(context.Background(), `SELECT spent_tokens, reserved_tokens, token_limit FROM budgets WHERE id = $1`, bud.ID).Scan(&spent, &reserved, &lim)
+				return tx.QueryRow(context.Background(), `SELECT spent_tokens, reserved_tokens, token_limit FROM budget_totals WHERE id = $1`, bud.ID).Scan(&spent, &reserved, &lim)
 			})
 			if err != nil {
 				watched <- err
@@ -469,7 +469,7 @@ func TestWindowRollsOver(t *testing.T) {
 	require.Equal(t, apperr.BudgetExceeded, apperr.CodeOf(err))
 	// Two days pass.
 	b.owner(t, func(tx pgx.Tx) {
-		_, err := tx.Exec(context.Background(), `UPDATE budgets SET period_start = period_start - interval '2 days'`)
+		_, err := tx.Exec(context.Background(), `UPDATE budget_stripes SET period_start = period_start - interval '2 days'`)
 		require.NoError(t, err)
 	})
 	got := b.budget(t, bud.ID)
@@ -576,4 +576,81 @@ func TestHeldReservationIsNotAddedTwice(t *testing.T) {
 	require.ErrorContains(t, reserveErr, "reserved or settled already")
 	require.Equal(t, int64(1100), b.budget(t, bud.ID).ReservedTokens, "held once")
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM reservations`))
+}
+
+// TestStripesShareTheLimit: a budget's stripes are allowed shares of its limit that add up to
+// it. A call too big for its run's stripe is reserved on the budget's totals (the shares dealt
+// out again), a call too big for the totals is refused, and a new limit is dealt out anew.
+func TestStripesShareTheLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	bud := b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(10_000))})
+	allowed := func() int64 {
+		return b.scalar(t, `SELECT sum(allowed_tokens)::bigint FROM budget_stripes WHERE budget_id = $1`, bud.ID)
+	}
+	over := func() int64 {
+		return b.scalar(t, `SELECT count(*) FROM budget_stripes WHERE budget_id = $1 AND spent_tokens + reserved_tokens > allowed_tokens`, bud.ID)
+	}
+	require.Equal(t, int64(16), b.scalar(t, `SELECT count(*) FROM budget_stripes WHERE budget_id = $1`, bud.ID))
+	require.Equal(t, int64(10_000), allowed())
+	require.Equal(t, int64(625), b.scalar(t, `SELECT max(allowed_tokens) FROM budget_stripes WHERE budget_id = $1`, bud.ID))
+
+	// 3,100 tokens each: more than a stripe's 625, within the budget's 10,000.
+	l1, l2, l3 := b.lease(t, b.member), b.lease(t, b.member), b.lease(t, b.member)
+	for _, l := range []run.Lease{l1, l2} {
+		held, err := b.svc.Reserve(ctx, l, 0, model, request(3000))
+		require.NoError(t, err)
+		require.True(t, held)
+		require.Equal(t, int64(10_000), allowed())
+		require.Zero(t, over())
+	}
+	require.Equal(t, int64(6200), b.budget(t, bud.ID).ReservedTokens)
+	// 4,100 more would make 10,300; 3,700 makes 9,900.
+	_, err := b.svc.Reserve(ctx, l3, 0, model, request(4000))
+	require.Equal(t, apperr.BudgetExceeded, apperr.CodeOf(err))
+	held, err := b.svc.Reserve(ctx, l3, 0, model, request(3600))
+	require.NoError(t, err)
+	require.True(t, held)
+	require.Equal(t, int64(10_000), allowed())
+	require.Zero(t, over())
+
+	// Settling gives the reservation back on its stripe and counts the actual usage there.
+	require.NoError(t, b.complete(t, l1, 0, 500, 500))
+	got := b.budget(t, bud.ID)
+	require.Equal(t, int64(1000), got.SpentTokens)
+	require.Equal(t, int64(6800), got.ReservedTokens)
+
+	// A limit lowered below what is used is dealt out too; nothing more fits.
+	b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(5000))})
+	require.Equal(t, int64(5000), allowed())
+	got = b.budget(t, bud.ID)
+	require.Equal(t, int64(1000), got.SpentTokens, "counters stay")
+	require.Equal(t, int64(6800), got.ReservedTokens)
+	_, err = b.svc.Reserve(ctx, l1, 1, model, request(0))
+	require.Equal(t, apperr.BudgetExceeded, apperr.CodeOf(err))
+	require.Equal(t, int64(6800), b.budget(t, bud.ID).ReservedTokens)
+}
+
+// TestCrossingOverStripesIsMarkedOnce: spend on two stripes that crosses 80% only together is
+// found by the settlement that completes it, and marked once in the window.
+func TestCrossingOverStripesIsMarkedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bud := b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(10_000))})
+	stripe := func(l run.Lease) int64 { return b.scalar(t, `SELECT agentry_budget_stripe($1)`, l.Run.ID) }
+	l1 := b.lease(t, b.member)
+	l2 := b.lease(t, b.member)
+	for stripe(l2) == stripe(l1) {
+		l2 = b.lease(t, b.member)
+	}
+	warned := func() int64 {
+		return b.scalar(t, `SELECT count(*) FROM budgets WHERE id = $1 AND warned_start IS NOT NULL`, bud.ID)
+	}
+	require.NoError(t, b.complete(t, l1, 0, 2000, 2500))
+	require.Zero(t, warned(), "45%")
+	require.NoError(t, b.complete(t, l2, 0, 2000, 2000))
+	require.Equal(t, int64(1), warned(), "85% over two stripes")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM budgets WHERE id = $1 AND exceeded_start IS NOT NULL`, bud.ID))
+	require.Equal(t, int64(8500), b.budget(t, bud.ID).SpentTokens)
 }

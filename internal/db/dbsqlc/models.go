@@ -62,15 +62,40 @@ type Budget struct {
 	Period          string
 	TokenLimit      *int64
 	CostLimitMicros *int64
+	WarnedStart     *time.Time
+	ExceededStart   *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+type BudgetStripe struct {
+	TenantID       uuid.UUID
+	BudgetID       uuid.UUID
+	Stripe         int16
+	PeriodStart    time.Time
+	SpentTokens    int64
+	SpentMicros    int64
+	ReservedTokens int64
+	ReservedMicros int64
+	AllowedTokens  *int64
+	AllowedMicros  *int64
+}
+
+type BudgetTotal struct {
+	TenantID        uuid.UUID
+	ID              uuid.UUID
+	Scope           string
+	UserID          uuid.NullUUID
+	Period          string
+	TokenLimit      *int64
+	CostLimitMicros *int64
+	WarnedStart     *time.Time
+	ExceededStart   *time.Time
 	PeriodStart     time.Time
 	SpentTokens     int64
 	SpentMicros     int64
 	ReservedTokens  int64
 	ReservedMicros  int64
-	WarnedStart     *time.Time
-	ExceededStart   *time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
 }
 
 type Conversation struct {

@@ -31,11 +31,11 @@ func (q *Queries) BudgetDelete(ctx context.Context, arg BudgetDeleteParams) (int
 
 const budgetExhausted = `-- name: BudgetExhausted :many
 SELECT id, scope, period, token_limit, cost_limit_micros
-FROM budgets
+FROM budget_totals
 WHERE tenant_id = $1::uuid
   AND (scope = 'TENANT' OR user_id = $2::uuid)
-  AND ((token_limit IS NOT NULL AND (CASE WHEN period_start < agentry_period_start(period, now()) THEN 0 ELSE spent_tokens END) + reserved_tokens >= token_limit)
-    OR (cost_limit_micros IS NOT NULL AND (CASE WHEN period_start < agentry_period_start(period, now()) THEN 0 ELSE spent_micros END) + reserved_micros >= cost_limit_micros))
+  AND ((token_limit IS NOT NULL AND spent_tokens + reserved_tokens >= token_limit)
+    OR (cost_limit_micros IS NOT NULL AND spent_micros + reserved_micros >= cost_limit_micros))
 ORDER BY id
 `
 
@@ -93,12 +93,9 @@ func (q *Queries) BudgetExists(ctx context.Context, tenantID uuid.UUID) (bool, e
 }
 
 const budgetGet = `-- name: BudgetGet :one
-SELECT id, tenant_id, scope, user_id, period, token_limit, cost_limit_micros,
-       agentry_period_start(period, now())::timestamptz AS period_start,
-       (CASE WHEN period_start < agentry_period_start(period, now()) THEN 0 ELSE spent_tokens END)::bigint AS spent_tokens,
-       (CASE WHEN period_start < agentry_period_start(period, now()) THEN 0 ELSE spent_micros END)::bigint AS spent_micros,
-       reserved_tokens, reserved_micros
-FROM budgets
+SELECT id, tenant_id, scope, user_id, period, token_limit, cost_limit_micros, period_start,
+       spent_tokens, spent_micros, reserved_tokens, reserved_micros
+FROM budget_totals
 WHERE tenant_id = $1::uuid AND id = $2::uuid
 `
 
@@ -143,12 +140,9 @@ func (q *Queries) BudgetGet(ctx context.Context, arg BudgetGetParams) (BudgetGet
 }
 
 const budgetList = `-- name: BudgetList :many
-SELECT id, tenant_id, scope, user_id, period, token_limit, cost_limit_micros,
-       agentry_period_start(period, now())::timestamptz AS period_start,
-       (CASE WHEN period_start < agentry_period_start(period, now()) THEN 0 ELSE spent_tokens END)::bigint AS spent_tokens,
-       (CASE WHEN period_start < agentry_period_start(period, now()) THEN 0 ELSE spent_micros END)::bigint AS spent_micros,
-       reserved_tokens, reserved_micros
-FROM budgets
+SELECT id, tenant_id, scope, user_id, period, token_limit, cost_limit_micros, period_start,
+       spent_tokens, spent_micros, reserved_tokens, reserved_micros
+FROM budget_totals
 WHERE tenant_id = $1::uuid
   AND ($2::uuid IS NULL OR scope = 'TENANT' OR user_id = $2::uuid)
 ORDER BY scope, user_id NULLS FIRST, period
@@ -211,20 +205,30 @@ func (q *Queries) BudgetList(ctx context.Context, arg BudgetListParams) ([]Budge
 
 const budgetRefuse = `-- name: BudgetRefuse :many
 WITH refusing AS (
-    SELECT b.id, b.exceeded_start, agentry_period_start(b.period, now()) AS cur
+    SELECT t.id, t.scope, t.user_id, t.period, t.token_limit, t.cost_limit_micros, t.period_start AS cur,
+           t.spent_tokens, t.spent_micros, t.reserved_tokens, t.reserved_micros
+    FROM budget_totals t
+    WHERE t.tenant_id = $1::uuid AND (t.scope = 'TENANT' OR t.user_id = $2::uuid)
+      AND ((t.token_limit IS NOT NULL AND t.spent_tokens + t.reserved_tokens + $3::bigint > t.token_limit)
+        OR (t.cost_limit_micros IS NOT NULL AND t.spent_micros + t.reserved_micros + $4::bigint > t.cost_limit_micros))
+), free AS (
+    SELECT b.id
     FROM budgets b
-    WHERE b.tenant_id = $1::uuid AND (b.scope = 'TENANT' OR b.user_id = $2::uuid)
-      AND ((b.token_limit IS NOT NULL AND (CASE WHEN b.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE b.spent_tokens END) + b.reserved_tokens + $3::bigint > b.token_limit)
-        OR (b.cost_limit_micros IS NOT NULL AND (CASE WHEN b.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE b.spent_micros END) + b.reserved_micros + $4::bigint > b.cost_limit_micros))
+    JOIN refusing r ON r.id = b.id
+    WHERE b.tenant_id = $1::uuid AND b.exceeded_start IS DISTINCT FROM r.cur
+    FOR NO KEY UPDATE OF b SKIP LOCKED
+), marked AS (
+    UPDATE budgets b SET exceeded_start = r.cur, updated_at = now()
+    FROM free f
+    JOIN refusing r ON r.id = f.id
+    WHERE b.tenant_id = $1::uuid AND b.id = f.id
+    RETURNING b.id
 )
-UPDATE budgets b SET exceeded_start = r.cur
+SELECT r.id, r.scope, r.user_id, r.period, r.token_limit, r.cost_limit_micros,
+       r.spent_tokens, r.spent_micros, r.reserved_tokens, r.reserved_micros,
+       (r.id IN (SELECT id FROM marked))::boolean AS notify
 FROM refusing r
-WHERE b.tenant_id = $1::uuid AND b.id = r.id
-RETURNING b.id, b.scope, b.user_id, b.period, b.token_limit, b.cost_limit_micros,
-          (CASE WHEN b.period_start < r.cur THEN 0 ELSE b.spent_tokens END)::bigint AS spent_tokens,
-          (CASE WHEN b.period_start < r.cur THEN 0 ELSE b.spent_micros END)::bigint AS spent_micros,
-          b.reserved_tokens, b.reserved_micros,
-          (r.exceeded_start IS DISTINCT FROM r.cur)::boolean AS notify
+ORDER BY r.id
 `
 
 type BudgetRefuseParams struct {
@@ -248,9 +252,10 @@ type BudgetRefuseRow struct {
 	Notify          bool
 }
 
-// After a refused reservation (in its transaction, the rows still locked): the budgets that
-// have no room for it, marked exceeded for their window. notify is true the first time in the
-// window (one budget.exceeded event per window).
+// After a refused BudgetReserveAll (in its transaction, the stripes still locked): the budgets
+// that have no room for the call. notify is true when this marked the budget exceeded for its
+// window (one budget.exceeded event per window); a budget row another transaction holds is not
+// waited for (it is never locked after stripes by waiting): the next refusal marks it.
 func (q *Queries) BudgetRefuse(ctx context.Context, arg BudgetRefuseParams) ([]BudgetRefuseRow, error) {
 	rows, err := q.db.Query(ctx, budgetRefuse,
 		arg.TenantID,
@@ -290,24 +295,25 @@ func (q *Queries) BudgetRefuse(ctx context.Context, arg BudgetRefuseParams) ([]B
 
 const budgetReserve = `-- name: BudgetReserve :one
 WITH locked AS (
-    SELECT b.id, b.token_limit, b.cost_limit_micros, b.reserved_tokens, b.reserved_micros,
+    SELECT s.budget_id AS id, s.stripe, s.allowed_tokens, s.allowed_micros, s.reserved_tokens, s.reserved_micros,
            agentry_period_start(b.period, now()) AS cur,
-           CASE WHEN b.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE b.spent_tokens END AS eff_tokens,
-           CASE WHEN b.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE b.spent_micros END AS eff_micros
+           CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_tokens END AS eff_tokens,
+           CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_micros END AS eff_micros
     FROM budgets b
-    WHERE b.tenant_id = $1::uuid AND (b.scope = 'TENANT' OR b.user_id = $2::uuid)
-    ORDER BY b.id
-    FOR UPDATE
+    JOIN budget_stripes s ON s.tenant_id = b.tenant_id AND s.budget_id = b.id AND s.stripe = agentry_budget_stripe($1::uuid)
+    WHERE b.tenant_id = $2::uuid AND (b.scope = 'TENANT' OR b.user_id = $3::uuid)
+    ORDER BY s.budget_id
+    FOR UPDATE OF s
 ), verdict AS (
     SELECT coalesce(bool_and(
-               (l.token_limit IS NULL OR l.eff_tokens + l.reserved_tokens + $3::bigint <= l.token_limit)
-           AND (l.cost_limit_micros IS NULL OR l.eff_micros + l.reserved_micros + $4::bigint <= l.cost_limit_micros)), true) AS ok,
+               (l.allowed_tokens IS NULL OR l.eff_tokens + l.reserved_tokens + $4::bigint <= l.allowed_tokens)
+           AND (l.allowed_micros IS NULL OR l.eff_micros + l.reserved_micros + $5::bigint <= l.allowed_micros)), true) AS ok,
            count(*) AS n
     FROM locked l
 ), ins AS (
     INSERT INTO reservations (tenant_id, id, run_id, call_index, attempt, budget_ids, reserved_tokens, reserved_micros, expires_at)
-    SELECT $1::uuid, $5::uuid, $6::uuid, $7::integer,
-           $8::integer, array_agg(l.id ORDER BY l.id), $3::bigint, $4::bigint, $9::timestamptz
+    SELECT $2::uuid, $6::uuid, $1::uuid, $7::integer,
+           $8::integer, array_agg(l.id ORDER BY l.id), $4::bigint, $5::bigint, $9::timestamptz
     FROM locked l, verdict v
     WHERE v.ok
     HAVING count(*) > 0
@@ -321,27 +327,26 @@ WITH locked AS (
 ), upd AS (
     -- Only a reservation stored holds anything: a call whose reservation is held or settled
     -- already adds nothing.
-    UPDATE budgets b SET
-        period_start = l.cur,
+    UPDATE budget_stripes s SET
+        period_start = greatest(s.period_start, l.cur),
         spent_tokens = l.eff_tokens,
         spent_micros = l.eff_micros,
-        reserved_tokens = b.reserved_tokens + $3::bigint,
-        reserved_micros = b.reserved_micros + $4::bigint,
-        updated_at = now()
+        reserved_tokens = s.reserved_tokens + $4::bigint,
+        reserved_micros = s.reserved_micros + $5::bigint
     FROM locked l
-    WHERE b.tenant_id = $1::uuid AND b.id = l.id AND EXISTS (SELECT 1 FROM ins)
+    WHERE s.tenant_id = $2::uuid AND s.budget_id = l.id AND s.stripe = l.stripe AND EXISTS (SELECT 1 FROM ins)
 )
 SELECT v.ok::boolean AS ok, v.n::bigint AS budgets, (SELECT count(*) FROM ins)::bigint AS reserved
 FROM verdict v
 `
 
 type BudgetReserveParams struct {
+	RunID     uuid.UUID
 	TenantID  uuid.UUID
 	UserID    uuid.UUID
 	Tokens    int64
 	Micros    int64
 	ID        uuid.UUID
-	RunID     uuid.UUID
 	CallIndex int32
 	Attempt   int32
 	ExpiresAt time.Time
@@ -353,25 +358,126 @@ type BudgetReserveRow struct {
 	Reserved int64
 }
 
-// Reserves a call's worst case on every budget applying to the user, all or nothing, in one
-// statement: the rows are locked in id order (no deadlock between concurrent reservers), the
-// verdict is taken over all of them, and only when every one has room is the reservation stored
-// (a released reservation of the same call is reused) and are they incremented: a call whose
-// reservation is held or settled already stores and adds nothing. ok is false when a budget
-// refused; budgets is how many applied; reserved is 1 when a reservation was stored.
+// Reserves a call's worst case on its run's stripe of every budget applying to the user, all or
+// nothing, in one statement: those stripes are locked in budget order (no deadlock between
+// concurrent reservers), the verdict is taken over all of them against their allowances, and
+// only when every one has room is the reservation stored (a released reservation of the same
+// call is reused) and are they incremented: a call whose reservation is held or settled already
+// stores and adds nothing. ok is false when a stripe has no room (BudgetReserveAll then decides
+// on the budgets' totals); budgets is how many applied; reserved is 1 when a reservation was
+// stored.
 func (q *Queries) BudgetReserve(ctx context.Context, arg BudgetReserveParams) (BudgetReserveRow, error) {
 	row := q.db.QueryRow(ctx, budgetReserve,
+		arg.RunID,
 		arg.TenantID,
 		arg.UserID,
 		arg.Tokens,
 		arg.Micros,
 		arg.ID,
-		arg.RunID,
 		arg.CallIndex,
 		arg.Attempt,
 		arg.ExpiresAt,
 	)
 	var i BudgetReserveRow
+	err := row.Scan(&i.Ok, &i.Budgets, &i.Reserved)
+	return i, err
+}
+
+const budgetReserveAll = `-- name: BudgetReserveAll :one
+WITH locked AS (
+    SELECT s.budget_id AS id, s.stripe, s.reserved_tokens, s.reserved_micros, b.token_limit, b.cost_limit_micros,
+           s.stripe = agentry_budget_stripe($1::uuid) AS mine,
+           agentry_period_start(b.period, now()) AS cur,
+           CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_tokens END AS eff_tokens,
+           CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_micros END AS eff_micros
+    FROM budgets b
+    JOIN budget_stripes s ON s.tenant_id = b.tenant_id AND s.budget_id = b.id
+    WHERE b.tenant_id = $2::uuid AND (b.scope = 'TENANT' OR b.user_id = $3::uuid)
+    ORDER BY s.budget_id, s.stripe
+    FOR UPDATE OF s
+), totals AS (
+    SELECT l.id, min(l.token_limit) AS token_limit, min(l.cost_limit_micros) AS cost_limit_micros,
+           sum(l.eff_tokens + l.reserved_tokens)::bigint AS used_tokens, sum(l.eff_micros + l.reserved_micros)::bigint AS used_micros,
+           count(*) AS n
+    FROM locked l
+    GROUP BY l.id
+), verdict AS (
+    SELECT coalesce(bool_and(
+               (t.token_limit IS NULL OR t.used_tokens + $4::bigint <= t.token_limit)
+           AND (t.cost_limit_micros IS NULL OR t.used_micros + $5::bigint <= t.cost_limit_micros)), true) AS ok,
+           count(*) AS n
+    FROM totals t
+), ins AS (
+    INSERT INTO reservations (tenant_id, id, run_id, call_index, attempt, budget_ids, reserved_tokens, reserved_micros, expires_at)
+    SELECT $2::uuid, $6::uuid, $1::uuid, $7::integer,
+           $8::integer, array_agg(t.id ORDER BY t.id), $4::bigint, $5::bigint, $9::timestamptz
+    FROM totals t, verdict v
+    WHERE v.ok
+    HAVING count(*) > 0
+    ON CONFLICT (tenant_id, run_id, call_index) DO UPDATE SET
+        attempt = EXCLUDED.attempt, budget_ids = EXCLUDED.budget_ids,
+        reserved_tokens = EXCLUDED.reserved_tokens, reserved_micros = EXCLUDED.reserved_micros,
+        actual_tokens = NULL, actual_micros = NULL, status = 'HELD',
+        created_at = now(), expires_at = EXCLUDED.expires_at, finished_at = NULL
+    WHERE reservations.status = 'RELEASED'
+    RETURNING id
+), upd AS (
+    UPDATE budget_stripes s SET
+        period_start = greatest(s.period_start, l.cur),
+        spent_tokens = l.eff_tokens,
+        spent_micros = l.eff_micros,
+        reserved_tokens = s.reserved_tokens + CASE WHEN l.mine THEN $4::bigint ELSE 0 END,
+        reserved_micros = s.reserved_micros + CASE WHEN l.mine THEN $5::bigint ELSE 0 END,
+        allowed_tokens = CASE WHEN t.token_limit IS NOT NULL THEN
+            l.eff_tokens + l.reserved_tokens + CASE WHEN l.mine THEN $4::bigint ELSE 0 END
+            + agentry_budget_share(t.token_limit - t.used_tokens - $4::bigint, t.n, l.stripe) END,
+        allowed_micros = CASE WHEN t.cost_limit_micros IS NOT NULL THEN
+            l.eff_micros + l.reserved_micros + CASE WHEN l.mine THEN $5::bigint ELSE 0 END
+            + agentry_budget_share(t.cost_limit_micros - t.used_micros - $5::bigint, t.n, l.stripe) END
+    FROM locked l
+    JOIN totals t ON t.id = l.id
+    WHERE s.tenant_id = $2::uuid AND s.budget_id = l.id AND s.stripe = l.stripe AND EXISTS (SELECT 1 FROM ins)
+)
+SELECT v.ok::boolean AS ok, v.n::bigint AS budgets, (SELECT count(*) FROM ins)::bigint AS reserved
+FROM verdict v
+`
+
+type BudgetReserveAllParams struct {
+	RunID     uuid.UUID
+	TenantID  uuid.UUID
+	UserID    uuid.UUID
+	Tokens    int64
+	Micros    int64
+	ID        uuid.UUID
+	CallIndex int32
+	Attempt   int32
+	ExpiresAt time.Time
+}
+
+type BudgetReserveAllRow struct {
+	Ok       bool
+	Budgets  int64
+	Reserved int64
+}
+
+// BudgetReserve when a stripe had no room: every stripe of every budget applying to the user is
+// locked (in budget and stripe order), the verdict is taken on each budget's totals against its
+// limits, and when all have room the reservation is stored on the run's stripe and what is left
+// of each limit is dealt out over the stripes again (each is allowed what it uses plus its
+// share). ok is false when a budget refused (nothing is stored: BudgetRefuse follows).
+func (q *Queries) BudgetReserveAll(ctx context.Context, arg BudgetReserveAllParams) (BudgetReserveAllRow, error) {
+	row := q.db.QueryRow(ctx, budgetReserveAll,
+		arg.RunID,
+		arg.TenantID,
+		arg.UserID,
+		arg.Tokens,
+		arg.Micros,
+		arg.ID,
+		arg.CallIndex,
+		arg.Attempt,
+		arg.ExpiresAt,
+	)
+	var i BudgetReserveAllRow
 	err := row.Scan(&i.Ok, &i.Budgets, &i.Reserved)
 	return i, err
 }
@@ -388,40 +494,75 @@ WITH res AS (
     WHERE r.tenant_id = $1::uuid AND r.id = res.id AND res.status <> 'SETTLED'
     RETURNING r.id
 ), locked AS (
-    SELECT b.id, agentry_period_start(b.period, now()) AS cur, b.warned_start, b.exceeded_start,
-           CASE WHEN b.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE b.spent_tokens END + $4::bigint AS new_tokens,
-           CASE WHEN b.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE b.spent_micros END + $5::bigint AS new_micros
+    SELECT s.budget_id AS id, s.stripe, agentry_period_start(b.period, now()) AS cur,
+           CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_tokens END + $4::bigint AS new_tokens,
+           CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_micros END + $5::bigint AS new_micros
     FROM budgets b
+    JOIN budget_stripes s ON s.tenant_id = b.tenant_id AND s.budget_id = b.id AND s.stripe = agentry_budget_stripe($2::uuid)
     WHERE b.tenant_id = $1::uuid AND (b.scope = 'TENANT' OR b.user_id = $6::uuid)
       AND NOT EXISTS (SELECT 1 FROM res WHERE res.status = 'SETTLED')
-    ORDER BY b.id
-    FOR UPDATE
+    ORDER BY s.budget_id
+    FOR UPDATE OF s
 ), held AS (
     SELECT unnest(res.budget_ids) AS budget_id, res.reserved_tokens, res.reserved_micros FROM res WHERE res.status = 'HELD'
-), nxt AS (
-    SELECT l.id, l.cur, l.warned_start, l.exceeded_start, l.new_tokens, l.new_micros,
-           coalesce(h.reserved_tokens, 0) AS free_tokens, coalesce(h.reserved_micros, 0) AS free_micros
-    FROM locked l LEFT JOIN held h ON h.budget_id = l.id
+), upd AS (
+    UPDATE budget_stripes s SET
+        period_start = greatest(s.period_start, l.cur),
+        spent_tokens = l.new_tokens,
+        spent_micros = l.new_micros,
+        reserved_tokens = s.reserved_tokens - coalesce(h.reserved_tokens, 0),
+        reserved_micros = s.reserved_micros - coalesce(h.reserved_micros, 0)
+    FROM locked l
+    LEFT JOIN held h ON h.budget_id = l.id
+    WHERE s.tenant_id = $1::uuid AND s.budget_id = l.id AND s.stripe = l.stripe
+    RETURNING s.budget_id, l.cur, s.spent_tokens, s.spent_micros, s.reserved_tokens, s.reserved_micros
+), totals AS (
+    -- Only budgets with a limit not yet marked both ways in the window are added up.
+    SELECT b.id, b.scope, b.user_id, b.period, b.token_limit, b.cost_limit_micros, u.cur,
+           u.spent_tokens + o.spent_tokens AS spent_tokens, u.spent_micros + o.spent_micros AS spent_micros,
+           u.reserved_tokens + o.reserved_tokens AS reserved_tokens, u.reserved_micros + o.reserved_micros AS reserved_micros
+    FROM upd u
+    JOIN budgets b ON b.tenant_id = $1::uuid AND b.id = u.budget_id
+    CROSS JOIN LATERAL (
+        SELECT coalesce(sum(CASE WHEN x.period_start < u.cur THEN 0 ELSE x.spent_tokens END), 0)::bigint AS spent_tokens,
+               coalesce(sum(CASE WHEN x.period_start < u.cur THEN 0 ELSE x.spent_micros END), 0)::bigint AS spent_micros,
+               coalesce(sum(x.reserved_tokens), 0)::bigint AS reserved_tokens, coalesce(sum(x.reserved_micros), 0)::bigint AS reserved_micros
+        FROM budget_stripes x
+        WHERE x.tenant_id = $1::uuid AND x.budget_id = u.budget_id AND x.stripe <> agentry_budget_stripe($2::uuid)
+    ) o
+    WHERE (b.token_limit IS NOT NULL OR b.cost_limit_micros IS NOT NULL)
+      AND (b.warned_start IS DISTINCT FROM u.cur OR b.exceeded_start IS DISTINCT FROM u.cur)
+), crossing AS (
+    SELECT t.id, t.scope, t.user_id, t.period, t.token_limit, t.cost_limit_micros, t.cur, t.spent_tokens, t.spent_micros, t.reserved_tokens, t.reserved_micros,
+           ((t.token_limit IS NOT NULL AND t.spent_tokens * 5 >= t.token_limit * 4)
+             OR (t.cost_limit_micros IS NOT NULL AND t.spent_micros * 5 >= t.cost_limit_micros * 4)) AS at_warn,
+           ((t.token_limit IS NOT NULL AND t.spent_tokens >= t.token_limit)
+             OR (t.cost_limit_micros IS NOT NULL AND t.spent_micros >= t.cost_limit_micros)) AS at_exceed
+    FROM totals t
+), free AS (
+    SELECT b.id, b.warned_start, b.exceeded_start
+    FROM budgets b
+    JOIN crossing c ON c.id = b.id
+    WHERE b.tenant_id = $1::uuid
+      AND ((c.at_warn AND b.warned_start IS DISTINCT FROM c.cur) OR (c.at_exceed AND b.exceeded_start IS DISTINCT FROM c.cur))
+    FOR NO KEY UPDATE OF b SKIP LOCKED
+), marked AS (
+    UPDATE budgets b SET
+        warned_start = CASE WHEN c.at_warn THEN c.cur ELSE b.warned_start END,
+        exceeded_start = CASE WHEN c.at_exceed THEN c.cur ELSE b.exceeded_start END,
+        updated_at = now()
+    FROM free f
+    JOIN crossing c ON c.id = f.id
+    WHERE b.tenant_id = $1::uuid AND b.id = f.id
+    RETURNING b.id, (c.at_warn AND f.warned_start IS DISTINCT FROM c.cur) AS warn, (c.at_exceed AND f.exceeded_start IS DISTINCT FROM c.cur) AS exceed
 )
-UPDATE budgets b SET
-    period_start = n.cur,
-    spent_tokens = n.new_tokens,
-    spent_micros = n.new_micros,
-    reserved_tokens = b.reserved_tokens - n.free_tokens,
-    reserved_micros = b.reserved_micros - n.free_micros,
-    warned_start = CASE WHEN (b.token_limit IS NOT NULL AND n.new_tokens * 5 >= b.token_limit * 4)
-                          OR (b.cost_limit_micros IS NOT NULL AND n.new_micros * 5 >= b.cost_limit_micros * 4)
-                        THEN n.cur ELSE b.warned_start END,
-    exceeded_start = CASE WHEN (b.token_limit IS NOT NULL AND n.new_tokens >= b.token_limit)
-                            OR (b.cost_limit_micros IS NOT NULL AND n.new_micros >= b.cost_limit_micros)
-                          THEN n.cur ELSE b.exceeded_start END,
-    updated_at = now()
-FROM nxt n
-WHERE b.tenant_id = $1::uuid AND b.id = n.id
-RETURNING b.id, b.scope, b.user_id, b.period, b.token_limit, b.cost_limit_micros,
-          b.spent_tokens, b.spent_micros, b.reserved_tokens, b.reserved_micros,
-          (b.warned_start IS NOT DISTINCT FROM n.cur AND n.warned_start IS DISTINCT FROM n.cur)::boolean AS warn,
-          (b.exceeded_start IS NOT DISTINCT FROM n.cur AND n.exceeded_start IS DISTINCT FROM n.cur)::boolean AS exceed
+SELECT c.id, c.scope, c.user_id, c.period, c.token_limit, c.cost_limit_micros,
+       c.spent_tokens::bigint AS spent_tokens, c.spent_micros::bigint AS spent_micros,
+       c.reserved_tokens::bigint AS reserved_tokens, c.reserved_micros::bigint AS reserved_micros,
+       m.warn::boolean AS warn, m.exceed::boolean AS exceed
+FROM marked m
+JOIN crossing c ON c.id = m.id
+ORDER BY c.id
 `
 
 type BudgetSettleParams struct {
@@ -449,10 +590,13 @@ type BudgetSettleRow struct {
 }
 
 // Settles a call exactly once, in the transaction that stores its reply and usage record: its
-// reservation becomes SETTLED, the actual usage is added to every budget applying to the user
-// and what the reservation held (if it still held it) is given back. Nothing happens when the
-// call was settled before. warn / exceed are true when this call crossed 80% / 100% of a
-// limit for the first time in the window.
+// reservation becomes SETTLED, the actual usage is added to the run's stripe of every budget
+// applying to the user and what the reservation held there (if it still held it) is given back.
+// Nothing happens when the call was settled before. The rows returned are the budgets this
+// settlement marked: warn / exceed are true when it found 80% / 100% of a limit spent in the
+// window for the first time (its own stripe as just written, the others as committed; two
+// settlements crossing together may both see less, and the next one marks it). A budget row
+// another transaction holds is not waited for (never locked after stripes by waiting).
 func (q *Queries) BudgetSettle(ctx context.Context, arg BudgetSettleParams) ([]BudgetSettleRow, error) {
 	rows, err := q.db.Query(ctx, budgetSettle,
 		arg.TenantID,
@@ -493,16 +637,69 @@ func (q *Queries) BudgetSettle(ctx context.Context, arg BudgetSettleParams) ([]B
 	return items, nil
 }
 
+const budgetStripesSet = `-- name: BudgetStripesSet :exec
+WITH bud AS (
+    SELECT b.tenant_id, b.id, b.user_id, b.token_limit, b.cost_limit_micros, agentry_period_start(b.period, now()) AS cur
+    FROM budgets b
+    WHERE b.tenant_id = $1::uuid AND b.id = $2::uuid
+), old AS (
+    SELECT s.stripe, s.reserved_tokens, s.reserved_micros,
+           CASE WHEN s.period_start < bud.cur THEN 0 ELSE s.spent_tokens END AS spent_tokens,
+           CASE WHEN s.period_start < bud.cur THEN 0 ELSE s.spent_micros END AS spent_micros
+    FROM budget_stripes s, bud
+    WHERE s.tenant_id = $1::uuid AND s.budget_id = $2::uuid
+    ORDER BY s.stripe
+    FOR UPDATE OF s
+), seen AS (
+    SELECT coalesce(sum(u.input_tokens + u.output_tokens), 0)::bigint AS tokens, coalesce(sum(u.cost_micros), 0)::bigint AS micros
+    FROM usage_records u, bud
+    WHERE NOT EXISTS (SELECT 1 FROM old)
+      AND u.tenant_id = $1::uuid AND u.created_at >= bud.cur
+      AND (bud.user_id IS NULL OR u.user_id = bud.user_id)
+), used AS (
+    SELECT i.i::smallint AS stripe,
+           coalesce(o.spent_tokens, CASE WHEN i.i = 0 THEN seen.tokens ELSE 0 END) AS spent_tokens,
+           coalesce(o.spent_micros, CASE WHEN i.i = 0 THEN seen.micros ELSE 0 END) AS spent_micros,
+           coalesce(o.reserved_tokens, 0) AS reserved_tokens, coalesce(o.reserved_micros, 0) AS reserved_micros
+    FROM generate_series(0, agentry_budget_stripes() - 1) AS i(i)
+    CROSS JOIN seen
+    LEFT JOIN old o ON o.stripe = i.i
+), total AS (
+    SELECT sum(spent_tokens + reserved_tokens)::bigint AS tokens, sum(spent_micros + reserved_micros)::bigint AS micros, count(*) AS n
+    FROM used
+)
+INSERT INTO budget_stripes (tenant_id, budget_id, stripe, period_start, spent_tokens, spent_micros, reserved_tokens, reserved_micros, allowed_tokens, allowed_micros)
+SELECT bud.tenant_id, bud.id, u.stripe, bud.cur, u.spent_tokens, u.spent_micros, u.reserved_tokens, u.reserved_micros,
+       CASE WHEN bud.token_limit IS NOT NULL THEN u.spent_tokens + u.reserved_tokens + agentry_budget_share(bud.token_limit - t.tokens, t.n, u.stripe) END,
+       CASE WHEN bud.cost_limit_micros IS NOT NULL THEN u.spent_micros + u.reserved_micros + agentry_budget_share(bud.cost_limit_micros - t.micros, t.n, u.stripe) END
+FROM bud, used u, total t
+ON CONFLICT (tenant_id, budget_id, stripe) DO UPDATE SET
+    period_start = greatest(budget_stripes.period_start, EXCLUDED.period_start),
+    spent_tokens = EXCLUDED.spent_tokens,
+    spent_micros = EXCLUDED.spent_micros,
+    allowed_tokens = EXCLUDED.allowed_tokens,
+    allowed_micros = EXCLUDED.allowed_micros
+`
+
+type BudgetStripesSetParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Deals a budget's limits out over its stripes, every stripe locked: a new budget's stripes are
+// created, stripe 0 starting with the usage its window already holds; an existing budget's keep
+// their counters. Each stripe is allowed what it uses plus its share of what is left (the
+// allowances add up to the limits).
+func (q *Queries) BudgetStripesSet(ctx context.Context, arg BudgetStripesSetParams) error {
+	_, err := q.db.Exec(ctx, budgetStripesSet, arg.TenantID, arg.ID)
+	return err
+}
+
 const budgetUpsert = `-- name: BudgetUpsert :one
-INSERT INTO budgets (tenant_id, id, scope, user_id, period, token_limit, cost_limit_micros, period_start, spent_tokens, spent_micros)
-SELECT $1::uuid, $2::uuid, $3::text, $4::uuid, $5::text,
-       $6::bigint, $7::bigint,
-       agentry_period_start($5::text, now()),
-       coalesce(sum(u.input_tokens + u.output_tokens), 0)::bigint, coalesce(sum(u.cost_micros), 0)::bigint
-FROM usage_records u
-WHERE u.tenant_id = $1::uuid
-  AND u.created_at >= agentry_period_start($5::text, now())
-  AND ($4::uuid IS NULL OR u.user_id = $4::uuid)
+
+INSERT INTO budgets (tenant_id, id, scope, user_id, period, token_limit, cost_limit_micros)
+VALUES ($1::uuid, $2::uuid, $3::text, $4::uuid, $5::text,
+        $6::bigint, $7::bigint)
 ON CONFLICT (tenant_id, scope, user_id, period) DO UPDATE SET
     token_limit = EXCLUDED.token_limit,
     cost_limit_micros = EXCLUDED.cost_limit_micros,
@@ -520,8 +717,11 @@ type BudgetUpsertParams struct {
 	CostLimitMicros *int64
 }
 
-// Sets the one budget of (scope, user, period). A new budget starts its window with the usage
-// the window already holds; an existing one keeps its counters and takes the new limits.
+// A budget's counters live in its stripes (budget_stripes, migration 00012): a call reserves on
+// and settles to its run's stripe (agentry_budget_stripe), whose allowance is its share of the
+// budget's limits; reads add the stripes up (the budget_totals view).
+// Sets the one budget of (scope, user, period): a new one, or new limits for the existing one
+// (its counters stay). BudgetStripesSet then deals its limits out over its stripes.
 func (q *Queries) BudgetUpsert(ctx context.Context, arg BudgetUpsertParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, budgetUpsert,
 		arg.TenantID,
@@ -549,17 +749,18 @@ WITH res AS (
     FROM res, unnest(res.budget_ids) AS f(budget_id)
     GROUP BY f.budget_id
 ), locked AS (
-    SELECT b.id FROM budgets b
-    WHERE b.tenant_id = $1::uuid AND b.id IN (SELECT budget_id FROM freed)
-    ORDER BY b.id
+    SELECT s.budget_id FROM budget_stripes s
+    WHERE s.tenant_id = $1::uuid AND s.budget_id IN (SELECT budget_id FROM freed)
+      AND s.stripe = agentry_budget_stripe($2::uuid)
+    ORDER BY s.budget_id
     FOR UPDATE
 )
-UPDATE budgets b SET
-    reserved_tokens = b.reserved_tokens - f.tokens,
-    reserved_micros = b.reserved_micros - f.micros,
-    updated_at = now()
+UPDATE budget_stripes s SET
+    reserved_tokens = s.reserved_tokens - f.tokens,
+    reserved_micros = s.reserved_micros - f.micros
 FROM freed f
-WHERE b.tenant_id = $1::uuid AND b.id = f.budget_id AND b.id IN (SELECT id FROM locked)
+WHERE s.tenant_id = $1::uuid AND s.budget_id = f.budget_id AND s.stripe = agentry_budget_stripe($2::uuid)
+  AND s.budget_id IN (SELECT budget_id FROM locked)
 `
 
 type ReservationReleaseParams struct {
@@ -571,8 +772,8 @@ type ReservationReleaseParams struct {
 }
 
 // Releases the held reservations of a run made by one attempt (call_index: that call only; NULL:
-// every call) or, with earlier, by every attempt before it: their amounts go back to their
-// budgets. A reservation is released at most once (only HELD ones change).
+// every call) or, with earlier, by every attempt before it: their amounts go back to the run's
+// stripe of their budgets. A reservation is released at most once (only HELD ones change).
 func (q *Queries) ReservationRelease(ctx context.Context, arg ReservationReleaseParams) (int64, error) {
 	result, err := q.db.Exec(ctx, reservationRelease,
 		arg.TenantID,
@@ -604,22 +805,23 @@ WITH dead AS (
     WHERE r.tenant_id = d.tenant_id AND r.id = d.id AND r.status = 'HELD'
     RETURNING r.tenant_id, r.id, r.run_id, r.call_index, r.budget_ids, r.reserved_tokens, r.reserved_micros
 ), freed AS (
-    SELECT res.tenant_id, f.budget_id, sum(res.reserved_tokens) AS tokens, sum(res.reserved_micros) AS micros
+    SELECT res.tenant_id, f.budget_id, agentry_budget_stripe(res.run_id) AS stripe,
+           sum(res.reserved_tokens) AS tokens, sum(res.reserved_micros) AS micros
     FROM res, unnest(res.budget_ids) AS f(budget_id)
-    GROUP BY res.tenant_id, f.budget_id
+    GROUP BY res.tenant_id, f.budget_id, agentry_budget_stripe(res.run_id)
 ), locked AS (
-    SELECT b.tenant_id, b.id FROM budgets b
-    JOIN freed f ON f.tenant_id = b.tenant_id AND f.budget_id = b.id
-    ORDER BY b.id
-    FOR UPDATE OF b
+    SELECT s.tenant_id, s.budget_id, s.stripe FROM budget_stripes s
+    JOIN freed f ON f.tenant_id = s.tenant_id AND f.budget_id = s.budget_id AND f.stripe = s.stripe
+    ORDER BY s.budget_id, s.stripe
+    FOR UPDATE OF s
 ), upd AS (
-    UPDATE budgets b SET
-        reserved_tokens = b.reserved_tokens - f.tokens,
-        reserved_micros = b.reserved_micros - f.micros,
-        updated_at = now()
+    UPDATE budget_stripes s SET
+        reserved_tokens = s.reserved_tokens - f.tokens,
+        reserved_micros = s.reserved_micros - f.micros
     FROM freed f
-    WHERE b.tenant_id = f.tenant_id AND b.id = f.budget_id AND b.id IN (SELECT id FROM locked)
-    RETURNING b.id
+    JOIN locked l ON l.tenant_id = f.tenant_id AND l.budget_id = f.budget_id AND l.stripe = f.stripe
+    WHERE s.tenant_id = f.tenant_id AND s.budget_id = f.budget_id AND s.stripe = f.stripe
+    RETURNING s.budget_id
 )
 SELECT res.tenant_id, res.id, res.run_id, res.call_index FROM res
 `
@@ -635,7 +837,7 @@ type ReservationReleaseDeadRow struct {
 // gone, not RUNNING, run by a newer attempt, or whose lease or own deadline expired. A
 // reservation younger than 30 s is left alone: the statement's view of the run may predate the
 // attempt that just made it. Each is released exactly once (status HELD -> RELEASED under its
-// row lock); their amounts go back to their budgets.
+// row lock); their amounts go back to their run's stripe of their budgets.
 func (q *Queries) ReservationReleaseDead(ctx context.Context, lim int32) ([]ReservationReleaseDeadRow, error) {
 	rows, err := q.db.Query(ctx, reservationReleaseDead, lim)
 	if err != nil {
