@@ -21,9 +21,10 @@ CREATE FUNCTION agentry_budget_stripe(run_id uuid) RETURNS smallint
 
 -- Stripe i's share of free, dealt out over n stripes: the shares add up to free exactly (free
 -- may be negative: a limit lowered below what is used already).
+-- With r = free mod n (0 <= r < n), each stripe gets (free - r) / n and the first r one more.
 CREATE FUNCTION agentry_budget_share(free bigint, n bigint, i integer) RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT floor(free::numeric / n)::bigint + CASE WHEN i < free - floor(free::numeric / n)::bigint * n THEN 1 ELSE 0 END
+    SELECT (free - ((free % n) + n) % n) / n + CASE WHEN i < ((free % n) + n) % n THEN 1 ELSE 0 END
 $$;
 
 CREATE TABLE budget_stripes (
@@ -45,6 +46,20 @@ CREATE TABLE budget_stripes (
 ALTER TABLE budget_stripes ENABLE ROW LEVEL SECURITY;
 ALTER TABLE budget_stripes FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON budget_stripes USING (agentry_tenant_visible(tenant_id)) WITH CHECK (agentry_tenant_visible(tenant_id));
+
+-- Deleting a budget (by itself, or with its user or tenant) locks its stripes in stripe order
+-- first, as every statement locking several of them does: the cascade alone would take them in
+-- whatever order its scan finds them.
+-- +goose StatementBegin
+CREATE FUNCTION agentry_budget_lock_stripes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM budget_stripes WHERE tenant_id = OLD.tenant_id AND budget_id = OLD.id ORDER BY stripe FOR UPDATE;
+    RETURN OLD;
+END
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER budgets_lock_stripes BEFORE DELETE ON budgets
+    FOR EACH ROW EXECUTE FUNCTION agentry_budget_lock_stripes();
 
 -- (System-scoped: row-level security is forced for the owner too.)
 SELECT set_config('app.system', 'on', true);
@@ -109,6 +124,8 @@ UPDATE budgets b SET period_start = t.period_start, spent_tokens = t.spent_token
 FROM budget_totals t WHERE t.tenant_id = b.tenant_id AND t.id = b.id;
 ALTER TABLE budgets ALTER COLUMN period_start SET NOT NULL;
 DROP VIEW budget_totals;
+DROP TRIGGER budgets_lock_stripes ON budgets;
+DROP FUNCTION agentry_budget_lock_stripes();
 DROP TABLE budget_stripes;
 DROP FUNCTION agentry_budget_share(bigint, bigint, integer);
 DROP FUNCTION agentry_budget_stripe(uuid);

@@ -170,16 +170,23 @@ func WithCommitGuard(ctx context.Context, guard func() error) context.Context {
 
 // guarded asks ctx's commit guard, if any.
 func guarded(ctx context.Context) error {
-	if g, ok := ctx.Value(guardKey{}).(func() error); ok {
+	if g, ok := ctx.Value(guardKey{}).(func() error); ok && g != nil {
 		return g()
 	}
 	return nil
 }
 
+// Detach returns ctx without its transaction and commit guard: work that runs after a commit
+// (AfterCommit) and needs a transaction of its own begins one instead of a savepoint of the
+// transaction that is over.
+func Detach(ctx context.Context) context.Context {
+	return context.WithValue(context.WithValue(ctx, txKey{}, (*Tx)(nil)), guardKey{}, (func() error)(nil))
+}
+
 // TxFrom returns the transaction ctx runs in, if any.
 func TxFrom(ctx context.Context) (*Tx, bool) {
 	tx, ok := ctx.Value(txKey{}).(*Tx)
-	return tx, ok
+	return tx, ok && tx != nil
 }
 
 // InTx runs fn in a transaction scoped to tenantID: row-level security admits only that tenant's

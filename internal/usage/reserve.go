@@ -187,8 +187,9 @@ func (s *Service) reserveAll(ctx context.Context, tx *db.Tx, l run.Lease, callIn
 // once per call; the actual usage is added to the run's stripe of every budget applying now, and
 // what the reservation held there is given back. Actual usage above the reservation is the
 // overage: it is recorded on the reservation and spent, and the next admission or reservation is
-// refused. The first settlement to find 80% or 100% of a limit spent in the window sends
-// budget.warning / budget.exceeded after commit. It is one statement, so it can go with tx's
+// refused: an overage that leaves the stripe above its allowance deals the budget out again
+// after commit (redeal). The first settlement to find 80% or 100% of a limit spent in the window
+// sends budget.warning / budget.exceeded after commit. It is one statement, so it can go with tx's
 // COMMIT (db.Tx.AtCommit), holding the stripes' locks no longer than the commit takes.
 func (s *Service) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, u llm.Usage, costMicros int64) error {
 	r := l.Run
@@ -200,7 +201,14 @@ func (s *Service) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex 
 		return fmt.Errorf("settle budgets: %w", err)
 	}
 	var evs []events.Event
+	var over []uuid.UUID
 	for _, b := range rows {
+		if b.Over {
+			over = append(over, b.ID)
+		}
+		if !b.Warn && !b.Exceed {
+			continue
+		}
 		d := budgetData{ID: b.ID, Scope: b.Scope, UserID: b.UserID, Period: b.Period, TokenLimit: b.TokenLimit, CostLimitMicros: b.CostLimitMicros,
 			SpentTokens: b.SpentTokens, SpentMicros: b.SpentMicros, ReservedTokens: b.ReservedTokens, ReservedMicros: b.ReservedMicros}
 		if b.Warn {
@@ -211,7 +219,32 @@ func (s *Service) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex 
 		}
 	}
 	s.publishAfter(ctx, tx, r.TenantID, evs)
+	if len(over) > 0 {
+		tx.AfterCommit(func() { s.redeal(db.Detach(context.WithoutCancel(ctx)), r.TenantID, over) })
+	}
 	return nil
+}
+
+// redeal deals the budgets out over their stripes again after an overage left one of their
+// stripes above its allowance, so that the other stripes stop admitting calls the budget has no
+// room for (with nothing left, none has room, and every call takes the slow path and is
+// refused). Until it commits, calls on other stripes may still be reserved by their allowances;
+// when it fails, the next slow path of the budget deals it out instead.
+func (s *Service) redeal(ctx context.Context, tenantID uuid.UUID, budgets []uuid.UUID) {
+	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		for _, id := range budgets { // in id order, as BudgetSettle returns them
+			if err := tx.Q.BudgetLock(ctx, dbsqlc.BudgetLockParams{TenantID: tenantID, ID: id}); err != nil {
+				return err
+			}
+			if err := tx.Q.BudgetStripesSet(ctx, dbsqlc.BudgetStripesSetParams{TenantID: tenantID, ID: id}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.WarnContext(ctx, "deal a budget out again after an overage", "tenant_id", tenantID.String(), "error", err)
+	}
 }
 
 // Release gives back the reservation of a call that failed or was cancelled, made by the

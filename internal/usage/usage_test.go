@@ -654,3 +654,73 @@ func TestCrossingOverStripesIsMarkedOnce(t *testing.T) {
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM budgets WHERE id = $1 AND exceeded_start IS NOT NULL`, bud.ID))
 	require.Equal(t, int64(8500), b.budget(t, bud.ID).SpentTokens)
 }
+
+// TestOverageOnOneStripeStopsTheOthers: an overage that leaves its stripe above its allowance
+// deals the budget out again, so a run on another stripe is refused too, not reserved by its
+// own stripe's allowance.
+func TestOverageOnOneStripeStopsTheOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	bud := b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(10_000))})
+	stripe := func(l run.Lease) int64 { return b.scalar(t, `SELECT agentry_budget_stripe($1)`, l.Run.ID) }
+	l1, l2 := b.lease(t, b.member), b.lease(t, b.member)
+	for stripe(l2) == stripe(l1) {
+		l2 = b.lease(t, b.member)
+	}
+	held, err := b.svc.Reserve(ctx, l1, 0, model, request(400)) // 500 of its stripe's 625
+	require.NoError(t, err)
+	require.True(t, held)
+	require.NoError(t, b.complete(t, l1, 0, 2000, 10_000)) // 12,000: over the whole limit
+	require.Equal(t, int64(10_000), b.scalar(t, `SELECT sum(allowed_tokens)::bigint FROM budget_stripes WHERE budget_id = $1`, bud.ID))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM budget_stripes WHERE budget_id = $1 AND spent_tokens + reserved_tokens < allowed_tokens`, bud.ID),
+		"no stripe has room left")
+	_, err = b.svc.Reserve(ctx, l2, 0, model, request(10))
+	require.Equal(t, apperr.BudgetExceeded, apperr.CodeOf(err))
+	require.Equal(t, int64(12_000), b.budget(t, bud.ID).SpentTokens)
+	require.Zero(t, b.budget(t, bud.ID).ReservedTokens)
+}
+
+// TestSlowPathWaitingForANewLimitUsesIt: a reservation on the budget's totals that waits for a
+// concurrent setBudget's stripes decides on the limit that setBudget set, not on the one its
+// statement started with.
+func TestSlowPathWaitingForANewLimitUsesIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	bud := b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(10_000))})
+	l := b.lease(t, b.member)
+	for b.scalar(t, `SELECT agentry_budget_stripe($1)`, l.Run.ID) == 0 {
+		l = b.lease(t, b.member)
+	}
+	// "setBudget" holds stripe 0, the first the slow path locks; the run's own stripe is free.
+	conn, err := pgx.Connect(ctx, b.ownerURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT set_config('app.system', 'on', true)`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM budget_stripes WHERE budget_id = $1 AND stripe = 0 FOR UPDATE`, bud.ID)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.svc.Reserve(ctx, l, 0, model, request(3000)) // 3,100: more than its stripe's 625
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%BudgetReserveAll%'`) > 0
+	}, 10*time.Second, 10*time.Millisecond, "the slow path waits for stripe 0")
+	// The limit goes down to 2,000 and is dealt out, as setBudget does.
+	q := dbsqlc.New(tx)
+	_, err = q.BudgetUpsert(ctx, dbsqlc.BudgetUpsertParams{TenantID: b.tenant, ID: uuid.Must(uuid.NewV7()), Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(2000))})
+	require.NoError(t, err)
+	require.NoError(t, q.BudgetStripesSet(ctx, dbsqlc.BudgetStripesSetParams{TenantID: b.tenant, ID: bud.ID}))
+	require.NoError(t, tx.Commit(ctx))
+
+	require.Equal(t, apperr.BudgetExceeded, apperr.CodeOf(<-done), "3,100 does not fit 2,000")
+	require.Equal(t, int64(2000), b.scalar(t, `SELECT sum(allowed_tokens)::bigint FROM budget_stripes WHERE budget_id = $1`, bud.ID))
+	require.Zero(t, b.budget(t, bud.ID).ReservedTokens)
+}

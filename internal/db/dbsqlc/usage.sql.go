@@ -203,6 +203,21 @@ func (q *Queries) BudgetList(ctx context.Context, arg BudgetListParams) ([]Budge
 	return items, nil
 }
 
+const budgetLock = `-- name: BudgetLock :exec
+SELECT id FROM budgets WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
+`
+
+type BudgetLockParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Locks a budget's row (before its stripes: BudgetStripesSet then reads the limits as they are).
+func (q *Queries) BudgetLock(ctx context.Context, arg BudgetLockParams) error {
+	_, err := q.db.Exec(ctx, budgetLock, arg.TenantID, arg.ID)
+	return err
+}
+
 const budgetRefuse = `-- name: BudgetRefuse :many
 WITH refusing AS (
     SELECT t.id, t.scope, t.user_id, t.period, t.token_limit, t.cost_limit_micros, t.period_start AS cur,
@@ -294,25 +309,29 @@ func (q *Queries) BudgetRefuse(ctx context.Context, arg BudgetRefuseParams) ([]B
 }
 
 const budgetReserve = `-- name: BudgetReserve :one
-WITH locked AS (
+WITH applying AS (
+    SELECT count(*) AS n FROM budgets b
+    WHERE b.tenant_id = $1::uuid AND (b.scope = 'TENANT' OR b.user_id = $2::uuid)
+), locked AS (
     SELECT s.budget_id AS id, s.stripe, s.allowed_tokens, s.allowed_micros, s.reserved_tokens, s.reserved_micros,
            agentry_period_start(b.period, now()) AS cur,
            CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_tokens END AS eff_tokens,
            CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_micros END AS eff_micros
     FROM budgets b
-    JOIN budget_stripes s ON s.tenant_id = b.tenant_id AND s.budget_id = b.id AND s.stripe = agentry_budget_stripe($1::uuid)
-    WHERE b.tenant_id = $2::uuid AND (b.scope = 'TENANT' OR b.user_id = $3::uuid)
+    JOIN budget_stripes s ON s.tenant_id = b.tenant_id AND s.budget_id = b.id AND s.stripe = agentry_budget_stripe($3::uuid)
+    WHERE b.tenant_id = $1::uuid AND (b.scope = 'TENANT' OR b.user_id = $2::uuid)
     ORDER BY s.budget_id
     FOR UPDATE OF s
 ), verdict AS (
     SELECT coalesce(bool_and(
                (l.allowed_tokens IS NULL OR l.eff_tokens + l.reserved_tokens + $4::bigint <= l.allowed_tokens)
-           AND (l.allowed_micros IS NULL OR l.eff_micros + l.reserved_micros + $5::bigint <= l.allowed_micros)), true) AS ok,
-           count(*) AS n
+           AND (l.allowed_micros IS NULL OR l.eff_micros + l.reserved_micros + $5::bigint <= l.allowed_micros)), true)
+           AND count(*) = (SELECT n FROM applying) AS ok,
+           (SELECT n FROM applying) AS n
     FROM locked l
 ), ins AS (
     INSERT INTO reservations (tenant_id, id, run_id, call_index, attempt, budget_ids, reserved_tokens, reserved_micros, expires_at)
-    SELECT $2::uuid, $6::uuid, $1::uuid, $7::integer,
+    SELECT $1::uuid, $6::uuid, $3::uuid, $7::integer,
            $8::integer, array_agg(l.id ORDER BY l.id), $4::bigint, $5::bigint, $9::timestamptz
     FROM locked l, verdict v
     WHERE v.ok
@@ -334,16 +353,16 @@ WITH locked AS (
         reserved_tokens = s.reserved_tokens + $4::bigint,
         reserved_micros = s.reserved_micros + $5::bigint
     FROM locked l
-    WHERE s.tenant_id = $2::uuid AND s.budget_id = l.id AND s.stripe = l.stripe AND EXISTS (SELECT 1 FROM ins)
+    WHERE s.tenant_id = $1::uuid AND s.budget_id = l.id AND s.stripe = l.stripe AND EXISTS (SELECT 1 FROM ins)
 )
 SELECT v.ok::boolean AS ok, v.n::bigint AS budgets, (SELECT count(*) FROM ins)::bigint AS reserved
 FROM verdict v
 `
 
 type BudgetReserveParams struct {
-	RunID     uuid.UUID
 	TenantID  uuid.UUID
 	UserID    uuid.UUID
+	RunID     uuid.UUID
 	Tokens    int64
 	Micros    int64
 	ID        uuid.UUID
@@ -363,14 +382,14 @@ type BudgetReserveRow struct {
 // concurrent reservers), the verdict is taken over all of them against their allowances, and
 // only when every one has room is the reservation stored (a released reservation of the same
 // call is reused) and are they incremented: a call whose reservation is held or settled already
-// stores and adds nothing. ok is false when a stripe has no room (BudgetReserveAll then decides
-// on the budgets' totals); budgets is how many applied; reserved is 1 when a reservation was
-// stored.
+// stores and adds nothing. ok is false when a stripe has no room, or is missing (BudgetReserveAll
+// then decides on the budgets' totals); budgets is how many applied; reserved is 1 when a
+// reservation was stored.
 func (q *Queries) BudgetReserve(ctx context.Context, arg BudgetReserveParams) (BudgetReserveRow, error) {
 	row := q.db.QueryRow(ctx, budgetReserve,
-		arg.RunID,
 		arg.TenantID,
 		arg.UserID,
+		arg.RunID,
 		arg.Tokens,
 		arg.Micros,
 		arg.ID,
@@ -384,32 +403,40 @@ func (q *Queries) BudgetReserve(ctx context.Context, arg BudgetReserveParams) (B
 }
 
 const budgetReserveAll = `-- name: BudgetReserveAll :one
-WITH locked AS (
-    SELECT s.budget_id AS id, s.stripe, s.reserved_tokens, s.reserved_micros, b.token_limit, b.cost_limit_micros,
-           s.stripe = agentry_budget_stripe($1::uuid) AS mine,
+WITH applying AS (
+    SELECT count(*) AS n FROM budgets b
+    WHERE b.tenant_id = $1::uuid AND (b.scope = 'TENANT' OR b.user_id = $2::uuid)
+), locked AS (
+    SELECT s.budget_id AS id, s.stripe, s.reserved_tokens, s.reserved_micros, s.allowed_tokens, s.allowed_micros,
+           s.stripe = agentry_budget_stripe($3::uuid) AS mine,
            agentry_period_start(b.period, now()) AS cur,
            CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_tokens END AS eff_tokens,
            CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_micros END AS eff_micros
     FROM budgets b
     JOIN budget_stripes s ON s.tenant_id = b.tenant_id AND s.budget_id = b.id
-    WHERE b.tenant_id = $2::uuid AND (b.scope = 'TENANT' OR b.user_id = $3::uuid)
+    WHERE b.tenant_id = $1::uuid AND (b.scope = 'TENANT' OR b.user_id = $2::uuid)
     ORDER BY s.budget_id, s.stripe
     FOR UPDATE OF s
+), placed AS (
+    -- Each stripe's place among its budget's, which orders the shares.
+    SELECT l.id, l.stripe, l.reserved_tokens, l.reserved_micros, l.allowed_tokens, l.allowed_micros, l.mine, l.cur, l.eff_tokens, l.eff_micros, (row_number() OVER (PARTITION BY l.id ORDER BY l.stripe) - 1)::integer AS pos
+    FROM locked l
 ), totals AS (
-    SELECT l.id, min(l.token_limit) AS token_limit, min(l.cost_limit_micros) AS cost_limit_micros,
+    SELECT l.id, sum(l.allowed_tokens)::bigint AS token_limit, sum(l.allowed_micros)::bigint AS cost_limit_micros,
            sum(l.eff_tokens + l.reserved_tokens)::bigint AS used_tokens, sum(l.eff_micros + l.reserved_micros)::bigint AS used_micros,
-           count(*) AS n
+           count(*) AS n, bool_or(l.mine) AS has_mine
     FROM locked l
     GROUP BY l.id
 ), verdict AS (
-    SELECT coalesce(bool_and(
-               (t.token_limit IS NULL OR t.used_tokens + $4::bigint <= t.token_limit)
-           AND (t.cost_limit_micros IS NULL OR t.used_micros + $5::bigint <= t.cost_limit_micros)), true) AS ok,
-           count(*) AS n
+    SELECT coalesce(bool_and(t.has_mine
+           AND (t.token_limit IS NULL OR t.used_tokens + $4::bigint <= t.token_limit)
+           AND (t.cost_limit_micros IS NULL OR t.used_micros + $5::bigint <= t.cost_limit_micros)), true)
+           AND count(*) = (SELECT n FROM applying) AS ok,
+           (SELECT n FROM applying) AS n
     FROM totals t
 ), ins AS (
     INSERT INTO reservations (tenant_id, id, run_id, call_index, attempt, budget_ids, reserved_tokens, reserved_micros, expires_at)
-    SELECT $2::uuid, $6::uuid, $1::uuid, $7::integer,
+    SELECT $1::uuid, $6::uuid, $3::uuid, $7::integer,
            $8::integer, array_agg(t.id ORDER BY t.id), $4::bigint, $5::bigint, $9::timestamptz
     FROM totals t, verdict v
     WHERE v.ok
@@ -430,22 +457,22 @@ WITH locked AS (
         reserved_micros = s.reserved_micros + CASE WHEN l.mine THEN $5::bigint ELSE 0 END,
         allowed_tokens = CASE WHEN t.token_limit IS NOT NULL THEN
             l.eff_tokens + l.reserved_tokens + CASE WHEN l.mine THEN $4::bigint ELSE 0 END
-            + agentry_budget_share(t.token_limit - t.used_tokens - $4::bigint, t.n, l.stripe) END,
+            + agentry_budget_share(t.token_limit - t.used_tokens - $4::bigint, t.n, l.pos) END,
         allowed_micros = CASE WHEN t.cost_limit_micros IS NOT NULL THEN
             l.eff_micros + l.reserved_micros + CASE WHEN l.mine THEN $5::bigint ELSE 0 END
-            + agentry_budget_share(t.cost_limit_micros - t.used_micros - $5::bigint, t.n, l.stripe) END
-    FROM locked l
+            + agentry_budget_share(t.cost_limit_micros - t.used_micros - $5::bigint, t.n, l.pos) END
+    FROM placed l
     JOIN totals t ON t.id = l.id
-    WHERE s.tenant_id = $2::uuid AND s.budget_id = l.id AND s.stripe = l.stripe AND EXISTS (SELECT 1 FROM ins)
+    WHERE s.tenant_id = $1::uuid AND s.budget_id = l.id AND s.stripe = l.stripe AND EXISTS (SELECT 1 FROM ins)
 )
 SELECT v.ok::boolean AS ok, v.n::bigint AS budgets, (SELECT count(*) FROM ins)::bigint AS reserved
 FROM verdict v
 `
 
 type BudgetReserveAllParams struct {
-	RunID     uuid.UUID
 	TenantID  uuid.UUID
 	UserID    uuid.UUID
+	RunID     uuid.UUID
 	Tokens    int64
 	Micros    int64
 	ID        uuid.UUID
@@ -464,12 +491,14 @@ type BudgetReserveAllRow struct {
 // locked (in budget and stripe order), the verdict is taken on each budget's totals against its
 // limits, and when all have room the reservation is stored on the run's stripe and what is left
 // of each limit is dealt out over the stripes again (each is allowed what it uses plus its
-// share). ok is false when a budget refused (nothing is stored: BudgetRefuse follows).
+// share). A budget's limits are taken as what its stripes are allowed together (always equal to
+// them, and read from the rows just locked: a setBudget this statement waited for counts). ok is
+// false when a budget refused, or lacks stripes (nothing is stored: BudgetRefuse follows).
 func (q *Queries) BudgetReserveAll(ctx context.Context, arg BudgetReserveAllParams) (BudgetReserveAllRow, error) {
 	row := q.db.QueryRow(ctx, budgetReserveAll,
-		arg.RunID,
 		arg.TenantID,
 		arg.UserID,
+		arg.RunID,
 		arg.Tokens,
 		arg.Micros,
 		arg.ID,
@@ -515,7 +544,8 @@ WITH res AS (
     FROM locked l
     LEFT JOIN held h ON h.budget_id = l.id
     WHERE s.tenant_id = $1::uuid AND s.budget_id = l.id AND s.stripe = l.stripe
-    RETURNING s.budget_id, l.cur, s.spent_tokens, s.spent_micros, s.reserved_tokens, s.reserved_micros
+    RETURNING s.budget_id, l.cur, s.spent_tokens, s.spent_micros, s.reserved_tokens, s.reserved_micros,
+              (s.spent_tokens + s.reserved_tokens > s.allowed_tokens OR s.spent_micros + s.reserved_micros > s.allowed_micros) AS over
 ), totals AS (
     -- Only budgets with a limit not yet marked both ways in the window are added up.
     SELECT b.id, b.scope, b.user_id, b.period, b.token_limit, b.cost_limit_micros, u.cur,
@@ -556,13 +586,17 @@ WITH res AS (
     WHERE b.tenant_id = $1::uuid AND b.id = f.id
     RETURNING b.id, (c.at_warn AND f.warned_start IS DISTINCT FROM c.cur) AS warn, (c.at_exceed AND f.exceeded_start IS DISTINCT FROM c.cur) AS exceed
 )
-SELECT c.id, c.scope, c.user_id, c.period, c.token_limit, c.cost_limit_micros,
-       c.spent_tokens::bigint AS spent_tokens, c.spent_micros::bigint AS spent_micros,
-       c.reserved_tokens::bigint AS reserved_tokens, c.reserved_micros::bigint AS reserved_micros,
-       m.warn::boolean AS warn, m.exceed::boolean AS exceed
-FROM marked m
-JOIN crossing c ON c.id = m.id
-ORDER BY c.id
+SELECT b.id, b.scope, b.user_id, b.period, b.token_limit, b.cost_limit_micros,
+       coalesce(c.spent_tokens, 0)::bigint AS spent_tokens, coalesce(c.spent_micros, 0)::bigint AS spent_micros,
+       coalesce(c.reserved_tokens, 0)::bigint AS reserved_tokens, coalesce(c.reserved_micros, 0)::bigint AS reserved_micros,
+       coalesce(m.warn, false)::boolean AS warn, coalesce(m.exceed, false)::boolean AS exceed,
+       coalesce(u.over, false)::boolean AS over
+FROM upd u
+JOIN budgets b ON b.tenant_id = $1::uuid AND b.id = u.budget_id
+LEFT JOIN crossing c ON c.id = u.budget_id
+LEFT JOIN marked m ON m.id = u.budget_id
+WHERE m.id IS NOT NULL OR u.over
+ORDER BY b.id
 `
 
 type BudgetSettleParams struct {
@@ -587,16 +621,19 @@ type BudgetSettleRow struct {
 	ReservedMicros  int64
 	Warn            bool
 	Exceed          bool
+	Over            bool
 }
 
 // Settles a call exactly once, in the transaction that stores its reply and usage record: its
 // reservation becomes SETTLED, the actual usage is added to the run's stripe of every budget
 // applying to the user and what the reservation held there (if it still held it) is given back.
 // Nothing happens when the call was settled before. The rows returned are the budgets this
-// settlement marked: warn / exceed are true when it found 80% / 100% of a limit spent in the
-// window for the first time (its own stripe as just written, the others as committed; two
-// settlements crossing together may both see less, and the next one marks it). A budget row
-// another transaction holds is not waited for (never locked after stripes by waiting).
+// settlement marked or left over: warn / exceed are true when it found 80% / 100% of a limit
+// spent in the window for the first time (its own stripe as just written, the others as
+// committed; two settlements crossing together may both see less, and the next one marks it),
+// with the totals it found; over is true when the call's overage left the stripe above its
+// allowance (the budget is then dealt out again: BudgetStripesSet). A budget row another
+// transaction holds is not waited for (never locked after stripes by waiting).
 func (q *Queries) BudgetSettle(ctx context.Context, arg BudgetSettleParams) ([]BudgetSettleRow, error) {
 	rows, err := q.db.Query(ctx, budgetSettle,
 		arg.TenantID,
@@ -626,6 +663,7 @@ func (q *Queries) BudgetSettle(ctx context.Context, arg BudgetSettleParams) ([]B
 			&i.ReservedMicros,
 			&i.Warn,
 			&i.Exceed,
+			&i.Over,
 		); err != nil {
 			return nil, err
 		}
@@ -689,7 +727,8 @@ type BudgetStripesSetParams struct {
 // Deals a budget's limits out over its stripes, every stripe locked: a new budget's stripes are
 // created, stripe 0 starting with the usage its window already holds; an existing budget's keep
 // their counters. Each stripe is allowed what it uses plus its share of what is left (the
-// allowances add up to the limits).
+// allowances add up to the limits). The budget's row must be locked already (BudgetUpsert,
+// BudgetLock), so that the limits read are those the stripes end up with.
 func (q *Queries) BudgetStripesSet(ctx context.Context, arg BudgetStripesSetParams) error {
 	_, err := q.db.Exec(ctx, budgetStripesSet, arg.TenantID, arg.ID)
 	return err

@@ -18,7 +18,8 @@ RETURNING id;
 -- Deals a budget's limits out over its stripes, every stripe locked: a new budget's stripes are
 -- created, stripe 0 starting with the usage its window already holds; an existing budget's keep
 -- their counters. Each stripe is allowed what it uses plus its share of what is left (the
--- allowances add up to the limits).
+-- allowances add up to the limits). The budget's row must be locked already (BudgetUpsert,
+-- BudgetLock), so that the limits read are those the stripes end up with.
 WITH bud AS (
     SELECT b.tenant_id, b.id, b.user_id, b.token_limit, b.cost_limit_micros, agentry_period_start(b.period, now()) AS cur
     FROM budgets b
@@ -61,6 +62,10 @@ ON CONFLICT (tenant_id, budget_id, stripe) DO UPDATE SET
     allowed_tokens = EXCLUDED.allowed_tokens,
     allowed_micros = EXCLUDED.allowed_micros;
 
+-- name: BudgetLock :exec
+-- Locks a budget's row (before its stripes: BudgetStripesSet then reads the limits as they are).
+SELECT id FROM budgets WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE;
+
 -- name: BudgetList :many
 -- The tenant's budgets with the counters of the current window; with user_id, only the
 -- tenant-wide ones and that user's.
@@ -101,10 +106,13 @@ ORDER BY id;
 -- concurrent reservers), the verdict is taken over all of them against their allowances, and
 -- only when every one has room is the reservation stored (a released reservation of the same
 -- call is reused) and are they incremented: a call whose reservation is held or settled already
--- stores and adds nothing. ok is false when a stripe has no room (BudgetReserveAll then decides
--- on the budgets' totals); budgets is how many applied; reserved is 1 when a reservation was
--- stored.
-WITH locked AS (
+-- stores and adds nothing. ok is false when a stripe has no room, or is missing (BudgetReserveAll
+-- then decides on the budgets' totals); budgets is how many applied; reserved is 1 when a
+-- reservation was stored.
+WITH applying AS (
+    SELECT count(*) AS n FROM budgets b
+    WHERE b.tenant_id = sqlc.arg(tenant_id)::uuid AND (b.scope = 'TENANT' OR b.user_id = sqlc.arg(user_id)::uuid)
+), locked AS (
     SELECT s.budget_id AS id, s.stripe, s.allowed_tokens, s.allowed_micros, s.reserved_tokens, s.reserved_micros,
            agentry_period_start(b.period, now()) AS cur,
            CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_tokens END AS eff_tokens,
@@ -117,8 +125,9 @@ WITH locked AS (
 ), verdict AS (
     SELECT coalesce(bool_and(
                (l.allowed_tokens IS NULL OR l.eff_tokens + l.reserved_tokens + sqlc.arg(tokens)::bigint <= l.allowed_tokens)
-           AND (l.allowed_micros IS NULL OR l.eff_micros + l.reserved_micros + sqlc.arg(micros)::bigint <= l.allowed_micros)), true) AS ok,
-           count(*) AS n
+           AND (l.allowed_micros IS NULL OR l.eff_micros + l.reserved_micros + sqlc.arg(micros)::bigint <= l.allowed_micros)), true)
+           AND count(*) = (SELECT n FROM applying) AS ok,
+           (SELECT n FROM applying) AS n
     FROM locked l
 ), ins AS (
     INSERT INTO reservations (tenant_id, id, run_id, call_index, attempt, budget_ids, reserved_tokens, reserved_micros, expires_at)
@@ -154,9 +163,14 @@ FROM verdict v;
 -- locked (in budget and stripe order), the verdict is taken on each budget's totals against its
 -- limits, and when all have room the reservation is stored on the run's stripe and what is left
 -- of each limit is dealt out over the stripes again (each is allowed what it uses plus its
--- share). ok is false when a budget refused (nothing is stored: BudgetRefuse follows).
-WITH locked AS (
-    SELECT s.budget_id AS id, s.stripe, s.reserved_tokens, s.reserved_micros, b.token_limit, b.cost_limit_micros,
+-- share). A budget's limits are taken as what its stripes are allowed together (always equal to
+-- them, and read from the rows just locked: a setBudget this statement waited for counts). ok is
+-- false when a budget refused, or lacks stripes (nothing is stored: BudgetRefuse follows).
+WITH applying AS (
+    SELECT count(*) AS n FROM budgets b
+    WHERE b.tenant_id = sqlc.arg(tenant_id)::uuid AND (b.scope = 'TENANT' OR b.user_id = sqlc.arg(user_id)::uuid)
+), locked AS (
+    SELECT s.budget_id AS id, s.stripe, s.reserved_tokens, s.reserved_micros, s.allowed_tokens, s.allowed_micros,
            s.stripe = agentry_budget_stripe(sqlc.arg(run_id)::uuid) AS mine,
            agentry_period_start(b.period, now()) AS cur,
            CASE WHEN s.period_start < agentry_period_start(b.period, now()) THEN 0 ELSE s.spent_tokens END AS eff_tokens,
@@ -166,17 +180,22 @@ WITH locked AS (
     WHERE b.tenant_id = sqlc.arg(tenant_id)::uuid AND (b.scope = 'TENANT' OR b.user_id = sqlc.arg(user_id)::uuid)
     ORDER BY s.budget_id, s.stripe
     FOR UPDATE OF s
+), placed AS (
+    -- Each stripe's place among its budget's, which orders the shares.
+    SELECT l.*, (row_number() OVER (PARTITION BY l.id ORDER BY l.stripe) - 1)::integer AS pos
+    FROM locked l
 ), totals AS (
-    SELECT l.id, min(l.token_limit) AS token_limit, min(l.cost_limit_micros) AS cost_limit_micros,
+    SELECT l.id, sum(l.allowed_tokens)::bigint AS token_limit, sum(l.allowed_micros)::bigint AS cost_limit_micros,
            sum(l.eff_tokens + l.reserved_tokens)::bigint AS used_tokens, sum(l.eff_micros + l.reserved_micros)::bigint AS used_micros,
-           count(*) AS n
+           count(*) AS n, bool_or(l.mine) AS has_mine
     FROM locked l
     GROUP BY l.id
 ), verdict AS (
-    SELECT coalesce(bool_and(
-               (t.token_limit IS NULL OR t.used_tokens + sqlc.arg(tokens)::bigint <= t.token_limit)
-           AND (t.cost_limit_micros IS NULL OR t.used_micros + sqlc.arg(micros)::bigint <= t.cost_limit_micros)), true) AS ok,
-           count(*) AS n
+    SELECT coalesce(bool_and(t.has_mine
+           AND (t.token_limit IS NULL OR t.used_tokens + sqlc.arg(tokens)::bigint <= t.token_limit)
+           AND (t.cost_limit_micros IS NULL OR t.used_micros + sqlc.arg(micros)::bigint <= t.cost_limit_micros)), true)
+           AND count(*) = (SELECT n FROM applying) AS ok,
+           (SELECT n FROM applying) AS n
     FROM totals t
 ), ins AS (
     INSERT INTO reservations (tenant_id, id, run_id, call_index, attempt, budget_ids, reserved_tokens, reserved_micros, expires_at)
@@ -201,11 +220,11 @@ WITH locked AS (
         reserved_micros = s.reserved_micros + CASE WHEN l.mine THEN sqlc.arg(micros)::bigint ELSE 0 END,
         allowed_tokens = CASE WHEN t.token_limit IS NOT NULL THEN
             l.eff_tokens + l.reserved_tokens + CASE WHEN l.mine THEN sqlc.arg(tokens)::bigint ELSE 0 END
-            + agentry_budget_share(t.token_limit - t.used_tokens - sqlc.arg(tokens)::bigint, t.n, l.stripe) END,
+            + agentry_budget_share(t.token_limit - t.used_tokens - sqlc.arg(tokens)::bigint, t.n, l.pos) END,
         allowed_micros = CASE WHEN t.cost_limit_micros IS NOT NULL THEN
             l.eff_micros + l.reserved_micros + CASE WHEN l.mine THEN sqlc.arg(micros)::bigint ELSE 0 END
-            + agentry_budget_share(t.cost_limit_micros - t.used_micros - sqlc.arg(micros)::bigint, t.n, l.stripe) END
-    FROM locked l
+            + agentry_budget_share(t.cost_limit_micros - t.used_micros - sqlc.arg(micros)::bigint, t.n, l.pos) END
+    FROM placed l
     JOIN totals t ON t.id = l.id
     WHERE s.tenant_id = sqlc.arg(tenant_id)::uuid AND s.budget_id = l.id AND s.stripe = l.stripe AND EXISTS (SELECT 1 FROM ins)
 )
@@ -248,10 +267,12 @@ ORDER BY r.id;
 -- reservation becomes SETTLED, the actual usage is added to the run's stripe of every budget
 -- applying to the user and what the reservation held there (if it still held it) is given back.
 -- Nothing happens when the call was settled before. The rows returned are the budgets this
--- settlement marked: warn / exceed are true when it found 80% / 100% of a limit spent in the
--- window for the first time (its own stripe as just written, the others as committed; two
--- settlements crossing together may both see less, and the next one marks it). A budget row
--- another transaction holds is not waited for (never locked after stripes by waiting).
+-- settlement marked or left over: warn / exceed are true when it found 80% / 100% of a limit
+-- spent in the window for the first time (its own stripe as just written, the others as
+-- committed; two settlements crossing together may both see less, and the next one marks it),
+-- with the totals it found; over is true when the call's overage left the stripe above its
+-- allowance (the budget is then dealt out again: BudgetStripesSet). A budget row another
+-- transaction holds is not waited for (never locked after stripes by waiting).
 WITH res AS (
     SELECT r.id, r.status, r.budget_ids, r.reserved_tokens, r.reserved_micros
     FROM reservations r
@@ -284,7 +305,8 @@ WITH res AS (
     FROM locked l
     LEFT JOIN held h ON h.budget_id = l.id
     WHERE s.tenant_id = sqlc.arg(tenant_id)::uuid AND s.budget_id = l.id AND s.stripe = l.stripe
-    RETURNING s.budget_id, l.cur, s.spent_tokens, s.spent_micros, s.reserved_tokens, s.reserved_micros
+    RETURNING s.budget_id, l.cur, s.spent_tokens, s.spent_micros, s.reserved_tokens, s.reserved_micros,
+              (s.spent_tokens + s.reserved_tokens > s.allowed_tokens OR s.spent_micros + s.reserved_micros > s.allowed_micros) AS over
 ), totals AS (
     -- Only budgets with a limit not yet marked both ways in the window are added up.
     SELECT b.id, b.scope, b.user_id, b.period, b.token_limit, b.cost_limit_micros, u.cur,
@@ -325,13 +347,17 @@ WITH res AS (
     WHERE b.tenant_id = sqlc.arg(tenant_id)::uuid AND b.id = f.id
     RETURNING b.id, (c.at_warn AND f.warned_start IS DISTINCT FROM c.cur) AS warn, (c.at_exceed AND f.exceeded_start IS DISTINCT FROM c.cur) AS exceed
 )
-SELECT c.id, c.scope, c.user_id, c.period, c.token_limit, c.cost_limit_micros,
-       c.spent_tokens::bigint AS spent_tokens, c.spent_micros::bigint AS spent_micros,
-       c.reserved_tokens::bigint AS reserved_tokens, c.reserved_micros::bigint AS reserved_micros,
-       m.warn::boolean AS warn, m.exceed::boolean AS exceed
-FROM marked m
-JOIN crossing c ON c.id = m.id
-ORDER BY c.id;
+SELECT b.id, b.scope, b.user_id, b.period, b.token_limit, b.cost_limit_micros,
+       coalesce(c.spent_tokens, 0)::bigint AS spent_tokens, coalesce(c.spent_micros, 0)::bigint AS spent_micros,
+       coalesce(c.reserved_tokens, 0)::bigint AS reserved_tokens, coalesce(c.reserved_micros, 0)::bigint AS reserved_micros,
+       coalesce(m.warn, false)::boolean AS warn, coalesce(m.exceed, false)::boolean AS exceed,
+       coalesce(u.over, false)::boolean AS over
+FROM upd u
+JOIN budgets b ON b.tenant_id = sqlc.arg(tenant_id)::uuid AND b.id = u.budget_id
+LEFT JOIN crossing c ON c.id = u.budget_id
+LEFT JOIN marked m ON m.id = u.budget_id
+WHERE m.id IS NOT NULL OR u.over
+ORDER BY b.id;
 
 -- name: ReservationRelease :execrows
 -- Releases the held reservations of a run made by one attempt (call_index: that call only; NULL:
