@@ -170,17 +170,29 @@ func (b *bundle) complete(t testing.TB, l run.Lease, idx int, in, out int64) err
 // owner runs fn on the owner connection in a system-scoped transaction (every tenant's rows).
 func (b *bundle) owner(t testing.TB, fn func(tx pgx.Tx)) {
 	t.Helper()
+	tx, done := b.ownerTx(t)
+	defer done()
+	fn(tx)
+	require.NoError(t, tx.Commit(context.Background()))
+}
+
+// ownerTx begins a system-scoped transaction on a new owner connection; done rolls it back
+// (unless committed) and closes the connection.
+func (b *bundle) ownerTx(t testing.TB) (tx pgx.Tx, done func()) {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, b.ownerURL)
 	require.NoError(t, err)
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT set_config('app.system', 'on', true)`)
-	require.NoError(t, err)
-	fn(tx)
-	require.NoError(t, tx.Commit(ctx))
+	closeConn := func() { _ = conn.Close(ctx) }
+	tx, err = conn.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, `SELECT set_config('app.system', 'on', true)`)
+	}
+	if err != nil {
+		closeConn()
+		require.NoError(t, err)
+	}
+	return tx, func() { _ = tx.Rollback(ctx); closeConn() }
 }
 
 func (b *bundle) scalar(t testing.TB, sql string, args ...any) int64 {
@@ -694,15 +706,9 @@ func TestSlowPathWaitingForANewLimitUsesIt(t *testing.T) {
 		l = b.lease(t, b.member)
 	}
 	// "setBudget" holds stripe 0, the first the slow path locks; the run's own stripe is free.
-	conn, err := pgx.Connect(ctx, b.ownerURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT set_config('app.system', 'on', true)`)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT 1 FROM budget_stripes WHERE budget_id = $1 AND stripe = 0 FOR UPDATE`, bud.ID)
+	tx, release := b.ownerTx(t)
+	defer release()
+	_, err := tx.Exec(ctx, `SELECT 1 FROM budget_stripes WHERE budget_id = $1 AND stripe = 0 FOR UPDATE`, bud.ID)
 	require.NoError(t, err)
 
 	done := make(chan error, 1)
