@@ -21,7 +21,9 @@ import (
 // CoderWebsocketImplementation does, with one difference: a protocol message is written around
 // its payload, which is already JSON (each "next" carries gqlgen's marshalled response), instead
 // of going through json.Marshal, which would check and copy every byte of the payload again. A
-// run's event delivered to many subscribers is one such message per subscriber.
+// run's event delivered to many subscribers is one such message per subscriber. The socket under
+// the WebSocket is written behind (writeBehind), so that messages queued while one is being
+// written go out in one system call.
 type wsImplementation struct {
 	AcceptOptions websocket.AcceptOptions
 }
@@ -42,7 +44,7 @@ func (w wsImplementation) Accept(rw http.ResponseWriter, r *http.Request, o tran
 			opts.Subprotocols = append(opts.Subprotocols, p)
 		}
 	}
-	c, err := websocket.Accept(rw, r, &opts)
+	c, err := websocket.Accept(writeBehindHijacker{rw}, r, &opts)
 	if err != nil {
 		return nil, err
 	}
