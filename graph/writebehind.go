@@ -20,15 +20,18 @@ import (
 
 // writeBehindLimit is how much may be queued before Write waits for the flusher: a subscriber
 // that does not read holds its writer back as an unqueued socket would, instead of growing the
-// queue without bound.
+// queue without bound. A socket holds at most about twice this (the queue, and the batch being
+// written) plus one message.
 const writeBehindLimit = 256 << 10
 
-// writeBehindKeep is the largest queue buffer kept for reuse between flushes.
-const writeBehindKeep = 64 << 10
+// writeBehindKeep is the largest buffer kept between flushes; larger ones (a burst's) are let go
+// once written, so that an idle socket holds little.
+const writeBehindKeep = 8 << 10
 
-// writeBehindCloseWait bounds how long Close waits for queued bytes (a close frame among them)
-// to go out to a peer that does not read.
-const writeBehindCloseWait = 250 * time.Millisecond
+// writeBehindCloseWait bounds how long a closed socket goes on writing what was queued before
+// it (the close frame that answers the peer's among it) to a peer that does not read: the time
+// the WebSocket library itself gives a close frame.
+const writeBehindCloseWait = 5 * time.Second
 
 // writeBehind is a net.Conn whose writes are queued and written by a flusher goroutine, which
 // runs only while there is something queued. Reads and the rest pass through.
@@ -40,11 +43,14 @@ type writeBehind struct {
 	queued   []byte
 	spare    []byte // the last flushed buffer, for the next queue
 	flushing bool
-	err      error // the first write error, or net.ErrClosed after Close; every later Write returns it
+	closed   bool  // Close was called; the flusher closes the socket once it is done
+	err      error // the first write error; every later Write returns it
+
+	closeWait time.Duration // writeBehindCloseWait
 }
 
 func newWriteBehind(c net.Conn) *writeBehind {
-	w := &writeBehind{Conn: c}
+	w := &writeBehind{Conn: c, closeWait: writeBehindCloseWait}
 	w.changed.L = &w.mu
 	return w
 }
@@ -55,11 +61,14 @@ func newWriteBehind(c net.Conn) *writeBehind {
 func (w *writeBehind) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.err == nil && len(w.queued) >= writeBehindLimit {
+	for w.err == nil && !w.closed && len(w.queued) >= writeBehindLimit {
 		w.changed.Wait()
 	}
 	if w.err != nil {
 		return 0, w.err
+	}
+	if w.closed {
+		return 0, net.ErrClosed
 	}
 	w.queued = append(w.queued, p...)
 	if !w.flushing {
@@ -69,7 +78,8 @@ func (w *writeBehind) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// flush writes the queue until it is empty or a write fails.
+// flush writes the queue until it is empty or a write fails, and closes the socket if Close
+// was called meanwhile.
 func (w *writeBehind) flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -88,25 +98,46 @@ func (w *writeBehind) flush() {
 		w.changed.Broadcast()
 	}
 	w.queued = w.queued[:0]
+	if cap(w.queued) > writeBehindKeep {
+		w.queued = nil
+	}
 	w.flushing = false
 	w.changed.Broadcast()
+	if w.closed {
+		_ = w.Conn.Close()
+	}
 }
 
-// Close writes what is queued, waiting at most writeBehindCloseWait for a peer that does not
-// read, and closes the socket.
+// Close stops further writes and closes the socket once what is queued is written, as a socket
+// closed with unsent bytes in its kernel buffer goes on sending them: at once when nothing is
+// queued, otherwise by the flusher, which gives a peer that does not read writeBehindCloseWait.
+// Reads end at once either way (the read side is shut down), as they do on a closed socket.
 func (w *writeBehind) Close() error {
 	w.mu.Lock()
-	if w.flushing {
-		_ = w.Conn.SetWriteDeadline(time.Now().Add(writeBehindCloseWait))
+	if w.closed {
+		w.mu.Unlock()
+		return net.ErrClosed
 	}
+	w.closed = true
+	w.changed.Broadcast() // a Write waiting for room returns
+	if !w.flushing {
+		w.mu.Unlock()
+		return w.Conn.Close()
+	}
+	_ = w.Conn.SetWriteDeadline(time.Now().Add(w.closeWait))
+	w.mu.Unlock()
+	if r, ok := w.Conn.(interface{ CloseRead() error }); ok {
+		_ = r.CloseRead()
+		return nil
+	}
+	// A socket that cannot shut down its read side alone (net.Pipe, say) is closed when the
+	// flusher is done, and Close waits for that so that reads end with it.
+	w.mu.Lock()
 	for w.flushing {
 		w.changed.Wait()
 	}
-	if w.err == nil {
-		w.err = net.ErrClosed
-	}
 	w.mu.Unlock()
-	return w.Conn.Close()
+	return nil
 }
 
 // writeBehindHijacker hands the WebSocket library a written-behind socket when it hijacks the

@@ -97,6 +97,7 @@ func TestWriteBehindCloseGivesUpOnAPeerThatDoesNotRead(t *testing.T) {
 	ours, peer := net.Pipe()
 	defer peer.Close()
 	w := newWriteBehind(ours)
+	w.closeWait = 50 * time.Millisecond
 	_, err := w.Write([]byte("never read"))
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
@@ -104,6 +105,81 @@ func TestWriteBehindCloseGivesUpOnAPeerThatDoesNotRead(t *testing.T) {
 	require.Error(t, err)
 	_, err = peer.Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF, "the socket is closed")
+}
+
+// A TCP socket closed with bytes still queued for a slow reader goes on writing them, as a
+// socket closes with bytes in its kernel buffer, while reads on it end at once; the peer gets
+// every byte and then the end of the stream.
+func TestWriteBehindClosedSocketStillDeliversWhatWasQueued(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer peer.Close()
+	server := <-accepted
+	require.NoError(t, server.(*net.TCPConn).SetWriteBuffer(64<<10))
+	require.NoError(t, peer.(*net.TCPConn).SetReadBuffer(64<<10))
+	w := newWriteBehind(server)
+
+	readEnded := make(chan error, 1)
+	go func() {
+		_, err := w.Read(make([]byte, 1))
+		readEnded <- err
+	}()
+	var want []byte
+	for i := range 32 { // 1 MiB, well past the socket buffers and the queue's limit
+		chunk := make([]byte, 32<<10)
+		for j := range chunk {
+			chunk[j] = byte(i * j)
+		}
+		want = append(want, chunk...)
+	}
+	wrote, closed := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(closed)
+		for off := 0; off < len(want); off += 32 << 10 {
+			if _, err := w.Write(want[off : off+32<<10]); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- w.Close()
+	}()
+	// A slow reader (a pause after each 64 KiB), so that Close finds bytes queued, and slower
+	// still once the socket is closed: what is left takes longer to read than the old bound of
+	// Close's flush (250 ms).
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for next := 64 << 10; ; {
+		n, err := peer.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF)
+			break
+		}
+		if len(got) >= next {
+			next += 64 << 10
+			pause := 5 * time.Millisecond
+			select {
+			case <-closed:
+				pause = 100 * time.Millisecond
+			default:
+			}
+			time.Sleep(pause)
+		}
+	}
+	require.NoError(t, <-wrote)
+	require.Equal(t, len(want), len(got))
+	require.Equal(t, want, got)
+	require.Error(t, <-readEnded, "the read ended when the socket was closed")
 }
 
 // Large writes arrive whole and in order, through as many flushes as it takes, including
