@@ -140,6 +140,21 @@ func (w *writeBehind) Close() error {
 	return nil
 }
 
+// canHijack reports whether rw, or a response writer it wraps (Unwrap), can be hijacked: the
+// others are left to the WebSocket library, which refuses them before it answers the upgrade.
+func canHijack(rw http.ResponseWriter) bool {
+	for {
+		switch t := rw.(type) {
+		case http.Hijacker:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			rw = t.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
 // writeBehindHijacker hands the WebSocket library a written-behind socket when it hijacks the
 // upgraded connection.
 type writeBehindHijacker struct {

@@ -1,9 +1,12 @@
 package graph
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -212,3 +215,20 @@ func TestWriteBehindKeepsOrderUnderBackpressure(t *testing.T) {
 	require.Equal(t, want, got)
 	require.NoError(t, w.Close())
 }
+
+// Only a response writer that can be hijacked (itself or one it wraps) is given a written-behind
+// socket; the others reach the WebSocket library as they are, which refuses them with 501.
+func TestCanHijack(t *testing.T) {
+	require.False(t, canHijack(httptest.NewRecorder()))
+	require.False(t, canHijack(unwrapper{httptest.NewRecorder()}))
+	require.True(t, canHijack(hijackable{httptest.NewRecorder()}))
+	require.True(t, canHijack(unwrapper{hijackable{httptest.NewRecorder()}}))
+}
+
+type unwrapper struct{ http.ResponseWriter }
+
+func (u unwrapper) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+type hijackable struct{ http.ResponseWriter }
+
+func (hijackable) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errors.New("no") }

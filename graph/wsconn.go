@@ -44,7 +44,10 @@ func (w wsImplementation) Accept(rw http.ResponseWriter, r *http.Request, o tran
 			opts.Subprotocols = append(opts.Subprotocols, p)
 		}
 	}
-	c, err := websocket.Accept(writeBehindHijacker{rw}, r, &opts)
+	if canHijack(rw) {
+		rw = writeBehindHijacker{rw}
+	}
+	c, err := websocket.Accept(rw, r, &opts)
 	if err != nil {
 		return nil, err
 	}
