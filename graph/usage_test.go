@@ -784,3 +784,98 @@ func TestFirstCallReservedWithTheLease(t *testing.T) {
 	require.Equal(t, []res{{0, "SETTLED", true}, {1, "SETTLED", false}}, got,
 		"call 0 is reserved with the lease, call 1 on its own; both settled")
 }
+
+// TestFirstCallSentWhileTheAcquisitionCommits: the first model call of a chat turn, reserved by
+// the transaction that acquires the run, is sent while that transaction's COMMIT is on its way
+// (a deferred trigger holds the COMMIT here on a lock the test owns): the request reaches the
+// model while the run still reads QUEUED to everyone else, and the turn completes once the
+// commit does, its call reserved and settled once.
+func TestFirstCallSentWhileTheAcquisitionCommits(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
+	ctx := context.Background()
+	owner, err := pgx.Connect(ctx, c.OwnerURL)
+	require.NoError(t, err)
+	defer owner.Close(ctx)
+	for _, q := range []string{
+		`CREATE FUNCTION test_acquire_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_advisory_xact_lock(7302); RETURN NULL; END $$`,
+		`CREATE CONSTRAINT TRIGGER test_acquire_gate AFTER UPDATE ON runs DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW WHEN (OLD.status = 'QUEUED' AND NEW.status = 'RUNNING') EXECUTE FUNCTION test_acquire_gate()`,
+		`SELECT pg_advisory_lock(7302)`,
+	} {
+		_, err := owner.Exec(ctx, q)
+		require.NoError(t, err)
+	}
+	asked := make(chan struct{}, 4)
+	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
+		asked <- struct{}{}
+		return llmtest.Stream(llmtest.Text("Answered."))
+	})
+	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
+	select {
+	case <-asked:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the model was not asked while the acquisition's COMMIT waited")
+	}
+	var status string
+	c.ownerTx(t, func(tx pgx.Tx) {
+		require.NoError(t, tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1`, approvalUUID(t, "Run", s.RunID)).Scan(&status))
+	})
+	require.Equal(t, "QUEUED", status, "the acquisition has not committed")
+	_, err = owner.Exec(ctx, `SELECT pg_advisory_unlock(7302)`)
+	require.NoError(t, err)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1 AND status = 'SETTLED'`, approvalUUID(t, "Run", s.RunID)))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE run_id = $1 AND role = 'ASSISTANT'`, approvalUUID(t, "Run", s.RunID)))
+}
+
+// TestFirstCallDroppedWhenTheAcquisitionFails: when the COMMIT of the transaction that acquired
+// a chat turn fails after its first model request was sent, the request's stream is dropped
+// unread (nothing of it is stored), nothing of the acquisition or its reservation is
+// left, and the job's next attempt runs the turn as usual.
+func TestFirstCallDroppedWhenTheAcquisitionFails(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
+	ctx := context.Background()
+	owner, err := pgx.Connect(ctx, c.OwnerURL)
+	require.NoError(t, err)
+	defer owner.Close(ctx)
+	for _, q := range []string{
+		`CREATE SEQUENCE test_acquire_fail`,
+		`CREATE FUNCTION test_acquire_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF nextval('test_acquire_fail') = 1 THEN RAISE EXCEPTION 'the first acquisition does not commit'; END IF; RETURN NULL; END $$`,
+		`GRANT USAGE ON SEQUENCE test_acquire_fail TO PUBLIC`,
+		`CREATE CONSTRAINT TRIGGER test_acquire_fail AFTER UPDATE ON runs DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW WHEN (OLD.status = 'QUEUED' AND NEW.status = 'RUNNING') EXECUTE FUNCTION test_acquire_fail()`,
+	} {
+		_, err := owner.Exec(ctx, q)
+		require.NoError(t, err)
+	}
+	var asked atomic.Int32
+	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
+		n := asked.Add(1)
+		return llmtest.Stream(llmtest.Text(fmt.Sprintf("Answer %d.", n)))
+	})
+	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	runID := approvalUUID(t, "Run", s.RunID)
+	require.Equal(t, int32(2), asked.Load(), "the first attempt's request was sent, then dropped")
+	var attempt int
+	var replies []string
+	c.ownerTx(t, func(tx pgx.Tx) {
+		require.NoError(t, tx.QueryRow(ctx, `SELECT attempt FROM runs WHERE id = $1`, runID).Scan(&attempt))
+		rows, err := tx.Query(ctx, `SELECT content FROM messages WHERE run_id = $1 AND role = 'ASSISTANT'`, runID)
+		require.NoError(t, err)
+		replies, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+	})
+	require.Equal(t, 1, attempt, "the failed acquisition left no attempt behind")
+	require.Equal(t, []string{"Answer 2."}, replies, "only the second request's reply is stored")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1`, runID), "one reservation, settled")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1 AND status = 'SETTLED'`, runID))
+}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -60,6 +61,63 @@ type early struct {
 	// histLen and last identify the history req was built from.
 	histLen int
 	last    uuid.UUID
+	// p is the provider req is for. stream (or streamErr) is req's call, started by prestart
+	// while the acquisition committed; stop cancels it.
+	p         llm.Provider
+	started   bool
+	stream    llm.Stream
+	streamErr error
+	stop      context.CancelCauseFunc
+}
+
+// prestart sends the early call's request while the acquisition's COMMIT is on its way
+// (run.Service.AcquireEarly): its reservation was made by a statement of that transaction,
+// which Postgres has run and whose budget rows stay locked until the commit ends, so the
+// request is sent with its budget held, and the commit's WAL flush overlaps the model's time
+// to first token. The stream is read by the REACT step's first call (call), after the commit
+// is confirmed; nothing of it is published or stored before. ctx is the attempt's; the call
+// ties the stream to its own context when it takes it.
+func (t *turn) prestart(ctx context.Context) {
+	e := t.early
+	if e == nil || e.p == nil {
+		return
+	}
+	sctx, stop := context.WithCancelCause(ctx)
+	e.stream, e.streamErr = e.p.Stream(sctx, e.req)
+	e.started, e.stop = true, stop
+}
+
+// dropPrestart ends a stream prestart began that no call took: the acquisition did not commit,
+// or the attempt ended before its first call.
+func (t *turn) dropPrestart() {
+	if e := t.early; e != nil {
+		e.closeStream()
+	}
+}
+
+func (e *early) closeStream() {
+	if !e.started {
+		return
+	}
+	e.started = false
+	if e.stop != nil {
+		e.stop(errors.New("model request not used"))
+	}
+	if e.stream != nil {
+		_ = e.stream.Close()
+	}
+}
+
+// takeStream returns the prestarted stream (or its error) for a call made under ctx: ctx's
+// end cancels it as it would a stream the call started itself.
+func (e *early) takeStream(ctx context.Context) (s llm.Stream, err error, ok bool) {
+	if !e.started {
+		return nil, nil, false
+	}
+	e.started = false
+	stop := e.stop
+	context.AfterFunc(ctx, func() { stop(context.Cause(ctx)) })
+	return e.stream, e.streamErr, true
 }
 
 // sameHistory reports whether hist is the history e's request was built from.
@@ -99,7 +157,7 @@ func (t *turn) reserveEarly(ctx context.Context, tx *db.Tx, l run.Lease, st stat
 		if err != nil || refused {
 			return err // refused: the call reserves on its own, which records the refusal
 		}
-		t.early = &early{callIndex: 0, req: req, held: held, histLen: len(st.hist)}
+		t.early = &early{callIndex: 0, req: req, held: held, histLen: len(st.hist), p: p}
 		if n := len(st.hist); n > 0 {
 			t.early.last = st.hist[n-1].ID
 		}
@@ -128,6 +186,7 @@ func (t *turn) takeEarly(ctx context.Context, callIndex int) (*early, bool) {
 func (t *turn) dropEarly(ctx context.Context) {
 	if e := t.early; e != nil {
 		t.early = nil
+		e.closeStream()
 		if e.held {
 			t.release(ctx, e.callIndex)
 		}

@@ -141,18 +141,25 @@ var ErrCancelled = errors.New("run cancelled")
 // or another error for a failure that was recorded as terminal.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
 	t := &turn{e: e, at: at}
-	lease, err := e.runs.AcquireWith(ctx, tenantID, runID, at.Owner, at.JobID, t.preread(tenantID, runID, at), t.preload)
+	lease, confirm, err := e.runs.AcquireEarly(ctx, tenantID, runID, at.Owner, at.JobID, t.preread(tenantID, runID, at), t.preload)
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started
 	}
 	if err != nil {
 		return err
 	}
+	workCtx, lose := context.WithCancelCause(ctx)
+	defer lose(nil)
+	// The first model request, reserved by the acquisition, goes out while the acquisition
+	// commits; its stream is read only once the commit is confirmed.
+	t.prestart(workCtx)
+	if err := confirm(context.WithoutCancel(ctx)); err != nil {
+		t.dropPrestart()
+		return fmt.Errorf("acquire run %s: %w", runID, err)
+	}
 	log := e.log.With(slog.String("run_id", runID.String()), slog.String("tenant_id", tenantID.String()), slog.Int("attempt", int(lease.Attempt)))
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
-	workCtx, lose := context.WithCancelCause(ctx)
-	defer lose(nil)
 	go e.runs.Heartbeat(hbCtx, lease, func() { lose(run.ErrFenced) })
 
 	t.lease, t.log = lease, log

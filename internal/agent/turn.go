@@ -354,17 +354,23 @@ func pendingCalls(calls []dbsqlc.ToolCall) []dbsqlc.ToolCall {
 // call streams one model reply, publishing coalesced deltas as they come.
 func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (llm.Response, error) {
 	t.flushTail(ctx)
-	var held bool
-	var err error
+	var (
+		held, pre bool
+		stream    llm.Stream
+		err       error
+	)
 	if e, ok := t.takeEarly(ctx, callIndex); ok {
 		held = e.held
+		stream, err, pre = e.takeStream(ctx)
 	} else {
 		held, err = t.reserve(ctx, p, req, callIndex)
+		if err != nil {
+			return llm.Response{}, err
+		}
 	}
-	if err != nil {
-		return llm.Response{}, err
+	if !pre {
+		stream, err = p.Stream(ctx, req)
 	}
-	stream, err := p.Stream(ctx, req)
 	if err != nil {
 		if held {
 			t.release(ctx, callIndex)

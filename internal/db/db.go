@@ -243,7 +243,60 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 	return finish(ctx, &Tx{Tx: ltx, Q: d.Q.WithTx(ltx), TenantID: tenantID, system: system}, fn)
 }
 
+// InTxEarly is InTx for a caller with work that need not wait for the commit's WAL flush,
+// only for its outcome before anything depends on it: it returns once Postgres has run the
+// transaction's last statements (its AtCommit functions, whose results come back before the
+// COMMIT runs) and sends the COMMIT without waiting for it. confirm waits for the commit's
+// outcome (the error InTx would have returned) and may be called any number of times; what
+// the transaction registered with AfterCommit runs before confirm returns nil. Until then the
+// transaction's row locks are held, so other transactions see its writes only once it has
+// committed. The worker acquiring a chat turn sends the turn's first model request this way
+// while its acquisition commits. Nested in another transaction, it is InTx (a savepoint) and
+// confirm reports nil.
+func (d *DB) InTxEarly(ctx context.Context, tenantID uuid.UUID, fn func(ctx context.Context, tx *Tx) error) (confirm func(context.Context) error, err error) {
+	if _, nested := TxFrom(ctx); nested || tenantID == uuid.Nil {
+		err := d.InTx(ctx, tenantID, fn)
+		return func(context.Context) error { return err }, err
+	}
+	c, err := d.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	ltx := newLazyTx(c, tenantID.String(), false)
+	ltx.early = true
+	tx := &Tx{Tx: ltx, Q: d.Q.WithTx(ltx), TenantID: tenantID}
+	done := make(chan struct{})
+	var commitErr error
+	err = finishWith(ctx, tx, fn, func() {
+		go func() {
+			defer close(done)
+			if commitErr = tx.Commit(context.WithoutCancel(ctx)); commitErr != nil {
+				commitErr = fmt.Errorf("commit: %w", commitErr)
+				return
+			}
+			tx.runAfter()
+		}()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		select {
+		case <-done:
+			return commitErr
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}, nil
+}
+
 func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error) (err error) {
+	return finishWith(ctx, tx, fn, nil)
+}
+
+// finishWith is finish; when commit is set, it commits an outermost transaction in fn's place
+// once fn and the statements that go with the COMMIT succeeded (InTxEarly).
+func finishWith(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error, commit func()) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
@@ -257,7 +310,11 @@ func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) er
 	}
 	if err == nil && tx.root == nil && len(tx.atCommit) > 0 {
 		err = tx.CommitWith(ctx, tx.atCommit...)
-		if lt, ok := tx.Tx.(*lazyTx); err != nil && ok && lt.ended && lt.endErr == nil {
+		lt, ok := tx.Tx.(*lazyTx)
+		if err != nil && ok {
+			lt.settle()
+		}
+		if err != nil && ok && lt.ended && lt.endErr == nil {
 			// Committed: a function failed after its statement. What Postgres holds goes
 			// out, and the caller gets the error.
 			_ = tx.Commit(ctx)
@@ -270,6 +327,10 @@ func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) er
 			return errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
 		return err
+	}
+	if commit != nil && tx.root == nil {
+		commit()
+		return nil
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)

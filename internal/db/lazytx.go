@@ -22,6 +22,17 @@ type lazyTx struct {
 	// endErr is that commit's outcome.
 	ended  bool
 	endErr error
+	// early makes CommitWith's batch come back before its COMMIT's outcome (InTxEarly);
+	// pending, once that batch is sent, closes when the outcome is known (ended, endErr).
+	early   bool
+	pending chan struct{}
+}
+
+// settle waits until a commit that is on its way has an outcome.
+func (t *lazyTx) settle() {
+	if t.pending != nil {
+		<-t.pending
+	}
 }
 
 // over records that a batch sent COMMIT and got past it: the transaction is over, committed
@@ -30,7 +41,7 @@ func (t *lazyTx) over(err error) { t.ended, t.endErr = true, err }
 
 // finished reports whether no statement may run any more: the transaction was committed or
 // rolled back.
-func (t *lazyTx) finished() bool { return t.closed || t.ended }
+func (t *lazyTx) finished() bool { return t.closed || t.pending != nil || t.ended }
 
 func newLazyTx(c *pgxpool.Conn, tenantID string, system bool) *lazyTx {
 	if system {
@@ -174,6 +185,7 @@ func (t *lazyTx) end(fn func() error) error {
 		return pgx.ErrTxClosed
 	}
 	t.closed = true
+	t.settle()
 	var err error
 	switch {
 	case t.ended:

@@ -233,6 +233,10 @@ func (p *pipeline) send(ctx context.Context, calls []*pipeCall, commit bool) {
 	if onPipelineBatch != nil {
 		onPipelineBatch(len(calls))
 	}
+	if commit && p.commit.early && p.commit.tx != nil {
+		p.sendEarly(ctx, calls)
+		return
+	}
 	b := &pgx.Batch{}
 	for _, c := range calls {
 		b.Queue(c.sql, c.args...)
@@ -283,6 +287,137 @@ func (p *pipeline) send(ctx context.Context, calls []*pipeCall, commit bool) {
 	}
 	p.mu.Unlock()
 }
+
+// sendEarly is send for the commit batch of a transaction begun by InTxEarly: the statements,
+// a Sync, COMMIT and a second Sync go to Postgres in one write, so Postgres answers the
+// statements before it runs the COMMIT (at the first Sync) and their results come back
+// without waiting for the commit's WAL flush. Each function gets its result at once; the
+// COMMIT's outcome is read in the background and ends the transaction (lazyTx.over, then
+// done). A failed statement aborts the transaction, so the COMMIT after it rolls back: that is
+// read here, before returning, as send leaves the transaction over when a statement fails.
+func (p *pipeline) sendEarly(ctx context.Context, calls []*pipeCall) {
+	lt := p.commit
+	conn := lt.c.Conn()
+	fail := func(err error) {
+		p.mu.Lock()
+		if p.failed == nil {
+			p.failed = err
+		}
+		p.mu.Unlock()
+		for _, c := range calls {
+			c.res <- pipeResult{err: err, rows: &bufRows{err: err}}
+		}
+	}
+	// The statements are sent as prepared ones (pgconn has no statement cache of its own):
+	// preparing one costs a round trip the first time a connection runs it, then nothing.
+	qbs := make([]pgx.ExtendedQueryBuilder, len(calls))
+	sds := make([]*pgconn.StatementDescription, len(calls))
+	for i, c := range calls {
+		sd, err := conn.Prepare(ctx, c.sql, c.sql)
+		if err == nil {
+			err = qbs[i].Build(conn.TypeMap(), sd, c.args)
+		}
+		if err != nil {
+			fail(err) // nothing was sent: the transaction is open, and the caller rolls it back
+			return
+		}
+		sds[i] = sd
+	}
+	// The commit is not the caller's to cancel once it is on its way: its outcome must be read.
+	pl := conn.PgConn().StartPipeline(context.WithoutCancel(ctx))
+	for i := range calls {
+		pl.SendQueryStatement(sds[i], qbs[i].ParamValues, qbs[i].ParamFormats, qbs[i].ResultFormats)
+	}
+	pl.SendPipelineSync()
+	pl.SendQueryParams("COMMIT", nil, nil, nil, nil)
+	pl.SendPipelineSync()
+	lt.pending = make(chan struct{})
+	if err := pl.Flush(); err != nil {
+		lt.over(fmt.Errorf("commit outcome unknown: %w", err))
+		close(lt.pending)
+		fail(err)
+		return
+	}
+	var failed error
+	results := make([]pipeResult, len(calls))
+	for i := range calls {
+		if failed != nil {
+			results[i] = pipeResult{err: failed, rows: &bufRows{err: failed}}
+			continue
+		}
+		res, err := pl.GetResults()
+		rr, ok := res.(*pgconn.ResultReader)
+		if err == nil && !ok {
+			err = fmt.Errorf("db: unexpected pipeline result %T", res)
+		}
+		if err != nil {
+			failed = err
+			results[i] = pipeResult{err: err, rows: &bufRows{err: err}}
+			continue
+		}
+		r := &bufRows{fields: slices.Clone(rr.FieldDescriptions()), conn: conn}
+		for rr.NextRow() {
+			raw := rr.Values()
+			row := make([][]byte, len(raw))
+			for j, v := range raw {
+				if v != nil {
+					row[j] = slices.Clone(v)
+				}
+			}
+			r.rows = append(r.rows, row)
+		}
+		r.tag, r.err = rr.Close()
+		if r.err != nil {
+			failed = r.err
+		}
+		results[i] = pipeResult{tag: r.tag, rows: r, err: r.err}
+	}
+	commitOutcome := func() error {
+		res, err := pl.GetResults()
+		if err == nil {
+			if _, ok := res.(*pgconn.PipelineSync); !ok {
+				err = fmt.Errorf("db: unexpected pipeline result %T", res)
+			}
+		}
+		var tag pgconn.CommandTag
+		if err == nil {
+			if res, err = pl.GetResults(); err == nil {
+				if rr, ok := res.(*pgconn.ResultReader); ok {
+					tag, err = rr.Close()
+				} else {
+					err = fmt.Errorf("db: unexpected pipeline result %T", res)
+				}
+			}
+		}
+		if err == nil && tag.String() == "ROLLBACK" {
+			err = pgx.ErrTxCommitRollback
+		}
+		return errors.Join(err, pl.Close())
+	}
+	if failed != nil {
+		p.mu.Lock()
+		if p.failed == nil {
+			p.failed = failed
+		}
+		p.mu.Unlock()
+		// Postgres skipped to the first Sync and rolled the transaction back at the COMMIT.
+		_ = commitOutcome()
+		lt.over(errRolledBack)
+		close(lt.pending)
+	} else {
+		go func() {
+			lt.over(commitOutcome())
+			close(lt.pending)
+		}()
+	}
+	for i, c := range calls {
+		c.res <- results[i]
+	}
+}
+
+// errRolledBack ends a transaction whose commit batch failed: Postgres rolled it back, so
+// there is nothing left to roll back.
+var errRolledBack = pgx.ErrTxClosed
 
 // readRows reads rows whole into memory.
 func readRows(rows pgx.Rows) *bufRows {

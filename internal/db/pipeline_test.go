@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -491,4 +492,136 @@ func insertProject(tenant uuid.UUID, name string) func(context.Context, *db.Tx) 
 		_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenant, ID: uuid.Must(uuid.NewV7()), Name: name})
 		return err
 	}
+}
+
+func TestInTxEarly(t *testing.T) {
+	t.Parallel()
+	d, _ := dbtest.Open(t)
+	ctx := context.Background()
+	tenant := newTenant(t, d, "in-tx-early")
+	project := func(name string) func(context.Context, *db.Tx) error { return insertProject(tenant, name) }
+	names := func() []string {
+		var out []string
+		require.NoError(t, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			rows, err := tx.Query(ctx, "SELECT name FROM projects ORDER BY name")
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		}))
+		return out
+	}
+
+	t.Run("the last statements' results come back before the commit ends", func(t *testing.T) {
+		// The COMMIT waits for an advisory lock this test holds (a deferred trigger takes it):
+		// the transaction's statements must be answered all the same.
+		hold, err := d.Pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer hold.Release()
+		_, err = hold.Exec(ctx, "SELECT pg_advisory_lock(7301)")
+		require.NoError(t, err)
+		var after, reserved atomic.Bool
+		type early struct {
+			confirm func(context.Context) error
+			err     error
+		}
+		got := make(chan early, 1)
+		go func() {
+			confirm, err := d.InTxEarly(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+				for _, q := range []string{
+					"CREATE TEMP TABLE early_gate (id int) ON COMMIT DROP",
+					"CREATE FUNCTION pg_temp.early_gate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_xact_lock(7301); RETURN NULL; END $$",
+					"CREATE CONSTRAINT TRIGGER early_gate AFTER INSERT ON early_gate DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pg_temp.early_gate()",
+					"INSERT INTO early_gate VALUES (1)",
+				} {
+					if _, err := tx.Exec(ctx, q); err != nil {
+						return err
+					}
+				}
+				tx.AfterCommit(func() { after.Store(true) })
+				tx.AtCommit(func(ctx context.Context, tx *db.Tx) error {
+					if err := project("early-a")(ctx, tx); err != nil {
+						return err
+					}
+					reserved.Store(true)
+					return nil
+				})
+				return nil
+			})
+			got <- early{confirm, err}
+		}()
+		var e early
+		select {
+		case e = <-got:
+		case <-time.After(20 * time.Second):
+			t.Fatal("InTxEarly waited for the commit")
+		}
+		require.NoError(t, e.err)
+		require.True(t, reserved.Load(), "the AtCommit statement's result came back")
+		short, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, e.confirm(short), context.Canceled, "the commit is still waiting")
+		require.False(t, after.Load())
+		require.NotContains(t, names(), "early-a", "not visible before the commit")
+		_, err = hold.Exec(ctx, "SELECT pg_advisory_unlock(7301)")
+		require.NoError(t, err)
+		require.NoError(t, e.confirm(ctx))
+		require.NoError(t, e.confirm(ctx), "confirm may be asked again")
+		require.True(t, after.Load(), "AfterCommit ran before confirm returned")
+		require.Contains(t, names(), "early-a")
+	})
+
+	t.Run("a failed statement rolls back and is InTxEarly's error", func(t *testing.T) {
+		var after bool
+		confirm, err := d.InTxEarly(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			if err := project("early-b")(ctx, tx); err != nil {
+				return err
+			}
+			tx.AfterCommit(func() { after = true })
+			tx.AtCommit(project("early-c"))
+			tx.AtCommit(func(ctx context.Context, tx *db.Tx) error {
+				_, err := tx.Exec(ctx, "SELECT 1 / 0")
+				return err
+			})
+			tx.AtCommit(project("early-d"))
+			return nil
+		})
+		require.ErrorContains(t, err, "division by zero")
+		require.Nil(t, confirm)
+		require.False(t, after)
+		for _, n := range []string{"early-b", "early-c", "early-d"} {
+			require.NotContains(t, names(), n)
+		}
+		require.Zero(t, d.Pool.Stat().AcquiredConns())
+		// The connection went back to the pool out of the transaction: it is usable.
+		require.NoError(t, d.InTx(ctx, tenant, project("early-e")))
+		require.Contains(t, names(), "early-e")
+	})
+
+	t.Run("a failed commit is confirm's error", func(t *testing.T) {
+		confirm, err := d.InTxEarly(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			if _, err := tx.Exec(ctx, "CREATE TEMP TABLE early_d (id int UNIQUE DEFERRABLE INITIALLY DEFERRED) ON COMMIT DROP"); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO early_d VALUES (1), (1)"); err != nil {
+				return err
+			}
+			tx.AtCommit(project("early-f"))
+			return nil
+		})
+		require.NoError(t, err, "the statements succeeded")
+		err = confirm(ctx)
+		require.True(t, db.IsUniqueViolation(err, ""), "%v", err)
+		require.NotContains(t, names(), "early-f")
+		require.Zero(t, d.Pool.Stat().AcquiredConns())
+	})
+
+	t.Run("without statements for the COMMIT it commits in the background", func(t *testing.T) {
+		confirm, err := d.InTxEarly(ctx, tenant, project("early-g"))
+		require.NoError(t, err)
+		require.NoError(t, confirm(ctx))
+		require.Contains(t, names(), "early-g")
+		require.Zero(t, d.Pool.Stat().AcquiredConns())
+	})
 }

@@ -276,8 +276,23 @@ func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner 
 // to Postgres in the round trip that acquires the run, after it (db.Tx.Pipeline), and what
 // they read is the caller's to keep or drop once the lease is known.
 func (s *Service) AcquireWith(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
+	l, confirm, err := s.AcquireEarly(ctx, tenantID, runID, owner, jobID, reads, also...)
+	if err != nil {
+		return l, err
+	}
+	return l, confirm(context.WithoutCancel(ctx))
+}
+
+// AcquireEarly is AcquireWith returning before the acquisition's commit is confirmed
+// (db.DB.InTxEarly): Postgres has run every statement of the transaction, including those that
+// go with its COMMIT, and the COMMIT is on its way. Until confirm returns nil the lease is not
+// the worker's to use: nothing may be written, published or shown under it, and when confirm
+// fails the worker must drop whatever it started (the acquisition may not have happened).
+// What the worker may do meanwhile is send the first model request, whose budget reservation
+// went with the COMMIT and holds the budget stripes' row locks until the commit ends.
+func (s *Service) AcquireEarly(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, func(context.Context) error, error) {
 	var l Lease
-	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+	confirm, err := s.db.InTxEarly(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		var r dbsqlc.Run
 		now := time.Now()
 		// execution.started (and task.started on the first attempt) is stored by the statement
@@ -316,7 +331,7 @@ func (s *Service) AcquireWith(ctx context.Context, tenantID, runID uuid.UUID, ow
 		}
 		return tx.Pipeline(ctx, fns...)
 	})
-	return l, err
+	return l, confirm, err
 }
 
 // InFence runs fn in a transaction that first checks (and locks) the lease: when the run's
