@@ -169,13 +169,8 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, mode app.M
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}
 	if mode.Work {
-		if err := a.River.Stop(shutdownCtx); err != nil {
-			log.Warn("River soft stop timed out; cancelling running jobs", slog.Any("error", err))
-			hardCtx, cancelHard := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancelHard()
-			if err := a.River.StopAndCancel(hardCtx); err != nil {
-				errs = append(errs, fmt.Errorf("river stop: %w", err))
-			}
+		if err := a.StopWork(shutdownCtx, 5*time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("river stop: %w", err))
 		}
 	}
 	log.Info("stopped")

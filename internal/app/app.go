@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,27 +51,30 @@ type Mode struct {
 
 // App is one running agentry process's parts.
 type App struct {
-	Config    *config.Config
-	Log       *slog.Logger
-	DB        *db.DB
-	Queue     *db.DB // River's own statements (db.OpenQueue: asynchronous commit)
-	Redis     *redis.Client
-	River     *river.Client[pgx.Tx]
-	Auth      *auth.Service
-	Tenancy   *tenancy.Service
-	Settings  *settings.Service
-	Chat      *chat.Service
-	Tasks     *task.Service
-	Runs      *run.Service
-	Approvals *approval.Service
-	Hub       *events.Hub
-	Models    *llm.Registry
-	Executor  *agent.Executor
-	Tools     *tool.Registry
-	Context   *contextwin.Manager // the context window manager (tests override model limits through it)
-	Memory    *memory.Service
-	Usage     *usage.Service
-	Workspace *workspace.Service // workspace history, snapshots and rollback (issue 7)
+	Config *config.Config
+	Log    *slog.Logger
+	DB     *db.DB
+	Queue  *db.DB // River's own statements (db.OpenQueue: asynchronous commit)
+	Redis  *redis.Client
+	River  *river.Client[pgx.Tx]
+	// Eager works chat turns' jobs in this process when it also takes messages (nil otherwise).
+	Eager      *jobs.Eager
+	stopListen func()
+	Auth       *auth.Service
+	Tenancy    *tenancy.Service
+	Settings   *settings.Service
+	Chat       *chat.Service
+	Tasks      *task.Service
+	Runs       *run.Service
+	Approvals  *approval.Service
+	Hub        *events.Hub
+	Models     *llm.Registry
+	Executor   *agent.Executor
+	Tools      *tool.Registry
+	Context    *contextwin.Manager // the context window manager (tests override model limits through it)
+	Memory     *memory.Service
+	Usage      *usage.Service
+	Workspace  *workspace.Service // workspace history, snapshots and rollback (issue 7)
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
 	RateLimits *usage.Limiter
 	Registry   *prometheus.Registry
@@ -164,8 +168,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
 	a.Executor.SetBudgets(a.Usage)
 	host, _ := os.Hostname()
-	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
-		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
+	// A process that both takes messages and works chat turns starts a turn's job itself
+	// (jobs.Eager), a quarter of its concurrency at most; River fetches the rest.
+	eager := 0
+	if mode.Work && mode.API {
+		eager = max(cfg.WorkerConcurrency/4, 1)
+	}
+	if a.River, a.Eager, err = jobs.NewClient(a.DB, jobs.Options{
+		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor, Eager: eager,
 		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue,
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
@@ -176,6 +186,19 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		return nil, err
 	}
 	a.Runs.SetInserter(a.River)
+	if a.Eager != nil {
+		a.Runs.SetEager(a.Eager)
+		lctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			a.Eager.Listen(lctx, a.DB)
+		}()
+		a.stopListen = func() {
+			stop()
+			<-done
+		}
+	}
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis})
 	opts := server.Options{
@@ -210,9 +233,29 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	return a, nil
 }
 
+// StopWork stops working jobs: River and the eager starter let running jobs finish until ctx
+// ends, then cancel them (River waiting at most hard more).
+func (a *App) StopWork(ctx context.Context, hard time.Duration) error {
+	var wg sync.WaitGroup
+	if a.Eager != nil {
+		wg.Go(func() { a.Eager.Stop(ctx) })
+	}
+	err := a.River.Stop(ctx)
+	if err != nil {
+		hardCtx, cancel := context.WithTimeout(context.Background(), hard)
+		defer cancel()
+		err = a.River.StopAndCancel(hardCtx)
+	}
+	wg.Wait()
+	return err
+}
+
 // Close releases the connections. River must have been stopped.
 func (a *App) Close() {
 	var errs []error
+	if a.stopListen != nil {
+		a.stopListen()
+	}
 	if a.CloseSockets != nil {
 		a.CloseSockets()
 	}

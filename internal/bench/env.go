@@ -222,9 +222,7 @@ func (e *env) tearDown() {
 	if e.app != nil {
 		if e.app.River != nil {
 			stopCtx, c := context.WithTimeout(ctx, 10*time.Second)
-			if err := e.app.River.Stop(stopCtx); err != nil {
-				_ = e.app.River.StopAndCancel(ctx)
-			}
+			_ = e.app.StopWork(stopCtx, 10*time.Second)
 			c()
 		}
 		e.app.Close()

@@ -230,6 +230,14 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		policy = BusyEnqueue
 	}
 	var out Sent
+	// claim, when the run starts now and this process works chat turns, is where its job is
+	// worked at once (run.Eager); it is given back unless the transaction committed.
+	var claim run.EagerClaim
+	defer func() {
+		if claim != nil {
+			claim.Release()
+		}
+	}()
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		// The conversation (locked), the admission check and the settings go to Postgres
 		// together: one round trip.
@@ -322,7 +330,8 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		}}
 		var job *int64
 		if !busy {
-			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID)
+			claim = s.runs.ClaimEager()
+			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID, claim)
 			if err != nil {
 				return err
 			}

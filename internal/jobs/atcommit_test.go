@@ -73,7 +73,7 @@ func TestJobAtCommitIsRiversJob(t *testing.T) {
 		if atCommit, err = runs.NextJobID(ctx, tx); err != nil {
 			return err
 		}
-		fns, err := runs.JobAtCommit(tenantID, runID, run.KindChatTurn, 4, atCommit)
+		fns, err := runs.JobAtCommit(tenantID, runID, run.KindChatTurn, 4, atCommit, nil)
 		if err != nil {
 			return err
 		}

@@ -132,7 +132,7 @@ func TestClientRunsPurgeOnStart(t *testing.T) {
 	d, ownerURL := dbtest.Open(t)
 	keep, _ := seedTokens(t, d, 2, offsets)
 
-	client, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
+	client, _, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -181,7 +181,7 @@ func TestStartEnqueuesReapsFromEveryProcess(t *testing.T) {
 
 	var clients []*river.Client[pgx.Tx]
 	for range 2 {
-		client, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
+		client, _, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
 		clients = append(clients, client)
 	}

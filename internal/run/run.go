@@ -99,6 +99,8 @@ type Service struct {
 	notified notifyLimiter
 	// onFinish holds, per run kind, work that must commit with the run's end (a task's status).
 	onFinish map[string]FinishHook
+	// eager works chat turns' jobs in the inserting process (SetEager); nil: never.
+	eager Eager
 }
 
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
@@ -150,14 +152,28 @@ func (s *Service) NextJobID(ctx context.Context, tx *db.Tx) (int64, error) {
 // these options (as River's insert-only clients for other languages write it; a test compares
 // the two); the notification is sent at most once per queue per FetchCooldown, as River's client
 // limits its own.
-func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempts int32, id int64) ([]func(ctx context.Context, tx *db.Tx) error, error) {
-	args, err := json.Marshal(Args{TenantID: tenantID, RunID: runID})
+//
+// With claim (ClaimEager), the job is inserted running, attempted by claim's client, without the
+// notification, and claim starts it once the transaction commits.
+func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempts int32, id int64, claim EagerClaim) ([]func(ctx context.Context, tx *db.Tx) error, error) {
+	a := Args{TenantID: tenantID, RunID: runID}
+	args, err := json.Marshal(a)
 	if err != nil {
 		return nil, err
 	}
 	queue := QueueOf(kind)
+	attempts := int16(min(maxAttempts, math.MaxInt16))
+	if claim != nil {
+		return []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
+			if err := tx.Q.RiverJobInsertRunning(ctx, dbsqlc.RiverJobInsertRunningParams{ID: id, Args: args, Kind: Args{}.Kind(), MaxAttempts: attempts, Queue: queue, Client: claim.Client()}); err != nil {
+				return fmt.Errorf("enqueue run %s: %w", runID, err)
+			}
+			tx.AfterCommit(func() { claim.Start(id, a, int32(attempts)) })
+			return nil
+		}}, nil
+	}
 	fns := []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
-		if err := tx.Q.RiverJobInsert(ctx, dbsqlc.RiverJobInsertParams{ID: id, Args: args, Kind: Args{}.Kind(), MaxAttempts: int16(min(maxAttempts, math.MaxInt16)), Queue: queue}); err != nil {
+		if err := tx.Q.RiverJobInsert(ctx, dbsqlc.RiverJobInsertParams{ID: id, Args: args, Kind: Args{}.Kind(), MaxAttempts: attempts, Queue: queue}); err != nil {
 			return fmt.Errorf("enqueue run %s: %w", runID, err)
 		}
 		return nil
@@ -166,6 +182,37 @@ func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempt
 		fns = append(fns, func(ctx context.Context, tx *db.Tx) error { return tx.Q.RiverNotifyInsert(ctx, queue) })
 	}
 	return fns, nil
+}
+
+// Eager works a chat turn's job in the process whose transaction inserts it (jobs.Eager):
+// the job is inserted as running, already attempted by this process's River client, and the
+// process starts working it when the transaction commits, without River's insert
+// notification, fetch and dispatch between a message and its run's start. Claim takes a free
+// place for one job (nil when there is none, or the process is stopping).
+type Eager interface {
+	Claim() EagerClaim
+	// Cancel cancels the job's attempt when this process works it eagerly (cancelTx, after
+	// its commit; other processes hear of it through RiverNotifyJobCancel).
+	Cancel(jobID int64)
+}
+
+// EagerClaim is a claimed place: Start works the job once its insert committed; Release gives
+// the place back otherwise. Whichever is called first counts; the other does nothing.
+type EagerClaim interface {
+	Client() string
+	Start(jobID int64, args Args, maxAttempts int32)
+	Release()
+}
+
+// SetEager sets the eager starter; nil (the default) inserts every job for River to fetch.
+func (s *Service) SetEager(e Eager) { s.eager = e }
+
+// ClaimEager claims a place to work a chat turn's job eagerly, or returns nil.
+func (s *Service) ClaimEager() EagerClaim {
+	if s.eager == nil {
+		return nil
+	}
+	return s.eager.Claim()
 }
 
 // QueueOf is the River queue of a run kind's jobs.
@@ -514,11 +561,29 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 		}
 	}
 	if r.Status == StatusRunning {
+		if r.JobID != nil {
+			// A job worked eagerly (outside River's producers) hears of it this way.
+			if err := s.notifyJobCancel(ctx, tx, *r.JobID); err != nil {
+				return err
+			}
+		}
 		return nil // the worker records the end
 	}
 	// Nobody works the run: end it here.
 	_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: "user_cancel", Error: reason}, next, false)
 	return err
+}
+
+// notifyJobCancel tells the process working jobID eagerly, if any, that it was cancelled: this
+// process at once after tx commits, every process through Postgres (RiverNotifyJobCancel).
+func (s *Service) notifyJobCancel(ctx context.Context, tx *db.Tx, jobID int64) error {
+	if err := tx.Q.RiverNotifyJobCancel(ctx, jobID); err != nil {
+		return fmt.Errorf("notify job cancel: %w", err)
+	}
+	if s.eager != nil {
+		tx.AfterCommit(func() { s.eager.Cancel(jobID) })
+	}
+	return nil
 }
 
 func nilIfEmpty(s string) *string {

@@ -91,9 +91,10 @@ func Start(t testing.TB, o Options) *Env {
 		srv.CloseClientConnections()
 		srv.Close()
 		if !o.NoWork {
-			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = a.River.StopAndCancel(stopCtx)
+			// Running jobs are cancelled at once (River waits 10 s at most for them to end).
+			stopCtx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = a.StopWork(stopCtx, 10*time.Second)
 		}
 		a.Close()
 	})

@@ -102,6 +102,35 @@ func (q *Queries) RiverJobInsert(ctx context.Context, arg RiverJobInsertParams) 
 	return err
 }
 
+const riverJobInsertRunning = `-- name: RiverJobInsertRunning :exec
+INSERT INTO river_job (id, args, kind, max_attempts, metadata, priority, queue, state, scheduled_at, tags, attempt, attempted_at, attempted_by)
+VALUES ($1, $2, $3, $4, '{}', 1, $5, 'running', now(), '{}', 1, now(), ARRAY[$6::text])
+`
+
+type RiverJobInsertRunningParams struct {
+	ID          int64
+	Args        []byte
+	Kind        string
+	MaxAttempts int16
+	Queue       string
+	Client      string
+}
+
+// RiverJobInsert for a job the inserting process works at once (jobs.Eager): inserted as River's
+// fetch leaves a job it hands to a worker (running, first attempt, attempted by that client), so
+// no producer fetches it; the process finishes it as River's completer would.
+func (q *Queries) RiverJobInsertRunning(ctx context.Context, arg RiverJobInsertRunningParams) error {
+	_, err := q.db.Exec(ctx, riverJobInsertRunning,
+		arg.ID,
+		arg.Args,
+		arg.Kind,
+		arg.MaxAttempts,
+		arg.Queue,
+		arg.Client,
+	)
+	return err
+}
+
 const riverJobNextID = `-- name: RiverJobNextID :one
 SELECT nextval('river_job_id_seq')::bigint AS id
 `
@@ -122,6 +151,17 @@ SELECT pg_notify(concat(current_schema(), '.river_insert'), json_build_object('q
 // topic in the current schema, payload {"queue": ...}); Postgres delivers it at COMMIT.
 func (q *Queries) RiverNotifyInsert(ctx context.Context, queue string) error {
 	_, err := q.db.Exec(ctx, riverNotifyInsert, queue)
+	return err
+}
+
+const riverNotifyJobCancel = `-- name: RiverNotifyJobCancel :exec
+SELECT pg_notify('agentry_job_cancel', $1::bigint::text)
+`
+
+// Tells every process that a job was cancelled, for a job worked outside River's producers
+// (jobs.Eager), which do not see River's own cancel notification; Postgres delivers it at COMMIT.
+func (q *Queries) RiverNotifyJobCancel(ctx context.Context, jobID int64) error {
+	_, err := q.db.Exec(ctx, riverNotifyJobCancel, jobID)
 	return err
 }
 

@@ -1,0 +1,259 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/run"
+)
+
+// Eager works chat turns' jobs in the process that inserts them (run.Eager), the way River's
+// producer would have after fetching them: sendMessage inserts the job already running and
+// attempted by this process's River client (RiverJobInsertRunning), and the job starts when
+// the transaction commits, without River's insert notification, fetch and dispatch (about
+// 0.6 ms of a message's time to first token at one turn at a time). Everything else stays
+// River's: the job's row ends as River's completer ends it (completed, retryable at the
+// worker's NextRetry, discarded after its last attempt, cancelled), so a retry is fetched by
+// any process; a cancel reaches the job through cancelTx (this process at once, others by
+// agentry_job_cancel); a process that dies leaves its runs to the reaper (their leases expire)
+// like any worker. Places are bounded (at most Slots jobs at once, the rest go through River),
+// and Stop lets the jobs finish or cancels them, as River's Stop does.
+type Eager struct {
+	worker *RunWorker
+	exec   riverdriver.Executor
+	client string
+	log    *slog.Logger
+	slots  chan struct{}
+
+	// base is every job's context; stopping cancels it (hard stop).
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	stopped bool
+	running map[int64]context.CancelCauseFunc
+	wg      sync.WaitGroup
+}
+
+// NewEager returns the eager starter of a process that works run jobs with worker, whose River
+// client is client: jobs' rows are finished on queue's pool (asynchronous commit, as River's
+// own bookkeeping). slots bounds the jobs worked at once.
+func NewEager(worker *RunWorker, client *river.Client[pgx.Tx], queue *db.DB, slots int, log *slog.Logger) *Eager {
+	base, cancel := context.WithCancel(context.Background())
+	return &Eager{
+		worker: worker, exec: riverpgxv5.New(queue.Pool).GetExecutor(), client: client.ID(), log: log,
+		slots: make(chan struct{}, max(slots, 1)), base: base, cancel: cancel, running: map[int64]context.CancelCauseFunc{},
+	}
+}
+
+// Claim takes a free place, or returns nil when there is none or the process is stopping.
+func (e *Eager) Claim() run.EagerClaim {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return nil
+	}
+	select {
+	case e.slots <- struct{}{}:
+		e.wg.Add(1)
+		return &claim{e: e}
+	default:
+		return nil
+	}
+}
+
+// claim is one place: Start or Release, once.
+type claim struct {
+	e    *Eager
+	once sync.Once
+}
+
+func (c *claim) Client() string { return c.e.client }
+
+func (c *claim) Release() { c.once.Do(c.e.release) }
+
+func (c *claim) Start(jobID int64, args run.Args, maxAttempts int32) {
+	c.once.Do(func() {
+		e := c.e
+		ctx, cancel := context.WithCancelCause(e.base)
+		e.mu.Lock()
+		e.running[jobID] = cancel
+		e.mu.Unlock()
+		now := time.Now()
+		encoded, _ := json.Marshal(args)
+		job := &river.Job[run.Args]{Args: args, JobRow: &rivertype.JobRow{
+			ID: jobID, Attempt: 1, AttemptedAt: &now, AttemptedBy: []string{e.client}, CreatedAt: now, EncodedArgs: encoded,
+			Kind: run.Args{}.Kind(), MaxAttempts: int(maxAttempts), Priority: 1, Queue: run.QueueChat, ScheduledAt: now,
+			State: rivertype.JobStateRunning,
+		}}
+		go func() {
+			defer func() {
+				e.mu.Lock()
+				delete(e.running, jobID)
+				e.mu.Unlock()
+				cancel(nil)
+				e.release()
+			}()
+			e.finish(job, e.work(ctx, job))
+		}()
+	})
+}
+
+// release frees a place.
+func (e *Eager) release() {
+	<-e.slots
+	e.wg.Done()
+}
+
+// work runs the job's attempt; a panic is the attempt's error, as in River.
+func (e *Eager) work(ctx context.Context, job *river.Job[run.Args]) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("run job panicked", slog.Int64("job_id", job.ID), slog.Any("panic", r))
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return e.worker.Work(ctx, job)
+}
+
+// finish ends the job's row as River's completer would after its attempt returned err.
+func (e *Eager) finish(job *river.Job[run.Args], err error) {
+	now := time.Now().UTC()
+	var p *riverdriver.JobSetStateIfRunningParams
+	var cancelled *river.JobCancelError
+	switch {
+	case err == nil:
+		p = riverdriver.JobSetStateCompleted(job.ID, now, nil)
+	case errors.As(err, &cancelled):
+		p = riverdriver.JobSetStateCancelled(job.ID, now, attemptError(job, now, err), nil)
+	case job.Attempt >= job.MaxAttempts:
+		p = riverdriver.JobSetStateDiscarded(job.ID, now, attemptError(job, now, err), nil)
+	default:
+		p = riverdriver.JobSetStateErrorRetryable(job.ID, e.worker.NextRetry(job).UTC(), attemptError(job, now, err), nil)
+	}
+	many := &riverdriver.JobSetStateIfRunningManyParams{
+		ID: []int64{p.ID}, Attempt: []*int{p.Attempt}, ErrData: [][]byte{p.ErrData}, FinalizedAt: []*time.Time{p.FinalizedAt},
+		MetadataDoMerge: []bool{p.MetadataDoMerge}, MetadataUpdates: [][]byte{p.MetadataUpdates}, ScheduledAt: []*time.Time{p.ScheduledAt},
+		State: []rivertype.JobState{p.State},
+	}
+	// The row must end even when the process is stopping: else River rescues it much later.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, serr := e.exec.JobSetStateIfRunningMany(ctx, many); serr != nil {
+		e.log.Error("finish eagerly worked job", slog.Int64("job_id", job.ID), slog.String("state", string(p.State)), slog.Any("error", serr))
+	}
+}
+
+// attemptError is River's record of a failed attempt (the job's errors column).
+func attemptError(job *river.Job[run.Args], at time.Time, err error) []byte {
+	b, _ := json.Marshal(rivertype.AttemptError{At: at, Attempt: job.Attempt, Error: err.Error()})
+	return b
+}
+
+// Cancel cancels the job's attempt if this process works it, as River cancels a job cancelled
+// remotely (the worker sees river.ErrJobCancelledRemotely).
+func (e *Eager) Cancel(jobID int64) {
+	e.mu.Lock()
+	cancel := e.running[jobID]
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel(river.ErrJobCancelledRemotely)
+	}
+}
+
+// Listen cancels this process's eager jobs that another process cancelled (agentry_job_cancel)
+// until ctx ends, on a connection of its own from pool, reconnecting after a failure; after each
+// (re)connection it also cancels those whose row says a cancel was attempted meanwhile.
+func (e *Eager) Listen(ctx context.Context, pool *db.DB) {
+	for ctx.Err() == nil {
+		err := e.listenOnce(ctx, pool)
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.Warn("eager job cancel listener", slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (e *Eager) listenOnce(ctx context.Context, pool *db.DB) error {
+	c, err := pool.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	conn := c.Hijack() // LISTEN state must not go back to the pool
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN agentry_job_cancel"); err != nil {
+		return err
+	}
+	if err := e.cancelAttempted(ctx, conn); err != nil {
+		return err
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if id, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+			e.Cancel(id)
+		}
+	}
+}
+
+// cancelAttempted cancels the eager jobs whose rows record a cancel attempt (JobCancelTx).
+func (e *Eager) cancelAttempted(ctx context.Context, conn *pgx.Conn) error {
+	e.mu.Lock()
+	ids := make([]int64, 0, len(e.running))
+	for id := range e.running {
+		ids = append(ids, id)
+	}
+	e.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := conn.Query(ctx, "SELECT id FROM river_job WHERE id = ANY($1) AND metadata ? 'cancel_attempted_at'", ids)
+	if err != nil {
+		return err
+	}
+	cancelled, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	for _, id := range cancelled {
+		e.Cancel(id)
+	}
+	return err
+}
+
+// Stop takes no more jobs and waits for those running until ctx ends, then cancels them and
+// waits for them to end (their rows made retryable, for any process to take up).
+func (e *Eager) Stop(ctx context.Context) {
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.cancel()
+		<-done
+	}
+}
