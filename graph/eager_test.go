@@ -96,8 +96,9 @@ func TestEagerTurnCancelledFromAnotherProcess(t *testing.T) {
 }
 
 // TestEagerTurnStoppedWithItsProcess: stopping a process that works a chat turn eagerly cancels
-// the attempt once the stop's grace ends and leaves its job for another process to retry, as
-// River does with the jobs it works; a stopping process starts no turn itself.
+// the attempt once the stop's grace ends and puts its job back available, the attempt not
+// counted and no error recorded, for another process to take up, as River's StopAndCancel
+// does with the jobs it works; a stopping process starts no turn itself.
 func TestEagerTurnStoppedWithItsProcess(t *testing.T) {
 	t.Parallel()
 	c := newChatEnv(t, "anthropic")
@@ -112,6 +113,8 @@ func TestEagerTurnStoppedWithItsProcess(t *testing.T) {
 	require.NoError(t, c.App.StopWork(grace, 5*time.Second))
 	require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
 	j := c.eagerJob(t, s.RunID)
-	require.Equal(t, "retryable", j.State, "left for another process to retry")
+	require.Equal(t, "available", j.State, "left for another process to take up")
+	require.Equal(t, 0, j.Attempt, "the interrupted attempt is not counted")
+	require.Equal(t, 0, j.Errors)
 	require.Nil(t, c.App.Eager.Claim(), "a stopped process claims no turn")
 }

@@ -62,9 +62,10 @@ type early struct {
 	histLen int
 	last    uuid.UUID
 	// p is the provider req is for. stream (or streamErr) is req's call, started by prestart
-	// while the acquisition committed; stop cancels it.
+	// while the acquisition committed and set when ready closes; stop cancels it.
 	p         llm.Provider
 	started   bool
+	ready     chan struct{}
 	stream    llm.Stream
 	streamErr error
 	stop      context.CancelCauseFunc
@@ -77,14 +78,20 @@ type early struct {
 // to first token. The stream is read by the REACT step's first call (call), after the commit
 // is confirmed; nothing of it is published or stored before. ctx is the attempt's; the call
 // ties the stream to its own context when it takes it.
+//
+// The request goes out in a goroutine of its own, so nothing waits for the model here: the
+// call waits for it (takeStream), under the attempt's deadline and cancellation.
 func (t *turn) prestart(ctx context.Context) {
 	e := t.early
 	if e == nil || e.p == nil {
 		return
 	}
 	sctx, stop := context.WithCancelCause(ctx)
-	e.stream, e.streamErr = e.p.Stream(sctx, e.req)
-	e.started, e.stop = true, stop
+	e.started, e.stop, e.ready = true, stop, make(chan struct{})
+	go func() {
+		defer close(e.ready)
+		e.stream, e.streamErr = e.p.Stream(sctx, e.req)
+	}()
 }
 
 // dropPrestart ends a stream prestart began that no call took: the acquisition did not commit,
@@ -100,16 +107,15 @@ func (e *early) closeStream() {
 		return
 	}
 	e.started = false
-	if e.stop != nil {
-		e.stop(errors.New("model request not used"))
-	}
+	e.stop(errors.New("model request not used"))
+	<-e.ready
 	if e.stream != nil {
 		_ = e.stream.Close()
 	}
 }
 
-// takeStream returns the prestarted stream (or its error) for a call made under ctx: ctx's
-// end cancels it as it would a stream the call started itself.
+// takeStream returns the prestarted stream (or its error) for a call made under ctx, once the
+// request has its answer: ctx's end cancels it as it would a stream the call started itself.
 func (e *early) takeStream(ctx context.Context) (s llm.Stream, err error, ok bool) {
 	if !e.started {
 		return nil, nil, false
@@ -117,6 +123,7 @@ func (e *early) takeStream(ctx context.Context) (s llm.Stream, err error, ok boo
 	e.started = false
 	stop := e.stop
 	context.AfterFunc(ctx, func() { stop(context.Cause(ctx)) })
+	<-e.ready
 	return e.stream, e.streamErr, true
 }
 

@@ -237,8 +237,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 // ends, then cancel them (River waiting at most hard more).
 func (a *App) StopWork(ctx context.Context, hard time.Duration) error {
 	var wg sync.WaitGroup
+	var eagerErr error
 	if a.Eager != nil {
-		wg.Go(func() { a.Eager.Stop(ctx) })
+		wg.Go(func() {
+			if !a.Eager.Stop(ctx, hard) {
+				eagerErr = errors.New("chat turns worked eagerly did not end in time")
+			}
+		})
 	}
 	err := a.River.Stop(ctx)
 	if err != nil {
@@ -247,7 +252,7 @@ func (a *App) StopWork(ctx context.Context, hard time.Duration) error {
 		err = a.River.StopAndCancel(hardCtx)
 	}
 	wg.Wait()
-	return err
+	return errors.Join(err, eagerErr)
 }
 
 // Close releases the connections. River must have been stopped.

@@ -310,13 +310,13 @@ func finishWith(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx
 	}
 	if err == nil && tx.root == nil && len(tx.atCommit) > 0 {
 		err = tx.CommitWith(ctx, tx.atCommit...)
-		lt, ok := tx.Tx.(*lazyTx)
-		if err != nil && ok {
-			lt.settle()
-		}
-		if err != nil && ok && lt.ended && lt.endErr == nil {
-			// Committed: a function failed after its statement. What Postgres holds goes
-			// out, and the caller gets the error.
+	}
+	if lt, ok := tx.Tx.(*lazyTx); err != nil && ok && tx.root == nil {
+		lt.settle()
+		if lt.ended && lt.endErr == nil {
+			// Committed (by fn's CommitWith or the AtCommit functions'), then a function
+			// failed after its statement: what Postgres holds goes out (AfterCommit), and the
+			// caller gets the error.
 			_ = tx.Commit(ctx)
 			tx.runAfter()
 			return err

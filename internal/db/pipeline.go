@@ -400,9 +400,22 @@ func (p *pipeline) sendEarly(ctx context.Context, calls []*pipeCall) {
 			p.failed = failed
 		}
 		p.mu.Unlock()
-		// Postgres skipped to the first Sync and rolled the transaction back at the COMMIT.
-		_ = commitOutcome()
-		lt.over(errRolledBack)
+		var pgErr *pgconn.PgError
+		if errors.As(failed, &pgErr) {
+			// Postgres skipped to the first Sync and rolled the transaction back at the COMMIT.
+			_ = commitOutcome()
+			lt.over(errRolledBack)
+			if pgErr.Code == "0A000" {
+				// "cached plan must not change result type" (a migration changed a table):
+				// prepare the statements afresh next time.
+				for _, c := range calls {
+					_ = conn.Deallocate(context.WithoutCancel(ctx), c.sql)
+				}
+			}
+		} else {
+			// The connection failed: whether the COMMIT ran is not known.
+			lt.over(fmt.Errorf("commit outcome unknown: %w", errors.Join(failed, pl.Close())))
+		}
 		close(lt.pending)
 	} else {
 		go func() {

@@ -39,9 +39,9 @@ type Eager struct {
 	log    *slog.Logger
 	slots  chan struct{}
 
-	// base is every job's context; stopping cancels it (hard stop).
+	// base is every job's context; a hard stop cancels it with errStopped.
 	base   context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 
 	mu      sync.Mutex
 	stopped bool
@@ -53,7 +53,7 @@ type Eager struct {
 // client is client: jobs' rows are finished on queue's pool (asynchronous commit, as River's
 // own bookkeeping). slots bounds the jobs worked at once.
 func NewEager(worker *RunWorker, client *river.Client[pgx.Tx], queue *db.DB, slots int, log *slog.Logger) *Eager {
-	base, cancel := context.WithCancel(context.Background())
+	base, cancel := context.WithCancelCause(context.Background())
 	return &Eager{
 		worker: worker, exec: riverpgxv5.New(queue.Pool).GetExecutor(), client: client.ID(), log: log,
 		slots: make(chan struct{}, max(slots, 1)), base: base, cancel: cancel, running: map[int64]context.CancelCauseFunc{},
@@ -108,7 +108,7 @@ func (c *claim) Start(jobID int64, args run.Args, maxAttempts int32) {
 				cancel(nil)
 				e.release()
 			}()
-			e.finish(job, e.work(ctx, job))
+			e.finish(ctx, job, e.work(ctx, job))
 		}()
 	})
 }
@@ -130,8 +130,20 @@ func (e *Eager) work(ctx context.Context, job *river.Job[run.Args]) (err error) 
 	return e.worker.Work(ctx, job)
 }
 
-// finish ends the job's row as River's completer would after its attempt returned err.
-func (e *Eager) finish(job *river.Job[run.Args], err error) {
+// errStopped is the cause of a hard stop's cancellation (Stop).
+var errStopped = errors.New("process stopping")
+
+// schedulerInterval is how often River's scheduler makes retryable jobs available: a retry due
+// sooner is made available at once, as River's executor does.
+const schedulerInterval = 5 * time.Second
+
+// finish ends the job's row as River's executor and completer would after its attempt returned
+// err in ctx: completed; cancelled (river.JobCancel); put back as it was when this process's
+// stop interrupted it; discarded after its last attempt; else to be retried at the worker's
+// NextRetry (available at once when that is within schedulerInterval). A failure to write the
+// row is retried for about a minute (River's completer retries too); the row left running is
+// otherwise rescued by River after RescueStuckJobsAfter.
+func (e *Eager) finish(ctx context.Context, job *river.Job[run.Args], err error) {
 	now := time.Now().UTC()
 	var p *riverdriver.JobSetStateIfRunningParams
 	var cancelled *river.JobCancelError
@@ -140,21 +152,38 @@ func (e *Eager) finish(job *river.Job[run.Args], err error) {
 		p = riverdriver.JobSetStateCompleted(job.ID, now, nil)
 	case errors.As(err, &cancelled):
 		p = riverdriver.JobSetStateCancelled(job.ID, now, attemptError(job, now, err), nil)
+	case errors.Is(context.Cause(ctx), errStopped):
+		p = riverdriver.JobSetStateInterrupted(job.ID, now, max(job.Attempt-1, 0), nil)
 	case job.Attempt >= job.MaxAttempts:
 		p = riverdriver.JobSetStateDiscarded(job.ID, now, attemptError(job, now, err), nil)
 	default:
-		p = riverdriver.JobSetStateErrorRetryable(job.ID, e.worker.NextRetry(job).UTC(), attemptError(job, now, err), nil)
+		next := e.worker.NextRetry(job).UTC()
+		if next.Sub(now) <= schedulerInterval {
+			p = riverdriver.JobSetStateErrorAvailable(job.ID, next, attemptError(job, now, err), nil)
+		} else {
+			p = riverdriver.JobSetStateErrorRetryable(job.ID, next, attemptError(job, now, err), nil)
+		}
 	}
 	many := &riverdriver.JobSetStateIfRunningManyParams{
 		ID: []int64{p.ID}, Attempt: []*int{p.Attempt}, ErrData: [][]byte{p.ErrData}, FinalizedAt: []*time.Time{p.FinalizedAt},
 		MetadataDoMerge: []bool{p.MetadataDoMerge}, MetadataUpdates: [][]byte{p.MetadataUpdates}, ScheduledAt: []*time.Time{p.ScheduledAt},
 		State: []rivertype.JobState{p.State},
 	}
-	// The row must end even when the process is stopping: else River rescues it much later.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, serr := e.exec.JobSetStateIfRunningMany(ctx, many); serr != nil {
-		e.log.Error("finish eagerly worked job", slog.Int64("job_id", job.ID), slog.String("state", string(p.State)), slog.Any("error", serr))
+	wait := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, serr := e.exec.JobSetStateIfRunningMany(wctx, many)
+		cancel()
+		if serr == nil {
+			return
+		}
+		if try == 7 {
+			e.log.Error("finish eagerly worked job: giving up (River rescues it later)", slog.Int64("job_id", job.ID), slog.String("state", string(p.State)), slog.Any("error", serr))
+			return
+		}
+		e.log.Warn("finish eagerly worked job", slog.Int64("job_id", job.ID), slog.String("state", string(p.State)), slog.Any("error", serr))
+		time.Sleep(wait)
+		wait *= 2
 	}
 }
 
@@ -175,7 +204,8 @@ func (e *Eager) Cancel(jobID int64) {
 	}
 }
 
-// Listen cancels this process's eager jobs that another process cancelled (agentry_job_cancel)
+// Listen cancels this process's eager jobs that another process cancelled (agentry_job_cancel
+// in the current schema, RiverNotifyJobCancel)
 // until ctx ends, on a connection of its own from pool, reconnecting after a failure; after each
 // (re)connection it also cancels those whose row says a cancel was attempted meanwhile.
 func (e *Eager) Listen(ctx context.Context, pool *db.DB) {
@@ -200,7 +230,11 @@ func (e *Eager) listenOnce(ctx context.Context, pool *db.DB) error {
 	defer c.Release()
 	conn := c.Hijack() // LISTEN state must not go back to the pool
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN agentry_job_cancel"); err != nil {
+	var channel string
+	if err := conn.QueryRow(ctx, "SELECT concat(current_schema(), '.agentry_job_cancel')").Scan(&channel); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
 	if err := e.cancelAttempted(ctx, conn); err != nil {
@@ -240,8 +274,9 @@ func (e *Eager) cancelAttempted(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // Stop takes no more jobs and waits for those running until ctx ends, then cancels them and
-// waits for them to end (their rows made retryable, for any process to take up).
-func (e *Eager) Stop(ctx context.Context) {
+// waits at most hard more for them to end (their rows put back available, for any process to
+// take up, as River's StopAndCancel does). It reports whether every job ended.
+func (e *Eager) Stop(ctx context.Context, hard time.Duration) bool {
 	e.mu.Lock()
 	e.stopped = true
 	e.mu.Unlock()
@@ -252,8 +287,14 @@ func (e *Eager) Stop(ctx context.Context) {
 	}()
 	select {
 	case <-done:
+		return true
 	case <-ctx.Done():
-		e.cancel()
-		<-done
+	}
+	e.cancel(errStopped)
+	select {
+	case <-done:
+		return true
+	case <-time.After(hard):
+		return false
 	}
 }

@@ -116,9 +116,10 @@ type RiverJobInsertRunningParams struct {
 	Client      string
 }
 
-// RiverJobInsert for a job the inserting process works at once (jobs.Eager): inserted as River's
-// fetch leaves a job it hands to a worker (running, first attempt, attempted by that client), so
-// no producer fetches it; the process finishes it as River's completer would.
+// RiverJobInsertRunning is RiverJobInsert for a job the inserting process works at once
+// (jobs.Eager): inserted as River's fetch leaves a job it hands to a worker (running, first
+// attempt, attempted by that client), so no producer fetches it; the process finishes it as
+// River's completer would.
 func (q *Queries) RiverJobInsertRunning(ctx context.Context, arg RiverJobInsertRunningParams) error {
 	_, err := q.db.Exec(ctx, riverJobInsertRunning,
 		arg.ID,
@@ -155,7 +156,7 @@ func (q *Queries) RiverNotifyInsert(ctx context.Context, queue string) error {
 }
 
 const riverNotifyJobCancel = `-- name: RiverNotifyJobCancel :exec
-SELECT pg_notify('agentry_job_cancel', $1::bigint::text)
+SELECT pg_notify(concat(current_schema(), '.agentry_job_cancel'), $1::bigint::text)
 `
 
 // Tells every process that a job was cancelled, for a job worked outside River's producers

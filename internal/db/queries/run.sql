@@ -242,16 +242,17 @@ INSERT INTO river_job (id, args, kind, max_attempts, metadata, priority, queue, 
 VALUES (sqlc.arg(id), sqlc.arg(args), sqlc.arg(kind), sqlc.arg(max_attempts), '{}', 1, sqlc.arg(queue), 'available', now(), '{}');
 
 -- name: RiverJobInsertRunning :exec
-XX
--- fetch leaves a job it hands to a worker (running, first attempt, attempted by that client), so
--- no producer fetches it; the process finishes it as River's completer would.
+-- RiverJobInsertRunning is RiverJobInsert for a job the inserting process works at once
+-- (jobs.Eager): inserted as River's fetch leaves a job it hands to a worker (running, first
+-- attempt, attempted by that client), so no producer fetches it; the process finishes it as
+-- River's completer would.
 INSERT INTO river_job (id, args, kind, max_attempts, metadata, priority, queue, state, scheduled_at, tags, attempt, attempted_at, attempted_by)
 VALUES (sqlc.arg(id), sqlc.arg(args), sqlc.arg(kind), sqlc.arg(max_attempts), '{}', 1, sqlc.arg(queue), 'running', now(), '{}', 1, now(), ARRAY[sqlc.arg(client)::text]);
 
 -- name: RiverNotifyJobCancel :exec
 -- Tells every process that a job was cancelled, for a job worked outside River's producers
 -- (jobs.Eager), which do not see River's own cancel notification; Postgres delivers it at COMMIT.
-SELECT pg_notify('agentry_job_cancel', sqlc.arg(job_id)::bigint::text);
+SELECT pg_notify(concat(current_schema(), '.agentry_job_cancel'), sqlc.arg(job_id)::bigint::text);
 
 -- name: RiverNotifyInsert :exec
 -- Tells River's producers of queue that a job is available (River's insert notification: its
