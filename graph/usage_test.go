@@ -785,6 +785,23 @@ func TestFirstCallReservedWithTheLease(t *testing.T) {
 		"call 0 is reserved with the lease, call 1 on its own; both settled")
 }
 
+// budgetedWithOwnerSQL is a chat environment with a roomy tenant budget in which the database's
+// owner ran stmts; the owner's connection stays open until the test ends.
+func budgetedWithOwnerSQL(t *testing.T, stmts ...string) (*chatEnv, *pgx.Conn) {
+	t.Helper()
+	c := newChatEnv(t, "anthropic")
+	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
+	ctx := context.Background()
+	owner, err := pgx.Connect(ctx, c.OwnerURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = owner.Close(context.Background()) })
+	for _, q := range stmts {
+		_, err := owner.Exec(ctx, q)
+		require.NoError(t, err)
+	}
+	return c, owner
+}
+
 // TestFirstCallSentWhileTheAcquisitionCommits: the first model call of a chat turn, reserved by
 // the transaction that acquires the run, is sent while that transaction's COMMIT is on its way
 // (a deferred trigger holds the COMMIT here on a lock the test owns): the request reaches the
@@ -792,22 +809,14 @@ func TestFirstCallReservedWithTheLease(t *testing.T) {
 // commit does, its call reserved and settled once.
 func TestFirstCallSentWhileTheAcquisitionCommits(t *testing.T) {
 	t.Parallel()
-	c := newChatEnv(t, "anthropic")
-	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
-	ctx := context.Background()
-	owner, err := pgx.Connect(ctx, c.OwnerURL)
-	require.NoError(t, err)
-	defer owner.Close(ctx)
-	for _, q := range []string{
+	c, owner := budgetedWithOwnerSQL(t,
 		`CREATE FUNCTION test_acquire_gate() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN PERFORM pg_advisory_xact_lock(7302); RETURN NULL; END $$`,
 		`CREATE CONSTRAINT TRIGGER test_acquire_gate AFTER UPDATE ON runs DEFERRABLE INITIALLY DEFERRED
 			FOR EACH ROW WHEN (OLD.status = 'QUEUED' AND NEW.status = 'RUNNING') EXECUTE FUNCTION test_acquire_gate()`,
 		`SELECT pg_advisory_lock(7302)`,
-	} {
-		_, err := owner.Exec(ctx, q)
-		require.NoError(t, err)
-	}
+	)
+	ctx := context.Background()
 	asked := make(chan struct{}, 4)
 	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		asked <- struct{}{}
@@ -824,7 +833,7 @@ func TestFirstCallSentWhileTheAcquisitionCommits(t *testing.T) {
 		require.NoError(t, tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1`, approvalUUID(t, "Run", s.RunID)).Scan(&status))
 	})
 	require.Equal(t, "QUEUED", status, "the acquisition has not committed")
-	_, err = owner.Exec(ctx, `SELECT pg_advisory_unlock(7302)`)
+	_, err := owner.Exec(ctx, `SELECT pg_advisory_unlock(7302)`)
 	require.NoError(t, err)
 	r := c.waitRun(t, s.RunID, 15*time.Second)
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
@@ -838,23 +847,15 @@ func TestFirstCallSentWhileTheAcquisitionCommits(t *testing.T) {
 // left, and the job's next attempt runs the turn as usual.
 func TestFirstCallDroppedWhenTheAcquisitionFails(t *testing.T) {
 	t.Parallel()
-	c := newChatEnv(t, "anthropic")
-	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
-	ctx := context.Background()
-	owner, err := pgx.Connect(ctx, c.OwnerURL)
-	require.NoError(t, err)
-	defer owner.Close(ctx)
-	for _, q := range []string{
+	c, _ := budgetedWithOwnerSQL(t,
 		`CREATE SEQUENCE test_acquire_fail`,
 		`CREATE FUNCTION test_acquire_fail() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN IF nextval('test_acquire_fail') = 1 THEN RAISE EXCEPTION 'the first acquisition does not commit'; END IF; RETURN NULL; END $$`,
 		`GRANT USAGE ON SEQUENCE test_acquire_fail TO PUBLIC`,
 		`CREATE CONSTRAINT TRIGGER test_acquire_fail AFTER UPDATE ON runs DEFERRABLE INITIALLY DEFERRED
 			FOR EACH ROW WHEN (OLD.status = 'QUEUED' AND NEW.status = 'RUNNING') EXECUTE FUNCTION test_acquire_fail()`,
-	} {
-		_, err := owner.Exec(ctx, q)
-		require.NoError(t, err)
-	}
+	)
+	ctx := context.Background()
 	var asked atomic.Int32
 	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		n := asked.Add(1)

@@ -357,14 +357,7 @@ func (p *pipeline) sendEarly(ctx context.Context, calls []*pipeCall) {
 		}
 		r := &bufRows{fields: slices.Clone(rr.FieldDescriptions()), conn: conn}
 		for rr.NextRow() {
-			raw := rr.Values()
-			row := make([][]byte, len(raw))
-			for j, v := range raw {
-				if v != nil {
-					row[j] = slices.Clone(v)
-				}
-			}
-			r.rows = append(r.rows, row)
+			r.rows = append(r.rows, cloneRow(rr.Values()))
 		}
 		r.tag, r.err = rr.Close()
 		if r.err != nil {
@@ -436,18 +429,22 @@ var errRolledBack = pgx.ErrTxClosed
 func readRows(rows pgx.Rows) *bufRows {
 	r := &bufRows{fields: slices.Clone(rows.FieldDescriptions()), conn: rows.Conn()}
 	for rows.Next() {
-		raw := rows.RawValues()
-		row := make([][]byte, len(raw))
-		for i, v := range raw {
-			if v != nil {
-				row[i] = slices.Clone(v)
-			}
-		}
-		r.rows = append(r.rows, row)
+		r.rows = append(r.rows, cloneRow(rows.RawValues()))
 	}
 	rows.Close()
 	r.tag, r.err = rows.CommandTag(), rows.Err()
 	return r
+}
+
+// cloneRow copies a row's raw values out of the connection's buffer (nil stays NULL).
+func cloneRow(raw [][]byte) [][]byte {
+	row := make([][]byte, len(raw))
+	for i, v := range raw {
+		if v != nil {
+			row[i] = slices.Clone(v)
+		}
+	}
+	return row
 }
 
 // pipeTx is a Pipeline function's view of the transaction: its statements go through the

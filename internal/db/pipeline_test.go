@@ -247,18 +247,7 @@ func TestCommitWith(t *testing.T) {
 	db.OnPipelineBatch(func(n int) { batches = append(batches, n) })
 	t.Cleanup(func() { db.OnPipelineBatch(nil) })
 	project := func(name string) func(context.Context, *db.Tx) error { return insertProject(tenant, name) }
-	names := func() []string {
-		var out []string
-		require.NoError(t, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
-			rows, err := tx.Query(ctx, "SELECT name FROM projects ORDER BY name")
-			if err != nil {
-				return err
-			}
-			out, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			return err
-		}))
-		return out
-	}
+	names := func() []string { return projectNames(t, d, tenant) }
 
 	t.Run("the last statements and COMMIT go in one batch", func(t *testing.T) {
 		batches = nil
@@ -487,6 +476,21 @@ func readTenant(tenant uuid.UUID) func(context.Context, *db.Tx) error {
 }
 
 // insertProject is a Pipeline function inserting a project named name.
+// projectNames lists the tenant's projects' names, in order.
+func projectNames(t *testing.T, d *db.DB, tenant uuid.UUID) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, d.InTx(context.Background(), tenant, func(ctx context.Context, tx *db.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT name FROM projects ORDER BY name")
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	}))
+	return out
+}
+
 func insertProject(tenant uuid.UUID, name string) func(context.Context, *db.Tx) error {
 	return func(ctx context.Context, tx *db.Tx) error {
 		_, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenant, ID: uuid.Must(uuid.NewV7()), Name: name})
@@ -500,18 +504,7 @@ func TestInTxEarly(t *testing.T) {
 	ctx := context.Background()
 	tenant := newTenant(t, d, "in-tx-early")
 	project := func(name string) func(context.Context, *db.Tx) error { return insertProject(tenant, name) }
-	names := func() []string {
-		var out []string
-		require.NoError(t, d.InTx(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
-			rows, err := tx.Query(ctx, "SELECT name FROM projects ORDER BY name")
-			if err != nil {
-				return err
-			}
-			out, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			return err
-		}))
-		return out
-	}
+	names := func() []string { return projectNames(t, d, tenant) }
 
 	t.Run("the last statements' results come back before the commit ends", func(t *testing.T) {
 		// The COMMIT waits for an advisory lock this test holds (a deferred trigger takes it):
