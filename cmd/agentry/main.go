@@ -170,7 +170,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, mode app.M
 	}
 	if mode.Work {
 		if err := a.StopWork(shutdownCtx, 5*time.Second); err != nil {
-			errs = append(errs, fmt.Errorf("river stop: %w", err))
+			errs = append(errs, fmt.Errorf("stop work: %w", err))
 		}
 	}
 	log.Info("stopped")

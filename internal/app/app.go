@@ -51,36 +51,37 @@ type Mode struct {
 
 // App is one running agentry process's parts.
 type App struct {
-	Config *config.Config
-	Log    *slog.Logger
-	DB     *db.DB
-	Queue  *db.DB // River's own statements (db.OpenQueue: asynchronous commit)
-	Redis  *redis.Client
-	River  *river.Client[pgx.Tx]
-	// Eager works chat turns' jobs in this process when it also takes messages (nil otherwise).
-	Eager      *jobs.Eager
-	stopListen func()
-	Auth       *auth.Service
-	Tenancy    *tenancy.Service
-	Settings   *settings.Service
-	Chat       *chat.Service
-	Tasks      *task.Service
-	Runs       *run.Service
-	Approvals  *approval.Service
-	Hub        *events.Hub
-	Models     *llm.Registry
-	Executor   *agent.Executor
-	Tools      *tool.Registry
-	Context    *contextwin.Manager // the context window manager (tests override model limits through it)
-	Memory     *memory.Service
-	Usage      *usage.Service
-	Workspace  *workspace.Service // workspace history, snapshots and rollback (issue 7)
+	Config    *config.Config
+	Log       *slog.Logger
+	DB        *db.DB
+	Queue     *db.DB // River's own statements (db.OpenQueue: asynchronous commit)
+	Redis     *redis.Client
+	River     *river.Client[pgx.Tx]
+	Auth      *auth.Service
+	Tenancy   *tenancy.Service
+	Settings  *settings.Service
+	Chat      *chat.Service
+	Tasks     *task.Service
+	Runs      *run.Service
+	Approvals *approval.Service
+	Hub       *events.Hub
+	Models    *llm.Registry
+	Executor  *agent.Executor
+	Tools     *tool.Registry
+	Context   *contextwin.Manager // the context window manager (tests override model limits through it)
+	Memory    *memory.Service
+	Usage     *usage.Service
+	Workspace *workspace.Service // workspace history, snapshots and rollback (issue 7)
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
 	RateLimits *usage.Limiter
 	Registry   *prometheus.Registry
 	Handler    http.Handler
 	// CloseSockets closes every open WebSocket subscription (graceful shutdown).
 	CloseSockets context.CancelFunc
+	// Eager works chat turns' jobs in this process when it also takes messages (nil otherwise);
+	// stopListen ends its cancel listener.
+	Eager      *jobs.Eager
+	stopListen func()
 }
 
 // New connects to Postgres and Redis and builds the services. The caller starts River (when

@@ -211,6 +211,12 @@ func (d *DB) InSystemTx(ctx context.Context, reason string, fn func(ctx context.
 }
 
 func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(ctx context.Context, tx *Tx) error) (err error) {
+	return d.runWith(ctx, tenantID, system, fn, nil)
+}
+
+// runWith is run; commit, when set, commits an outermost transaction in place of finish
+// (InTxEarly): it is not called for a savepoint, which its enclosing transaction commits.
+func (d *DB) runWith(ctx context.Context, tenantID uuid.UUID, system bool, fn func(ctx context.Context, tx *Tx) error, commit func(tx *Tx)) (err error) {
 	if parent, ok := TxFrom(ctx); ok {
 		if !parent.system && (system || parent.TenantID != tenantID) {
 			return fmt.Errorf("db: nested transaction for tenant %s inside tenant %s", tenantID, parent.TenantID)
@@ -240,7 +246,8 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 	// in its batch, and a failure of either skips the rest of the batch (one Sync ends it), so
 	// no statement can run in a transaction that is not scoped.
 	ltx := newLazyTx(c, tenantID.String(), system)
-	return finish(ctx, &Tx{Tx: ltx, Q: d.Q.WithTx(ltx), TenantID: tenantID, system: system}, fn)
+	ltx.early = commit != nil
+	return finishWith(ctx, &Tx{Tx: ltx, Q: d.Q.WithTx(ltx), TenantID: tenantID, system: system}, fn, commit)
 }
 
 // InTxEarly is InTx for a caller with work that need not wait for the commit's WAL flush,
@@ -254,20 +261,14 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 // while its acquisition commits. Nested in another transaction, it is InTx (a savepoint) and
 // confirm reports nil.
 func (d *DB) InTxEarly(ctx context.Context, tenantID uuid.UUID, fn func(ctx context.Context, tx *Tx) error) (confirm func(context.Context) error, err error) {
-	if _, nested := TxFrom(ctx); nested || tenantID == uuid.Nil {
-		err := d.InTx(ctx, tenantID, fn)
-		return func(context.Context) error { return err }, err
+	if tenantID == uuid.Nil {
+		return nil, errors.New("db: transaction without a tenant")
 	}
-	c, err := d.Pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	ltx := newLazyTx(c, tenantID.String(), false)
-	ltx.early = true
-	tx := &Tx{Tx: ltx, Q: d.Q.WithTx(ltx), TenantID: tenantID}
 	done := make(chan struct{})
 	var commitErr error
-	err = finishWith(ctx, tx, fn, func() {
+	committing := false
+	err = d.runWith(ctx, tenantID, false, fn, func(tx *Tx) {
+		committing = true
 		go func() {
 			defer close(done)
 			if commitErr = tx.Commit(context.WithoutCancel(ctx)); commitErr != nil {
@@ -279,6 +280,9 @@ func (d *DB) InTxEarly(ctx context.Context, tenantID uuid.UUID, fn func(ctx cont
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !committing {
+		close(done) // a savepoint: the enclosing transaction commits it
 	}
 	return func(ctx context.Context) error {
 		select {
@@ -294,9 +298,9 @@ func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) er
 	return finishWith(ctx, tx, fn, nil)
 }
 
-// finishWith is finish; when commit is set, it commits an outermost transaction in fn's place
-// once fn and the statements that go with the COMMIT succeeded (InTxEarly).
-func finishWith(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error, commit func()) (err error) {
+// finishWith is finish; when commit is set, it commits an outermost transaction in finish's
+// place once fn and the statements that go with the COMMIT succeeded (InTxEarly).
+func finishWith(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error, commit func(tx *Tx)) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
@@ -329,7 +333,7 @@ func finishWith(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx
 		return err
 	}
 	if commit != nil && tx.root == nil {
-		commit()
+		commit(tx)
 		return nil
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -50,12 +51,12 @@ type Eager struct {
 }
 
 // NewEager returns the eager starter of a process that works run jobs with worker, whose River
-// client is client: jobs' rows are finished on queue's pool (asynchronous commit, as River's
-// own bookkeeping). slots bounds the jobs worked at once.
-func NewEager(worker *RunWorker, client *river.Client[pgx.Tx], queue *db.DB, slots int, log *slog.Logger) *Eager {
+// client is client: jobs' rows are finished on pool, River's own (asynchronous commit).
+// slots bounds the jobs worked at once.
+func NewEager(worker *RunWorker, client *river.Client[pgx.Tx], pool *pgxpool.Pool, slots int, log *slog.Logger) *Eager {
 	base, cancel := context.WithCancelCause(context.Background())
 	return &Eager{
-		worker: worker, exec: riverpgxv5.New(queue.Pool).GetExecutor(), client: client.ID(), log: log,
+		worker: worker, exec: riverpgxv5.New(pool).GetExecutor(), client: client.ID(), log: log,
 		slots: make(chan struct{}, max(slots, 1)), base: base, cancel: cancel, running: map[int64]context.CancelCauseFunc{},
 	}
 }

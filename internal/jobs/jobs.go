@@ -103,11 +103,7 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], *Eager, error) {
 	}
 	var eager *Eager
 	if runWorker != nil && o.Eager > 0 {
-		q := o.Queue
-		if q == nil {
-			q = d
-		}
-		eager = NewEager(runWorker, client, q, o.Eager, o.Log)
+		eager = NewEager(runWorker, client, pool, o.Eager, o.Log)
 	}
 	return client, eager, nil
 }
