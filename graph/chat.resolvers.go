@@ -168,7 +168,7 @@ func (r *subscriptionResolver) RunEvents(ctx context.Context, runID string, afte
 	if err != nil {
 		return nil, err
 	}
-	return forward(ctx, evs), nil
+	return eventStream(ctx, evs), nil
 }
 
 // ConversationEvents is the resolver for the conversationEvents field.
@@ -185,7 +185,7 @@ func (r *subscriptionResolver) ConversationEvents(ctx context.Context, conversat
 	if err != nil {
 		return nil, err
 	}
-	return forward(ctx, evs), nil
+	return eventStream(ctx, evs), nil
 }
 
 // Conversation returns generated.ConversationResolver implementation.

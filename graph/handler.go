@@ -12,6 +12,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/validator"
 	"github.com/vektah/gqlparser/v2/validator/rules"
@@ -39,6 +40,8 @@ type HandlerOptions struct {
 	// AllowedOrigins are the browser origins allowed to open WebSockets (besides same-origin).
 	AllowedOrigins []string
 	Limits         Limits
+	// Registry receives the handler's metrics (nil: none).
+	Registry prometheus.Registerer
 	// Sockets, when it ends, closes every open WebSocket (graceful shutdown: http.Server's
 	// Shutdown does not track hijacked connections).
 	Sockets context.Context
@@ -65,7 +68,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 		l.WSPingInterval = 15 * time.Second
 	}
 	r := o.Resolver
-	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r}))
+	srv := handler.New(newEventStreams(generated.NewExecutableSchema(generated.Config{Resolvers: r}), o.Registry))
 	srv.AddTransport(transport.Websocket{
 		Implementation: wsImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: originHosts(o.AllowedOrigins),

@@ -92,5 +92,5 @@ func (r *subscriptionResolver) TenantActivity(ctx context.Context) (<-chan *mode
 	if err != nil {
 		return nil, err
 	}
-	return forward(ctx, evs), nil
+	return eventStream(ctx, evs), nil
 }

@@ -290,13 +290,22 @@ func progress(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-// profile captures a CPU profile of fn into the profile directory (when set).
+// profile captures a CPU profile of fn into the profile directory (when set), and the
+// allocation profile before and after it (name.allocs0.pprof, name.allocs.pprof: read the
+// segment's allocations with `go tool pprof -base name.allocs0.pprof name.allocs.pprof`).
 func (e *env) profile(name string, last bool, fn func()) {
 	if e.o.ProfileDir == "" || !last {
 		fn()
 		return
 	}
-	f, err := os.Create(filepath.Join(e.o.ProfileDir, name+".pprof"))
+	path := func(suffix string) string { return filepath.Join(e.o.ProfileDir, name+suffix) }
+	writeAllocs := func(suffix string) {
+		if f, err := os.Create(path(suffix)); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			_ = f.Close()
+		}
+	}
+	f, err := os.Create(path(".pprof"))
 	if err != nil {
 		fn()
 		return
@@ -306,8 +315,10 @@ func (e *env) profile(name string, last bool, fn func()) {
 		fn()
 		return
 	}
+	writeAllocs(".allocs0.pprof")
 	fn()
 	pprof.StopCPUProfile()
+	writeAllocs(".allocs.pprof")
 }
 
 // alternate runs rounds of a and b in alternating order (AB, BA, AB...), after a warm-up of

@@ -722,3 +722,104 @@ func TestStatementsThatStoreTheirEventsPublishThem(t *testing.T) {
 			w.typ, stored[i].Timestamp, published[i].Timestamp)
 	}
 }
+
+// TestHubSharesEachDeliveryAmongItsSubscribers: the local subscribers of one published event
+// see the same Shared, a different one from every other event's; concurrent callers for one
+// shape get one rendering, made once; a renderer with nothing to share leaves each caller to
+// render its own.
+func TestHubSharesEachDeliveryAmongItsSubscribers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var subs []*events.Sub
+	for range 3 {
+		sub, err := f.hub.Subscribe(ctx, f.scope.TenantID, nil)
+		require.NoError(t, err)
+		defer sub.Close()
+		subs = append(subs, sub)
+	}
+	ev := func(i int) events.Event {
+		return events.Event{RunID: f.scope.RunID, TenantID: f.scope.TenantID, Type: events.MessageDelta, Data: fmt.Appendf(nil, `{"i":%d}`, i)}
+	}
+	f.pub.Publish(ctx, f.scope.TenantID, ev(1), ev(2))
+	f.pub.Publish(ctx, f.scope.TenantID, ev(3))
+	got := make([][]events.Event, len(subs))
+	for i, s := range subs {
+		for range 3 {
+			select {
+			case e := <-s.C:
+				got[i] = append(got[i], e)
+			case <-ctx.Done():
+				t.Fatal("events not delivered")
+			}
+		}
+	}
+	for k := range 3 {
+		sh := got[0][k].Shared()
+		require.NotNil(t, sh, "a delivered event has a Shared")
+		for i := range subs {
+			require.Same(t, sh, got[i][k].Shared(), "subscriber %d, event %d", i, k)
+		}
+		for j := range k {
+			require.NotSame(t, got[0][j].Shared(), sh, "events %d and %d", j, k)
+		}
+	}
+
+	// One rendering per shape, whoever asks concurrently.
+	sh := got[0][0].Shared()
+	var made atomic.Int64
+	var wg sync.WaitGroup
+	results := make([]string, 16)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shape := fmt.Sprintf("shape-%d", i%2)
+			b, mine := sh.Rendering(ctx, shape)
+			if mine {
+				made.Add(1)
+				b = []byte("rendered " + shape)
+				time.Sleep(10 * time.Millisecond) // let the others arrive meanwhile
+				sh.Rendered(shape, b)
+			}
+			results[i] = string(b)
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, 2, made.Load(), "renderings made for two shapes")
+	for i, r := range results {
+		require.Equal(t, fmt.Sprintf("rendered shape-%d", i%2), r, "caller %d", i)
+	}
+
+	// Nothing to share: the waiting caller renders its own, and so does a later one.
+	shape := "failed"
+	_, mine := sh.Rendering(ctx, shape)
+	require.True(t, mine)
+	waiting := make(chan bool)
+	go func() {
+		_, mine := sh.Rendering(ctx, shape)
+		waiting <- mine
+	}()
+	time.Sleep(10 * time.Millisecond)
+	sh.Rendered(shape, nil)
+	require.True(t, <-waiting, "a waiting caller renders its own when nothing was shared")
+	_, mine = sh.Rendering(ctx, shape)
+	require.True(t, mine, "a later caller renders its own")
+
+	// A caller whose context ends stops waiting.
+	_, mine = sh.Rendering(ctx, "slow")
+	require.True(t, mine)
+	short, stop := context.WithCancel(ctx)
+	stop()
+	b, mine := sh.Rendering(short, "slow")
+	require.False(t, mine)
+	require.Nil(t, b)
+
+	// A nil Shared (an event read from Postgres) shares nothing.
+	var none *events.Shared
+	b, mine = none.Rendering(ctx, "any")
+	require.True(t, mine)
+	require.Nil(t, b)
+	none.Rendered("any", []byte("x"))
+}

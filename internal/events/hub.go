@@ -175,7 +175,13 @@ func (h *Hub) deliver(evs []Event) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for s := range h.tenants[evs[0].TenantID] {
+	subs := h.tenants[evs[0].TenantID]
+	if len(subs) > 1 {
+		for i := range evs {
+			evs[i].shared = &Shared{}
+		}
+	}
+	for s := range subs {
 		for _, ev := range evs {
 			if s.match != nil && !s.match(ev) {
 				continue
