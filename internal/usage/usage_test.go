@@ -730,3 +730,43 @@ func TestSlowPathWaitingForANewLimitUsesIt(t *testing.T) {
 	require.Equal(t, int64(2000), b.scalar(t, `SELECT sum(allowed_tokens)::bigint FROM budget_stripes WHERE budget_id = $1`, bud.ID))
 	require.Zero(t, b.budget(t, bud.ID).ReservedTokens)
 }
+
+// TestSettleReadsOnlyItsReservation: settling a call reads its own reservation however many
+// the tenant has (a plan that read all of them made every settlement slower as the tenant's
+// history grew). The transaction's own table counters tell what its statements read.
+func TestSettleReadsOnlyItsReservation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodMonth, TokenLimit: ptr(int64(1e12))})
+	ctx := context.Background()
+	l := b.lease(t, b.member)
+	const history = 120
+	for i := range history + 1 {
+		held, err := b.svc.Reserve(ctx, l, i, model, request(100))
+		require.NoError(t, err)
+		require.True(t, held)
+		if i < history {
+			require.NoError(t, b.complete(t, l, i, 80, 20))
+		}
+	}
+	u := llm.Usage{InputTokens: 80, OutputTokens: 20}
+	var read int64
+	require.NoError(t, b.runs.InFence(ctx, l, func(ctx context.Context, tx *db.Tx) error {
+		count := func() (n int64, err error) {
+			err = tx.QueryRow(ctx, `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::bigint
+				FROM pg_stat_xact_user_tables WHERE relname = 'reservations'`).Scan(&n)
+			return n, err
+		}
+		before, err := count()
+		if err != nil {
+			return err
+		}
+		if err := b.svc.Settle(ctx, tx, l, history, u, model.Cost(u)); err != nil {
+			return err
+		}
+		after, err := count()
+		read = after - before
+		return err
+	}))
+	require.LessOrEqual(t, read, int64(4), "reservation rows read by one settlement, with %d in the tenant's history", history)
+}

@@ -518,9 +518,12 @@ WITH res AS (
     WHERE r.tenant_id = $1::uuid AND r.run_id = $2::uuid AND r.call_index = $3::integer
     FOR UPDATE
 ), mark AS (
+    -- By the call's key, which finds the one row: joined on id alone, the plan scanned every
+    -- reservation of the tenant.
     UPDATE reservations r SET status = 'SETTLED', actual_tokens = $4::bigint, actual_micros = $5::bigint, finished_at = now()
     FROM res
-    WHERE r.tenant_id = $1::uuid AND r.id = res.id AND res.status <> 'SETTLED'
+    WHERE r.tenant_id = $1::uuid AND r.run_id = $2::uuid AND r.call_index = $3::integer
+      AND r.id = res.id AND res.status <> 'SETTLED'
     RETURNING r.id
 ), locked AS (
     SELECT s.budget_id AS id, s.stripe, agentry_period_start(b.period, now()) AS cur,

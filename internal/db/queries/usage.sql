@@ -279,9 +279,12 @@ WITH res AS (
     WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.run_id = sqlc.arg(run_id)::uuid AND r.call_index = sqlc.arg(call_index)::integer
     FOR UPDATE
 ), mark AS (
+    -- By the call's key, which finds the one row: joined on id alone, the plan scanned every
+    -- reservation of the tenant.
     UPDATE reservations r SET status = 'SETTLED', actual_tokens = sqlc.arg(tokens)::bigint, actual_micros = sqlc.arg(micros)::bigint, finished_at = now()
     FROM res
-    WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = res.id AND res.status <> 'SETTLED'
+    WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.run_id = sqlc.arg(run_id)::uuid AND r.call_index = sqlc.arg(call_index)::integer
+      AND r.id = res.id AND res.status <> 'SETTLED'
     RETURNING r.id
 ), locked AS (
     SELECT s.budget_id AS id, s.stripe, agentry_period_start(b.period, now()) AS cur,
