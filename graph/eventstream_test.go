@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,18 +40,22 @@ func eventRenders(t *testing.T, env *apptest.Env, how string) float64 {
 }
 
 // TestSubscriptionsShareEventRenderings: subscriptions asking for the same fields of an event
-// get one rendering of it, made once; subscriptions asking for other fields (other aliases,
-// fragments, @include with other variables) get their own, each exactly what it asked for.
+// get one rendering of it, made once; subscriptions asking for other fields (another alias of
+// the root field or of a leaf, fragments, @include with other variables) get their own, each
+// exactly what it asked for; a rendering with a field error is not shared.
 func TestSubscriptionsShareEventRenderings(t *testing.T) {
 	t.Parallel()
 	c := newChatEnv(t, "anthropic")
 	rdb := subRedis(t)
 	conv := c.conversation(t, nil)
 	plain := `subscription($c: ID!) { conversationEvents(conversationId: $c) { seq type data } }`
+	rootAlias := `subscription($c: ID!) { x: conversationEvents(conversationId: $c) { seq type data } }`
+	leafAlias := `subscription($c: ID!) { conversationEvents(conversationId: $c) { seq kind: type data } }`
 	fancy := `subscription($c: ID!, $withData: Boolean!) {
 	  ev: conversationEvents(conversationId: $c) { __typename kind: type data @include(if: $withData) ...more }
 	}
 	fragment more on RunEvent { runId phase }`
+	timed := `subscription($c: ID!) { conversationEvents(conversationId: $c) { type timestamp } }`
 	subs := []struct {
 		query string
 		vars  map[string]any
@@ -58,9 +63,14 @@ func TestSubscriptionsShareEventRenderings(t *testing.T) {
 		{plain, map[string]any{"c": conv}},
 		{plain, map[string]any{"c": conv}},
 		{plain, map[string]any{"c": conv}},
+		{rootAlias, map[string]any{"c": conv}},
+		{leafAlias, map[string]any{"c": conv}},
 		{fancy, map[string]any{"c": conv, "withData": false}},
 		{fancy, map[string]any{"c": conv, "withData": true}},
+		{timed, map[string]any{"c": conv}},
+		{timed, map[string]any{"c": conv}},
 	}
+	const shapes = 6
 	clients := make([]chan wsMessage, len(subs))
 	for i, s := range subs {
 		cl := wsConnect(t, c.Server.URL)
@@ -79,34 +89,42 @@ func TestSubscriptionsShareEventRenderings(t *testing.T) {
 		}()
 	}
 	subWaitListening(t, rdb, c.Env, c.s.TenantID)
-	// Subscriptions are not acknowledged: publish probes until every client has one, then
-	// let the rest arrive and drop them.
 	tenant, convID, runID := subUUID(t, c.s.TenantID), subUUID(t, conv), uuid.New()
 	pub := events.NewPublisher(c.App.Redis, c.App.Config.RedisPrefix, c.App.Log)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	next := func(k int, what string) wsMessage {
+		t.Helper()
+		select {
+		case m := <-clients[k]:
+			require.Equal(t, "next", m.Type, "client %d: %s", k, m.Payload)
+			return m
+		case <-ctx.Done():
+			t.Fatalf("client %d: %s not received", k, what)
+			return wsMessage{}
+		}
+	}
+	// Subscriptions are not acknowledged: publish probes until every client has one, then a
+	// fence, and drop everything up to each client's fence.
 	ready := make([]bool, len(clients))
 	for slices.Contains(ready, false) {
 		require.NoError(t, ctx.Err(), "subscriptions not started")
-		pub.Publish(ctx, tenant, events.Event{RunID: runID, TenantID: tenant, ConversationID: convID, Type: "probe", Data: []byte(`{}`)})
+		pub.Publish(ctx, tenant, events.Event{RunID: runID, TenantID: tenant, ConversationID: convID, Type: "probe", Data: []byte(`{}`), Timestamp: at})
 		time.Sleep(20 * time.Millisecond)
 		for i, ch := range clients {
-			for len(ch) > 0 {
-				m := <-ch
-				require.Equal(t, "next", m.Type, "client %d: %s", i, m.Payload)
+			if len(ch) > 0 {
 				ready[i] = true
 			}
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	for _, ch := range clients {
-		for len(ch) > 0 {
-			<-ch
+	pub.Publish(ctx, tenant, events.Event{RunID: runID, TenantID: tenant, ConversationID: convID, Type: "fence", Data: []byte(`{}`), Timestamp: at})
+	for k := range clients {
+		for !strings.Contains(string(next(k, "the fence").Payload), "fence") {
 		}
 	}
 
 	rendered, shared := eventRenders(t, c.Env, "rendered"), eventRenders(t, c.Env, "shared")
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i := range 3 {
 		phase := ""
 		if i == 2 {
@@ -122,31 +140,38 @@ func TestSubscriptionsShareEventRenderings(t *testing.T) {
 			phase = `"act"`
 		}
 		data := fmt.Sprintf(`{"text":"part %d"}`, i)
+		plainWant := fmt.Sprintf(`{"data":{"conversationEvents":{"seq":0,"type":"message.delta","data":%s}}}`, data)
 		want := []string{
-			fmt.Sprintf(`{"data":{"conversationEvents":{"seq":0,"type":"message.delta","data":%s}}}`, data),
-			fmt.Sprintf(`{"data":{"conversationEvents":{"seq":0,"type":"message.delta","data":%s}}}`, data),
-			fmt.Sprintf(`{"data":{"conversationEvents":{"seq":0,"type":"message.delta","data":%s}}}`, data),
+			plainWant, plainWant, plainWant,
+			fmt.Sprintf(`{"data":{"x":{"seq":0,"type":"message.delta","data":%s}}}`, data),
+			fmt.Sprintf(`{"data":{"conversationEvents":{"seq":0,"kind":"message.delta","data":%s}}}`, data),
 			fmt.Sprintf(`{"data":{"ev":{"__typename":"RunEvent","kind":"message.delta","runId":%q,"phase":%s}}}`, gid, phase),
 			fmt.Sprintf(`{"data":{"ev":{"__typename":"RunEvent","kind":"message.delta","data":%s,"runId":%q,"phase":%s}}}`, data, gid, phase),
+			`{"data":{"conversationEvents":{"type":"message.delta","timestamp":"2026-01-02T03:04:05Z"}}}`,
+			`{"data":{"conversationEvents":{"type":"message.delta","timestamp":"2026-01-02T03:04:05Z"}}}`,
 		}
-		for k, ch := range clients {
-			var m wsMessage
-			select {
-			case m = <-ch:
-			case <-ctx.Done():
-				t.Fatalf("client %d: event %d not received", k, i)
-			}
-			require.Equal(t, "next", m.Type, "client %d: %s", k, m.Payload)
+		for k := range clients {
+			m := next(k, fmt.Sprintf("event %d", i))
 			require.JSONEq(t, want[k], string(m.Payload), "client %d, event %d", k, i)
 			// In the order asked for, too.
-			var compact json.RawMessage
-			require.NoError(t, json.Unmarshal(m.Payload, &compact))
-			require.Equal(t, mustCompact(t, want[k]), mustCompact(t, string(compact)), "client %d, event %d: field order", k, i)
+			require.Equal(t, mustCompact(t, want[k]), mustCompact(t, string(m.Payload)), "client %d, event %d: field order", k, i)
 		}
 	}
-	// Three shapes: three renderings per event; the other two plain clients share theirs.
-	require.Equal(t, 9.0, eventRenders(t, c.Env, "rendered")-rendered, "events rendered by gqlgen")
-	require.Equal(t, 6.0, eventRenders(t, c.Env, "shared")-shared, "events sent with another subscription's rendering")
+	// One rendering per shape and event; the others of a shape share it.
+	require.Equal(t, float64(3*shapes), eventRenders(t, c.Env, "rendered")-rendered, "events rendered by gqlgen")
+	require.Equal(t, float64(3*(len(subs)-shapes)), eventRenders(t, c.Env, "shared")-shared, "events sent with another subscription's rendering")
+
+	// An event whose rendering has a field error (a timestamp that is not a time, for a
+	// non-null Time) is rendered, with its error, by every subscription that asks for it.
+	pub.Publish(ctx, tenant, events.Event{RunID: runID, TenantID: tenant, ConversationID: convID, Type: events.MessageDelta, Data: []byte(`{}`)})
+	for _, k := range []int{7, 8} {
+		var p struct {
+			Errors []struct{ Message string }
+		}
+		m := next(k, "the event without a time")
+		require.NoError(t, json.Unmarshal(m.Payload, &p))
+		require.NotEmpty(t, p.Errors, "client %d: %s", k, m.Payload)
+	}
 }
 
 func mustCompact(t *testing.T, s string) string {

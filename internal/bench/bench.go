@@ -300,6 +300,7 @@ func (e *env) profile(name string, last bool, fn func()) {
 	}
 	path := func(suffix string) string { return filepath.Join(e.o.ProfileDir, name+suffix) }
 	writeAllocs := func(suffix string) {
+		runtime.GC() // the profile holds what the last collection saw (as go test -memprofile does)
 		if f, err := os.Create(path(suffix)); err == nil {
 			_ = pprof.Lookup("allocs").WriteTo(f, 0)
 			_ = f.Close()
@@ -311,11 +312,11 @@ func (e *env) profile(name string, last bool, fn func()) {
 		return
 	}
 	defer f.Close()
+	writeAllocs(".allocs0.pprof")
 	if err := pprof.StartCPUProfile(f); err != nil {
 		fn()
 		return
 	}
-	writeAllocs(".allocs0.pprof")
 	fn()
 	pprof.StopCPUProfile()
 	writeAllocs(".allocs.pprof")

@@ -72,7 +72,9 @@ type Event struct {
 	Timestamp      time.Time       `json:"timestamp"`
 
 	// shared is set by the hub on an event it delivers to more than one local subscriber:
-	// every one of them sees the same one.
+	// every one of them gets the same one. (A subscriber's own copy may differ in what the
+	// edge does not render, such as the ConversationID a run subscription fills in; what it
+	// renders must be the same for all.)
 	shared *Shared
 }
 
@@ -80,7 +82,7 @@ type Event struct {
 func (e Event) Durable() bool { return e.Seq > 0 }
 
 // Shared is the scratch space of the local subscribers of one event delivered by the hub: nil
-// for an event read from Postgres or delivered to only one subscriber of its tenant.
+// for an event read from Postgres or delivered to only one local subscriber.
 func (e Event) Shared() *Shared { return e.shared }
 
 // Shared holds what the local subscribers of one delivered event would each compute the same
@@ -89,11 +91,10 @@ func (e Event) Shared() *Shared { return e.shared }
 // hundred). Its methods work on a nil *Shared, which shares nothing.
 type Shared struct {
 	mu      sync.Mutex
-	renders []*rendering
+	renders map[string]*rendering // by shape
 }
 
 type rendering struct {
-	shape string
 	ready chan struct{} // closed by Rendered
 	b     []byte        // nil: the renderer had nothing to share
 }
@@ -107,15 +108,12 @@ func (s *Shared) Rendering(ctx context.Context, shape string) (b []byte, mine bo
 		return nil, true
 	}
 	s.mu.Lock()
-	var r *rendering
-	for _, x := range s.renders {
-		if x.shape == shape {
-			r = x
-			break
-		}
-	}
+	r := s.renders[shape]
 	if r == nil {
-		s.renders = append(s.renders, &rendering{shape: shape, ready: make(chan struct{})})
+		if s.renders == nil {
+			s.renders = map[string]*rendering{}
+		}
+		s.renders[shape] = &rendering{ready: make(chan struct{})}
 		s.mu.Unlock()
 		return nil, true
 	}
@@ -139,16 +137,15 @@ func (s *Shared) Rendered(shape string, b []byte) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range s.renders {
-		if r.shape == shape {
-			select {
-			case <-r.ready: // a caller rendering its own after a renderer shared nothing
-			default:
-				r.b = b
-				close(r.ready)
-			}
-			return
-		}
+	r := s.renders[shape]
+	if r == nil {
+		return
+	}
+	select {
+	case <-r.ready: // a caller rendering its own after a renderer shared nothing
+	default:
+		r.b = b
+		close(r.ready)
 	}
 }
 

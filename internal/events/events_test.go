@@ -816,6 +816,25 @@ func TestHubSharesEachDeliveryAmongItsSubscribers(t *testing.T) {
 	require.False(t, mine)
 	require.Nil(t, b)
 
+	// An event that only one subscriber takes has none.
+	one, two := uuid.New(), uuid.New()
+	a, err := f.hub.Subscribe(ctx, f.scope.TenantID, func(e events.Event) bool { return e.RunID == one })
+	require.NoError(t, err)
+	defer a.Close()
+	bsub, err := f.hub.Subscribe(ctx, f.scope.TenantID, func(e events.Event) bool { return e.RunID == two })
+	require.NoError(t, err)
+	defer bsub.Close()
+	for _, s := range subs {
+		s.Close()
+	}
+	f.pub.Publish(ctx, f.scope.TenantID, events.Event{RunID: one, TenantID: f.scope.TenantID, Type: events.MessageDelta, Data: []byte(`{}`)})
+	select {
+	case e := <-a.C:
+		require.Nil(t, e.Shared(), "an event for one subscriber")
+	case <-ctx.Done():
+		t.Fatal("event not delivered")
+	}
+
 	// A nil Shared (an event read from Postgres) shares nothing.
 	var none *events.Shared
 	b, mine = none.Rendering(ctx, "any")

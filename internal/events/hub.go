@@ -177,8 +177,17 @@ func (h *Hub) deliver(evs []Event) {
 	defer h.mu.Unlock()
 	subs := h.tenants[evs[0].TenantID]
 	if len(subs) > 1 {
+		// An event going to more than one subscriber gets a Shared for them.
 		for i := range evs {
-			evs[i].shared = &Shared{}
+			n := 0
+			for s := range subs {
+				if s.match == nil || s.match(evs[i]) {
+					if n++; n > 1 {
+						evs[i].shared = &Shared{}
+						break
+					}
+				}
+			}
 		}
 	}
 	for s := range subs {
