@@ -751,9 +751,10 @@ func usWait(watched <-chan error) error {
 }
 
 // TestFirstCallReservedWithTheLease: with budgets on, a chat turn's first model call is
-// reserved in the transaction that acquires the run (its reservation and the run's started_at
-// carry that transaction's now()), later calls in transactions of their own; every call
-// settles once and nothing stays held.
+// reserved in the transaction that acquires the run (its reservation carries that
+// transaction's now(), from before the acquiring statement that stamps the run's started_at),
+// later calls in transactions of their own (after it); every call settles once and nothing
+// stays held.
 func TestFirstCallReservedWithTheLease(t *testing.T) {
 	t.Parallel()
 	c := newChatEnv(t, "anthropic")
@@ -766,17 +767,17 @@ func TestFirstCallReservedWithTheLease(t *testing.T) {
 	type res struct {
 		call             int
 		status           string
-		createdAtStarted bool
+		reservedByStart  bool
 	}
 	var got []res
 	c.ownerTx(t, func(tx pgx.Tx) {
-		rows, err := tx.Query(context.Background(), `SELECT v.call_index, v.status, v.created_at = r.started_at
+		rows, err := tx.Query(context.Background(), `SELECT v.call_index, v.status, v.created_at <= r.started_at
 			FROM reservations v JOIN runs r ON r.tenant_id = v.tenant_id AND r.id = v.run_id
 			WHERE v.run_id = $1 ORDER BY v.call_index`, approvalUUID(t, "Run", s.RunID))
 		require.NoError(t, err)
 		for rows.Next() {
 			var x res
-			require.NoError(t, rows.Scan(&x.call, &x.status, &x.createdAtStarted))
+			require.NoError(t, rows.Scan(&x.call, &x.status, &x.reservedByStart))
 			got = append(got, x)
 		}
 		require.NoError(t, rows.Err())

@@ -231,7 +231,8 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	}
 	var out Sent
 	// claim, when the run starts now and this process works chat turns, is where its job is
-	// worked at once (run.Eager); it is given back unless the transaction committed.
+	// worked at once (run.Eager): JobAtCommit starts it, and its acquisition waits for this
+	// transaction's end; it is given back when the job was not started.
 	var claim run.EagerClaim
 	defer func() {
 		if claim != nil {

@@ -136,7 +136,8 @@ func ScopeOf(r dbsqlc.Run) events.Scope {
 const FetchCooldown = 5 * time.Millisecond
 
 // NextJobID takes, in tx, the id of a run's job that JobAtCommit inserts later in tx: a run's
-// job can then be inserted with the run, in one batch, and the run name it from the start.
+// job can then be inserted with the run, in one batch, and the run name it from the start. It
+// also takes the job's commit lock (RiverJobNextID), which an eagerly started worker waits on.
 func (s *Service) NextJobID(ctx context.Context, tx *db.Tx) (int64, error) {
 	id, err := tx.Q.RiverJobNextID(ctx)
 	if err != nil {
@@ -154,7 +155,10 @@ func (s *Service) NextJobID(ctx context.Context, tx *db.Tx) (int64, error) {
 // limits its own.
 //
 // With claim (ClaimEager), the job is inserted running, attempted by claim's client, without the
-// notification, and claim starts it once the transaction commits.
+// notification, and claim starts it at once: the worker's acquisition waits on the job's commit
+// lock, which NextJobID took in tx, so it looks for the run only once tx has ended, and finds
+// it if tx committed (otherwise the attempt ends, with nothing to do: the job was never
+// stored). The worker's first round trip travels while tx commits, instead of after.
 func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempts int32, id int64, claim EagerClaim) ([]func(ctx context.Context, tx *db.Tx) error, error) {
 	a := Args{TenantID: tenantID, RunID: runID}
 	args, err := json.Marshal(a)
@@ -164,11 +168,11 @@ func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempt
 	queue := QueueOf(kind)
 	attempts := int16(min(maxAttempts, math.MaxInt16))
 	if claim != nil {
+		claim.Start(id, a, int32(attempts))
 		return []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
 			if err := tx.Q.RiverJobInsertRunning(ctx, dbsqlc.RiverJobInsertRunningParams{ID: id, Args: args, Kind: Args{}.Kind(), MaxAttempts: attempts, Queue: queue, Client: claim.Client()}); err != nil {
 				return fmt.Errorf("enqueue run %s: %w", runID, err)
 			}
-			tx.AfterCommit(func() { claim.Start(id, a, int32(attempts)) })
 			return nil
 		}}, nil
 	}
@@ -186,8 +190,9 @@ func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempt
 
 // Eager works a chat turn's job in the process whose transaction inserts it (jobs.Eager):
 // the job is inserted as running, already attempted by this process's River client, and the
-// process starts working it when the transaction commits, without River's insert
-// notification, fetch and dispatch between a message and its run's start. Claim takes a free
+// process starts working it with the transaction (its acquisition waits for the commit:
+// JobAtCommit), without River's insert notification, fetch and dispatch between a message and
+// its run's start. Claim takes a free
 // place for one job (nil when there is none, or the process is stopping).
 type Eager interface {
 	Claim() EagerClaim
@@ -196,8 +201,9 @@ type Eager interface {
 	Cancel(jobID int64)
 }
 
-// EagerClaim is a claimed place: Start works the job once its insert committed; Release gives
-// the place back otherwise. Whichever is called first counts; the other does nothing.
+// EagerClaim is a claimed place: Start works the job (JobAtCommit starts it while the
+// transaction inserting it is still open); Release gives the place back when the job is not
+// started. Whichever is called first counts; the other does nothing.
 type EagerClaim interface {
 	Client() string
 	Start(jobID int64, args Args, maxAttempts int32)
@@ -350,11 +356,17 @@ func (s *Service) AcquireEarly(ctx context.Context, tenantID, runID uuid.UUID, o
 			r = dbsqlc.Run(got)
 			return err
 		}
+		// The job may have been started before the transaction inserting it and its run has
+		// committed (an eager start, JobAtCommit): the acquisition waits for that transaction
+		// to end, in the same round trip (at once for any other job).
+		wait := func(ctx context.Context, tx *db.Tx) error {
+			return tx.Q.RunJobCommitWait(ctx, jobID)
+		}
 		var err error
 		if reads == nil {
-			err = acquire(ctx, tx)
+			err = tx.Pipeline(ctx, wait, acquire)
 		} else {
-			err = tx.Pipeline(ctx, acquire, reads)
+			err = tx.Pipeline(ctx, wait, acquire, reads)
 		}
 		if db.IsNoRows(err) {
 			return ErrFenced
