@@ -118,3 +118,74 @@ func TestEagerTurnStoppedWithItsProcess(t *testing.T) {
 	require.Equal(t, 0, j.Errors)
 	require.Nil(t, c.App.Eager.Claim(), "a stopped process claims no turn")
 }
+
+// TestEagerTurnStartsWhileItsMessageCommits: a chat turn's job starts with sendMessage's
+// transaction, before its COMMIT (held here by a deferred trigger on a lock the test owns):
+// the worker's acquisition waits on the job's commit lock meanwhile, then finds the run once
+// the commit is done. A message whose transaction does not commit leaves nothing: its started
+// job finds no run and ends, its place is free again, and the next message's turn runs.
+func TestEagerTurnStartsWhileItsMessageCommits(t *testing.T) {
+	t.Parallel()
+	c, owner := budgetedWithOwnerSQL(t,
+		`CREATE FUNCTION test_send_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				PERFORM pg_advisory_xact_lock(7303);
+				IF NEW.content = 'do not store' THEN RAISE EXCEPTION 'this message does not commit'; END IF;
+				RETURN NULL;
+			END $$`,
+		`CREATE CONSTRAINT TRIGGER test_send_gate AFTER INSERT ON messages DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW WHEN (NEW.role = 'USER') EXECUTE FUNCTION test_send_gate()`,
+	)
+	ctx := context.Background()
+	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply { return llmtest.Stream(llmtest.Text("Done.")) })
+	conv := c.conversation(t, nil)
+	waiting := func() int {
+		return c.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1634168436::oid AND NOT granted`)
+	}
+	send := func(content string) <-chan *apptest.Response {
+		done := make(chan *apptest.Response, 1)
+		go func() {
+			done <- c.Do(t, c.s.AccessToken, `mutation($in: SendMessageInput!) { sendMessage(input: $in) { run { id } } }`,
+				map[string]any{"in": map[string]any{"conversationId": conv, "content": content}})
+		}()
+		return done
+	}
+	hold := func() {
+		_, err := owner.Exec(ctx, `SELECT pg_advisory_lock(7303)`)
+		require.NoError(t, err)
+	}
+	release := func() {
+		_, err := owner.Exec(ctx, `SELECT pg_advisory_unlock(7303)`)
+		require.NoError(t, err)
+	}
+
+	hold()
+	first := send("hello")
+	require.Eventually(t, func() bool { return waiting() == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the turn's acquisition waits for its message's commit")
+	require.Zero(t, c.count(t, `SELECT count(*) FROM runs`), "the run is not committed yet")
+	release()
+	res := <-first
+	require.Empty(t, res.Errors)
+	var out struct{ SendMessage struct{ Run struct{ ID string } } }
+	res.Decode(t, &out)
+	r := c.waitRun(t, out.SendMessage.Run.ID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.True(t, c.eagerJob(t, out.SendMessage.Run.ID).Eager)
+
+	hold()
+	failed := send("do not store")
+	require.Eventually(t, func() bool { return waiting() == 1 }, 10*time.Second, 5*time.Millisecond)
+	release()
+	res = <-failed
+	require.NotEmpty(t, res.Errors, "the message's transaction failed")
+	require.Eventually(t, func() bool { return waiting() == 0 }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs`), "no run of the failed message")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE role = 'USER'`))
+	require.Zero(t, c.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`), "no job left running")
+
+	s, _ := c.send(t, conv, "again", nil)
+	r = c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.True(t, c.eagerJob(t, s.RunID).Eager, "worked eagerly: the failed message's place was given back")
+}
