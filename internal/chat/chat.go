@@ -231,8 +231,8 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	}
 	var out Sent
 	// claim, when the run starts now and this process works chat turns, is where its job is
-	// worked at once (run.Eager): JobAtCommit starts it, and its acquisition waits for this
-	// transaction's end; it is given back when the job was not started.
+	// worked at once (run.Eager): JobAtCommit starts it (with this transaction or after its
+	// commit); it is given back when the job was not started.
 	var claim run.EagerClaim
 	defer func() {
 		if claim != nil {

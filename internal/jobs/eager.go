@@ -85,6 +85,13 @@ type claim struct {
 
 func (c *claim) Client() string { return c.e.client }
 
+// Early is true when no other job of this starter is running or claimed: then the job starts
+// before its insert's commit (run.Service.JobAtCommit), and the worker's first round trip
+// overlaps the commit. Under load it starts after the commit, as a worker waiting for a
+// commit holds a connection other transactions need (BUDGET lost 0.03x with every job started
+// early).
+func (c *claim) Early() bool { return len(c.e.slots) <= 1 }
+
 func (c *claim) Release() { c.once.Do(c.e.release) }
 
 func (c *claim) Start(jobID int64, args run.Args, maxAttempts int32) {

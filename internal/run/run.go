@@ -155,10 +155,11 @@ func (s *Service) NextJobID(ctx context.Context, tx *db.Tx) (int64, error) {
 // limits its own.
 //
 // With claim (ClaimEager), the job is inserted running, attempted by claim's client, without the
-// notification, and claim starts it at once: the worker's acquisition waits on the job's commit
-// lock, which NextJobID took in tx, so it looks for the run only once tx has ended, and finds
-// it if tx committed (otherwise the attempt ends, with nothing to do: the job was never
-// stored). The worker's first round trip travels while tx commits, instead of after.
+// notification, and claim starts it once tx commits, or, when claim says so (Early), at once:
+// the worker's acquisition waits on the job's commit lock, which NextJobID took in tx, so it
+// looks for the run only once tx has ended, and finds it if tx committed (otherwise the attempt
+// ends, with nothing to do: the job was never stored). The worker's first round trip then
+// travels while tx commits, instead of after.
 func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempts int32, id int64, claim EagerClaim) ([]func(ctx context.Context, tx *db.Tx) error, error) {
 	a := Args{TenantID: tenantID, RunID: runID}
 	args, err := json.Marshal(a)
@@ -168,10 +169,16 @@ func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempt
 	queue := QueueOf(kind)
 	attempts := int16(min(maxAttempts, math.MaxInt16))
 	if claim != nil {
-		claim.Start(id, a, int32(attempts))
+		early := claim.Early()
+		if early {
+			claim.Start(id, a, int32(attempts))
+		}
 		return []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
 			if err := tx.Q.RiverJobInsertRunning(ctx, dbsqlc.RiverJobInsertRunningParams{ID: id, Args: args, Kind: Args{}.Kind(), MaxAttempts: attempts, Queue: queue, Client: claim.Client()}); err != nil {
 				return fmt.Errorf("enqueue run %s: %w", runID, err)
+			}
+			if !early {
+				tx.AfterCommit(func() { claim.Start(id, a, int32(attempts)) })
 			}
 			return nil
 		}}, nil
@@ -190,9 +197,8 @@ func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempt
 
 // Eager works a chat turn's job in the process whose transaction inserts it (jobs.Eager):
 // the job is inserted as running, already attempted by this process's River client, and the
-// process starts working it with the transaction (its acquisition waits for the commit:
-// JobAtCommit), without River's insert notification, fetch and dispatch between a message and
-// its run's start. Claim takes a free
+// process starts working it when the transaction commits (or with it: JobAtCommit), without
+// River's insert notification, fetch and dispatch between a message and its run's start. Claim takes a free
 // place for one job (nil when there is none, or the process is stopping).
 type Eager interface {
 	Claim() EagerClaim
@@ -201,11 +207,12 @@ type Eager interface {
 	Cancel(jobID int64)
 }
 
-// EagerClaim is a claimed place: Start works the job (JobAtCommit starts it while the
-// transaction inserting it is still open); Release gives the place back when the job is not
-// started. Whichever is called first counts; the other does nothing.
+// EagerClaim is a claimed place: Start works the job; Release gives the place back when the job
+// is not started. Whichever is called first counts; the other does nothing. Early says whether
+// to start the job before the commit of the transaction inserting it (JobAtCommit).
 type EagerClaim interface {
 	Client() string
+	Early() bool
 	Start(jobID int64, args Args, maxAttempts int32)
 	Release()
 }
