@@ -167,7 +167,9 @@ func TestEagerTurnStartsWhileItsMessageCommits(t *testing.T) {
 	release()
 	res := <-first
 	require.Empty(t, res.Errors)
-	var out struct{ SendMessage struct{ Run struct{ ID string } } }
+	var out struct {
+		SendMessage struct{ Run struct{ ID string } }
+	}
 	res.Decode(t, &out)
 	r := c.waitRun(t, out.SendMessage.Run.ID, 15*time.Second)
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))

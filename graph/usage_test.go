@@ -765,9 +765,9 @@ func TestFirstCallReservedWithTheLease(t *testing.T) {
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
 
 	type res struct {
-		call             int
-		status           string
-		reservedByStart  bool
+		call            int
+		status          string
+		reservedByStart bool
 	}
 	var got []res
 	c.ownerTx(t, func(tx pgx.Tx) {
