@@ -3,6 +3,7 @@ package graph_test
 import (
 	"context"
 	"encoding/base64"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,25 +140,36 @@ func TestEagerTurnStartsWhileItsMessageCommits(t *testing.T) {
 	ctx := context.Background()
 	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply { return llmtest.Stream(llmtest.Text("Done.")) })
 	conv := c.conversation(t, nil)
-	waiting := func() int {
-		return c.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1634168436::oid AND NOT granted`)
+	waiting := func() int { // in this test's database only
+		return c.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1634168436::oid AND NOT granted
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
 	}
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // after the lock's release below (cleanups run last first)
 	send := func(content string) <-chan *apptest.Response {
 		done := make(chan *apptest.Response, 1)
-		go func() {
-			done <- c.Do(t, c.s.AccessToken, `mutation($in: SendMessageInput!) { sendMessage(input: $in) { run { id } } }`,
+		subGo(t, &wg, "sendMessage", func(tb testing.TB) {
+			done <- c.Do(tb, c.s.AccessToken, `mutation($in: SendMessageInput!) { sendMessage(input: $in) { run { id } } }`,
 				map[string]any{"in": map[string]any{"conversationId": conv, "content": content}})
-		}()
+		})
 		return done
 	}
+	held := false
 	hold := func() {
 		_, err := owner.Exec(ctx, `SELECT pg_advisory_lock(7303)`)
 		require.NoError(t, err)
+		held = true
 	}
 	release := func() {
 		_, err := owner.Exec(ctx, `SELECT pg_advisory_unlock(7303)`)
 		require.NoError(t, err)
+		held = false
 	}
+	t.Cleanup(func() { // a failed check leaves the message's commit held otherwise
+		if held {
+			release()
+		}
+	})
 
 	hold()
 	first := send("hello")
@@ -174,6 +186,9 @@ func TestEagerTurnStartsWhileItsMessageCommits(t *testing.T) {
 	r := c.waitRun(t, out.SendMessage.Run.ID, 15*time.Second)
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
 	require.True(t, c.eagerJob(t, out.SendMessage.Run.ID).Eager)
+	// The job gives its place back once its row is finished, after its run: the next one
+	// starts early only when no other is running.
+	require.Eventually(t, func() bool { return c.App.Eager.Busy() == 0 }, 10*time.Second, 5*time.Millisecond)
 
 	hold()
 	failed := send("do not store")
@@ -181,7 +196,8 @@ func TestEagerTurnStartsWhileItsMessageCommits(t *testing.T) {
 	release()
 	res = <-failed
 	require.NotEmpty(t, res.Errors, "the message's transaction failed")
-	require.Eventually(t, func() bool { return waiting() == 0 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return waiting() == 0 && c.App.Eager.Busy() == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the failed message's job ended and gave its place back")
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs`), "no run of the failed message")
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE role = 'USER'`))
 	// (The first turn's job ends after its run does.)

@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/run"
 )
 
@@ -34,11 +35,12 @@ import (
 // like any worker. Places are bounded (at most Slots jobs at once, the rest go through River),
 // and Stop lets the jobs finish or cancels them, as River's Stop does.
 type Eager struct {
-	worker *RunWorker
-	exec   riverdriver.Executor
-	client string
-	log    *slog.Logger
-	slots  chan struct{}
+	worker  *RunWorker
+	exec    riverdriver.Executor
+	queries *dbsqlc.Queries // on River's pool
+	client  string
+	log     *slog.Logger
+	slots   chan struct{}
 
 	// base is every job's context; a hard stop cancels it with errStopped.
 	base   context.Context
@@ -56,7 +58,7 @@ type Eager struct {
 func NewEager(worker *RunWorker, client *river.Client[pgx.Tx], pool *pgxpool.Pool, slots int, log *slog.Logger) *Eager {
 	base, cancel := context.WithCancelCause(context.Background())
 	return &Eager{
-		worker: worker, exec: riverpgxv5.New(pool).GetExecutor(), client: client.ID(), log: log,
+		worker: worker, exec: riverpgxv5.New(pool).GetExecutor(), queries: dbsqlc.New(pool), client: client.ID(), log: log,
 		slots: make(chan struct{}, max(slots, 1)), base: base, cancel: cancel, running: map[int64]context.CancelCauseFunc{},
 	}
 }
@@ -77,6 +79,9 @@ func (e *Eager) Claim() run.EagerClaim {
 	}
 }
 
+// Busy is how many places are taken (claimed, or working a job).
+func (e *Eager) Busy() int { return len(e.slots) }
+
 // claim is one place: Start or Release, once.
 type claim struct {
 	e    *Eager
@@ -90,7 +95,7 @@ func (c *claim) Client() string { return c.e.client }
 // overlaps the commit. Under load it starts after the commit, as a worker waiting for a
 // commit holds a connection other transactions need (BUDGET lost 0.03x with every job started
 // early).
-func (c *claim) Early() bool { return len(c.e.slots) <= 1 }
+func (c *claim) Early() bool { return c.e.Busy() <= 1 }
 
 func (c *claim) Release() { c.once.Do(c.e.release) }
 
@@ -178,10 +183,24 @@ func (e *Eager) finish(ctx context.Context, job *river.Job[run.Args], err error)
 		State: []rivertype.JobState{p.State},
 	}
 	wait := 100 * time.Millisecond
+	waited := false
 	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, serr := e.exec.JobSetStateIfRunningMany(wctx, many)
+		rows, serr := e.exec.JobSetStateIfRunningMany(wctx, many)
 		cancel()
+		if serr == nil && len(rows) == 0 && !waited {
+			// No row: the job was started with the transaction inserting it, and its attempt
+			// ended before that transaction did (it stopped while waiting for the commit).
+			// Wait for the transaction's end (the job's commit lock) and write again: a
+			// committed row must not be left running with nobody working it.
+			waited = true
+			wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			serr = e.queries.RunJobCommitWait(wctx, job.ID)
+			cancel()
+			if serr == nil {
+				continue
+			}
+		}
 		if serr == nil {
 			return
 		}
