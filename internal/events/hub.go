@@ -27,6 +27,7 @@ type Hub struct {
 	mu      sync.Mutex
 	tenants map[uuid.UUID]map[*Sub]struct{}
 	waiters map[string][]chan struct{}
+	to      []*Sub // deliver's scratch list of an event's subscribers (under mu)
 	dropped atomic.Int64
 	done    chan struct{}
 }
@@ -176,25 +177,19 @@ func (h *Hub) deliver(evs []Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	subs := h.tenants[evs[0].TenantID]
-	if len(subs) > 1 {
-		// An event going to more than one subscriber gets a Shared for them.
-		for i := range evs {
-			n := 0
-			for s := range subs {
-				if s.match == nil || s.match(evs[i]) {
-					if n++; n > 1 {
-						evs[i].shared = &Shared{}
-						break
-					}
-				}
+	for _, ev := range evs {
+		// Each event's subscribers are matched once; an event going to more than one gets a
+		// Shared for them. Events go out in order, so each subscriber gets them in order.
+		to := h.to[:0]
+		for s := range subs {
+			if s.match == nil || s.match(ev) {
+				to = append(to, s)
 			}
 		}
-	}
-	for s := range subs {
-		for _, ev := range evs {
-			if s.match != nil && !s.match(ev) {
-				continue
-			}
+		if len(to) > 1 {
+			ev.shared = &Shared{}
+		}
+		for _, s := range to {
 			select {
 			case s.C <- ev:
 			default:
@@ -205,6 +200,8 @@ func (h *Hub) deliver(evs []Event) {
 				}
 			}
 		}
+		clear(to)
+		h.to = to
 	}
 }
 
