@@ -194,8 +194,12 @@ func (p *pipeline) flushLocked(ctx context.Context) {
 	p.waiting = nil
 	commit := p.commit != nil && !p.committed
 	p.committed = p.committed || commit
-	p.sending.Lock()
+	// p.mu is let go before waiting for the batch being sent: send takes p.mu once its batch
+	// is read, and a function handed its result early may queue the next round meanwhile
+	// (taking sending under mu deadlocked both). No other round can form before this one is
+	// sent (its functions wait for their results), so the rounds still go in order.
 	p.mu.Unlock()
+	p.sending.Lock()
 	defer p.sending.Unlock()
 	p.send(ctx, calls, commit)
 }
