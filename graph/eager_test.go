@@ -36,6 +36,28 @@ func (c *chatEnv) eagerJob(t *testing.T, runID string) eagerJob {
 	return j
 }
 
+// apiOnly starts a second process on c's database that takes requests and works no job (its
+// turns go through River, to c's process).
+func (c *chatEnv) apiOnly(t *testing.T) *apptest.Env {
+	t.Helper()
+	cfg := c.App.Config
+	return apptest.Start(t, apptest.Options{NoWork: true, DatabaseURL: c.OwnerURL, Env: map[string]string{
+		"AGENTRY_MASTER_KEY": base64.StdEncoding.EncodeToString(cfg.MasterKey), "AGENTRY_REDIS_PREFIX": cfg.RedisPrefix,
+		"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": c.llm.BaseURL(),
+	}})
+}
+
+// sendVia is send through env, another process on c's database (apiOnly).
+func (c *chatEnv) sendVia(t *testing.T, env *apptest.Env, conv, content string) string {
+	t.Helper()
+	var out struct {
+		SendMessage struct{ Run struct{ ID string } }
+	}
+	env.Do(t, c.s.AccessToken, `mutation($in: SendMessageInput!) { sendMessage(input: $in) { run { id } } }`,
+		map[string]any{"in": map[string]any{"conversationId": conv, "content": content}}).Decode(t, &out)
+	return out.SendMessage.Run.ID
+}
+
 // TestChatTurnWorkedByTheProcessThatTookIt: a process that takes messages and works chat turns
 // starts a turn's job itself when sendMessage commits (jobs.Eager): the job is inserted running,
 // attempted by this process's River client, and ends completed as River would end it.
@@ -78,11 +100,7 @@ func TestEagerTurnCancelledFromAnotherProcess(t *testing.T) {
 	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		return llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent"))
 	})
-	cfg := c.App.Config
-	other := apptest.Start(t, apptest.Options{NoWork: true, DatabaseURL: c.OwnerURL, Env: map[string]string{
-		"AGENTRY_MASTER_KEY": base64.StdEncoding.EncodeToString(cfg.MasterKey), "AGENTRY_REDIS_PREFIX": cfg.RedisPrefix,
-		"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": c.llm.BaseURL(),
-	}})
+	other := c.apiOnly(t)
 	s, _ := c.send(t, c.conversation(t, nil), "go", nil)
 	require.Eventually(t, func() bool { return c.run(t, s.RunID).Status == "RUNNING" }, 10*time.Second, 10*time.Millisecond)
 	require.True(t, c.eagerJob(t, s.RunID).Eager, "the turn is worked by the process that took it")
@@ -120,12 +138,14 @@ func TestEagerTurnStoppedWithItsProcess(t *testing.T) {
 	require.Nil(t, c.App.Eager.Claim(), "a stopped process claims no turn")
 }
 
-// TestEagerTurnStartsWhileItsMessageCommits: a chat turn's job starts with sendMessage's
-// transaction, before its COMMIT (held here by a deferred trigger on a lock the test owns):
-// the worker's acquisition waits on the job's commit lock meanwhile, then finds the run once
-// the commit is done. A message whose transaction does not commit leaves nothing: its started
-// job finds no run and ends, its place is free again, and the next message's turn runs.
-func TestEagerTurnStartsWhileItsMessageCommits(t *testing.T) {
+// TestEagerTurnAcquiredByItsMessage: a chat turn worked by the process that took its message
+// is acquired, and its first model call reserved, by sendMessage's transaction, and the model is
+// asked while that transaction's COMMIT is on its way (held here by a deferred trigger on a lock
+// the test owns): nobody else sees the run meanwhile, and the turn completes once the commit
+// does. A message whose transaction does not commit leaves nothing (no run, job, reservation
+// or reply), its model stream is dropped unread, its place is free again, and the next
+// message's turn runs.
+func TestEagerTurnAcquiredByItsMessage(t *testing.T) {
 	t.Parallel()
 	c, owner := budgetedWithOwnerSQL(t,
 		`CREATE FUNCTION test_send_gate() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -138,18 +158,26 @@ func TestEagerTurnStartsWhileItsMessageCommits(t *testing.T) {
 			FOR EACH ROW WHEN (NEW.role = 'USER') EXECUTE FUNCTION test_send_gate()`,
 	)
 	ctx := context.Background()
-	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply { return llmtest.Stream(llmtest.Text("Done.")) })
-	conv := c.conversation(t, nil)
-	waiting := func() int { // in this test's database only
-		return c.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1634168436::oid AND NOT granted
-			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+	asked := make(chan struct{}, 4)
+	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
+		asked <- struct{}{}
+		return llmtest.Stream(llmtest.Text("Done."))
+	})
+	waitAsked := func() {
+		t.Helper()
+		select {
+		case <-asked:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the model was not asked while the message's COMMIT waited")
+		}
 	}
+	conv := c.conversation(t, nil)
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait) // after the lock's release below (cleanups run last first)
 	send := func(content string) <-chan *apptest.Response {
 		done := make(chan *apptest.Response, 1)
 		subGo(t, &wg, "sendMessage", func(tb testing.TB) {
-			done <- c.Do(tb, c.s.AccessToken, `mutation($in: SendMessageInput!) { sendMessage(input: $in) { run { id } } }`,
+			done <- c.Do(tb, c.s.AccessToken, `mutation($in: SendMessageInput!) { sendMessage(input: $in) { run { id status } } }`,
 				map[string]any{"in": map[string]any{"conversationId": conv, "content": content}})
 		})
 		return done
@@ -173,36 +201,41 @@ func TestEagerTurnStartsWhileItsMessageCommits(t *testing.T) {
 
 	hold()
 	first := send("hello")
-	require.Eventually(t, func() bool { return waiting() == 1 }, 10*time.Second, 5*time.Millisecond,
-		"the turn's acquisition waits for its message's commit")
+	waitAsked()
 	require.Zero(t, c.count(t, `SELECT count(*) FROM runs`), "the run is not committed yet")
+	require.Zero(t, c.count(t, `SELECT count(*) FROM reservations`), "nor its reservation")
 	release()
 	res := <-first
 	require.Empty(t, res.Errors)
 	var out struct {
-		SendMessage struct{ Run struct{ ID string } }
+		SendMessage struct{ Run struct{ ID, Status string } }
 	}
 	res.Decode(t, &out)
-	r := c.waitRun(t, out.SendMessage.Run.ID, 15*time.Second)
+	require.Equal(t, "RUNNING", out.SendMessage.Run.Status, "acquired by the message's transaction")
+	runID := out.SendMessage.Run.ID
+	r := c.waitRun(t, runID, 15*time.Second)
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
-	require.True(t, c.eagerJob(t, out.SendMessage.Run.ID).Eager)
-	// The job gives its place back once its row is finished, after its run: the next one
-	// starts early only when no other is running.
+	require.True(t, c.eagerJob(t, runID).Eager)
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1 AND call_index = 0 AND status = 'SETTLED'`, approvalUUID(t, "Run", runID)))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'execution.started'`, approvalUUID(t, "Run", runID)),
+		"one acquisition")
+	// The job gives its place back once its row is finished, after its run.
 	require.Eventually(t, func() bool { return c.App.Eager.Busy() == 0 }, 10*time.Second, 5*time.Millisecond)
 
 	hold()
 	failed := send("do not store")
-	require.Eventually(t, func() bool { return waiting() == 1 }, 10*time.Second, 5*time.Millisecond)
+	waitAsked()
 	release()
 	res = <-failed
 	require.NotEmpty(t, res.Errors, "the message's transaction failed")
-	require.Eventually(t, func() bool { return waiting() == 0 && c.App.Eager.Busy() == 0 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return c.App.Eager.Busy() == 0 }, 10*time.Second, 5*time.Millisecond,
 		"the failed message's job ended and gave its place back")
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs`), "no run of the failed message")
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE role = 'USER'`))
-	// (The first turn's job ends after its run does.)
-	require.Eventually(t, func() bool { return c.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`) == 0 },
-		10*time.Second, 5*time.Millisecond, "no job left running")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE role = 'ASSISTANT'`), "the dropped stream stored nothing")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations`))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM river_job WHERE kind = (SELECT j.kind FROM river_job j JOIN runs r ON r.job_id = j.id)`),
+		"no job of the failed message")
 
 	s, _ := c.send(t, conv, "again", nil)
 	r = c.waitRun(t, s.RunID, 15*time.Second)

@@ -803,11 +803,13 @@ func budgetedWithOwnerSQL(t *testing.T, stmts ...string) (*chatEnv, *pgx.Conn) {
 	return c, owner
 }
 
-// TestFirstCallSentWhileTheAcquisitionCommits: the first model call of a chat turn, reserved by
-// the transaction that acquires the run, is sent while that transaction's COMMIT is on its way
-// (a deferred trigger holds the COMMIT here on a lock the test owns): the request reaches the
+// TestFirstCallSentWhileTheAcquisitionCommits: the first model call of a chat turn worked
+// through River (its message taken by a process that works no job), reserved by the worker's
+// transaction that acquires the run, is sent while that transaction's COMMIT is on its way (a
+// deferred trigger holds the COMMIT here on a lock the test owns): the request reaches the
 // model while the run still reads QUEUED to everyone else, and the turn completes once the
-// commit does, its call reserved and settled once.
+// commit does, its call reserved and settled once. (A turn worked by the process that took its
+// message is acquired by sendMessage's transaction: TestEagerTurnAcquiredByItsMessage.)
 func TestFirstCallSentWhileTheAcquisitionCommits(t *testing.T) {
 	t.Parallel()
 	c, owner := budgetedWithOwnerSQL(t,
@@ -823,7 +825,7 @@ func TestFirstCallSentWhileTheAcquisitionCommits(t *testing.T) {
 		asked <- struct{}{}
 		return llmtest.Stream(llmtest.Text("Answered."))
 	})
-	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
+	runID := c.sendVia(t, c.apiOnly(t), c.conversation(t, nil), "hello")
 	select {
 	case <-asked:
 	case <-time.After(15 * time.Second):
@@ -831,21 +833,21 @@ func TestFirstCallSentWhileTheAcquisitionCommits(t *testing.T) {
 	}
 	var status string
 	c.ownerTx(t, func(tx pgx.Tx) {
-		require.NoError(t, tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1`, approvalUUID(t, "Run", s.RunID)).Scan(&status))
+		require.NoError(t, tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1`, approvalUUID(t, "Run", runID)).Scan(&status))
 	})
 	require.Equal(t, "QUEUED", status, "the acquisition has not committed")
 	_, err := owner.Exec(ctx, `SELECT pg_advisory_unlock(7302)`)
 	require.NoError(t, err)
-	r := c.waitRun(t, s.RunID, 15*time.Second)
+	r := c.waitRun(t, runID, 15*time.Second)
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
-	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1 AND status = 'SETTLED'`, approvalUUID(t, "Run", s.RunID)))
-	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE run_id = $1 AND role = 'ASSISTANT'`, approvalUUID(t, "Run", s.RunID)))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1 AND status = 'SETTLED'`, approvalUUID(t, "Run", runID)))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE run_id = $1 AND role = 'ASSISTANT'`, approvalUUID(t, "Run", runID)))
 }
 
-// TestFirstCallDroppedWhenTheAcquisitionFails: when the COMMIT of the transaction that acquired
-// a chat turn fails after its first model request was sent, the request's stream is dropped
-// unread (nothing of it is stored), nothing of the acquisition or its reservation is
-// left, and the job's next attempt runs the turn as usual.
+// TestFirstCallDroppedWhenTheAcquisitionFails: when the COMMIT of the worker's transaction
+// that acquired a chat turn (worked through River) fails after its first model request was
+// sent, the request's stream is dropped unread (nothing of it is stored), nothing of the
+// acquisition or its reservation is left, and the job's next attempt runs the turn as usual.
 func TestFirstCallDroppedWhenTheAcquisitionFails(t *testing.T) {
 	t.Parallel()
 	c, _ := budgetedWithOwnerSQL(t,
@@ -862,10 +864,10 @@ func TestFirstCallDroppedWhenTheAcquisitionFails(t *testing.T) {
 		n := asked.Add(1)
 		return llmtest.Stream(llmtest.Text(fmt.Sprintf("Answer %d.", n)))
 	})
-	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
-	r := c.waitRun(t, s.RunID, 15*time.Second)
+	sent := c.sendVia(t, c.apiOnly(t), c.conversation(t, nil), "hello")
+	r := c.waitRun(t, sent, 15*time.Second)
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
-	runID := approvalUUID(t, "Run", s.RunID)
+	runID := approvalUUID(t, "Run", sent)
 	// The first attempt's request goes out while its acquisition commits; whether it reached
 	// the model before the failed commit dropped it is a race.
 	n := asked.Load()

@@ -148,6 +148,56 @@ func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at At
 	if err != nil {
 		return err
 	}
+	return t.execute(ctx, lease, confirm)
+}
+
+// Prepared is a run's first attempt acquired in the transaction that inserts the run (Prepare),
+// to be worked by ExecutePrepared once that transaction's statements have run.
+type Prepared struct {
+	t               *turn
+	tenantID, runID uuid.UUID
+	lease           run.Lease
+	acquired        bool
+}
+
+// Prepare readies the first attempt at of run runID for a worker of this process: In, one of
+// the last functions of the transaction that inserts the run, its job (inserted running,
+// attempted by at.Owner) and its message, acquires the run and makes the attempt's first reads
+// and the first model call's reservation there, as Execute's acquisition would (the
+// reservation with the COMMIT). sendMessage then needs no transaction of the worker's between
+// a message and its model request.
+func (e *Executor) Prepare(tenantID, runID uuid.UUID, at Attempt) *Prepared {
+	return &Prepared{t: &turn{e: e, at: at}, tenantID: tenantID, runID: runID}
+}
+
+// In acquires the run in tx (run.Service.AcquireTx), after the statements that insert it.
+func (p *Prepared) In(ctx context.Context, tx *db.Tx) error {
+	l, err := p.t.e.runs.AcquireTx(ctx, tx, p.tenantID, p.runID, p.t.at.Owner, p.t.at.JobID, p.t.preread(p.tenantID, p.runID, p.t.at), p.t.preload)
+	if err != nil {
+		return err
+	}
+	p.lease, p.acquired = l, true
+	return nil
+}
+
+// Run is the acquired run, as In left it.
+func (p *Prepared) Run() dbsqlc.Run { return p.lease.Run }
+
+// ExecutePrepared works the attempt p prepared, as Execute does once it has acquired the run:
+// confirm reports the commit of the transaction In ran in (db.DB.InTxEarly); until it returns
+// nil, only the first model request goes out, and nothing of it is read.
+func (e *Executor) ExecutePrepared(ctx context.Context, p *Prepared, confirm func(context.Context) error) error {
+	if !p.acquired {
+		return fmt.Errorf("run %s: prepared attempt was not acquired", p.runID)
+	}
+	return p.t.execute(ctx, p.lease, confirm)
+}
+
+// execute works the attempt once the run is acquired (lease), when confirm says the
+// acquisition committed.
+func (t *turn) execute(ctx context.Context, lease run.Lease, confirm func(context.Context) error) error {
+	e, at := t.e, t.at
+	tenantID, runID := lease.Run.TenantID, lease.Run.ID
 	workCtx, lose := context.WithCancelCause(ctx)
 	defer lose(nil)
 	// The first model request, reserved by the acquisition, goes out while the acquisition

@@ -231,15 +231,19 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	}
 	var out Sent
 	// claim, when the run starts now and this process works chat turns, is where its job is
-	// worked at once (run.Eager): JobAtCommit starts it (with this transaction or after its
-	// commit); it is given back when the job was not started.
-	var claim run.EagerClaim
+	// worked at once (run.Eager): this transaction acquires the run for it (prepared), and it
+	// starts once the transaction's statements have run; it is given back when the job was not
+	// started.
+	var (
+		claim    run.EagerClaim
+		prepared func(ctx context.Context, tx *db.Tx) (dbsqlc.Run, error)
+	)
 	defer func() {
 		if claim != nil {
 			claim.Release()
 		}
 	}()
-	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+	confirm, err := s.db.InTxEarly(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		// The conversation (locked), the admission check and the settings go to Postgres
 		// together: one round trip.
 		var (
@@ -332,6 +336,9 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		var job *int64
 		if !busy {
 			claim = s.runs.ClaimEager()
+			if claim != nil {
+				prepared = claim.Prepare(a.TenantID, runID, jobID, maxAttempts)
+			}
 			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID, claim)
 			if err != nil {
 				return err
@@ -352,7 +359,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if err != nil {
 			return err
 		}
-		return tx.CommitWith(ctx, append(fns,
+		fns = append(fns,
 			func(ctx context.Context, tx *db.Tx) error {
 				r, err := tx.Q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
 					TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
@@ -378,9 +385,34 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 				}
 				return nil
 			},
-		)...)
+		)
+		if prepared == nil {
+			return tx.CommitWith(ctx, fns...)
+		}
+		// The run is acquired for this process's worker after its insert, in the same round
+		// trip; the first model call's reservation then goes with the COMMIT.
+		var acquired dbsqlc.Run
+		if err := tx.Pipeline(ctx, append(fns, func(ctx context.Context, tx *db.Tx) (err error) {
+			acquired, err = prepared(ctx, tx)
+			return err
+		})...); err != nil {
+			return err
+		}
+		out.Run = acquired
+		return nil
 	})
-	return out, err
+	if err != nil {
+		return Sent{}, err
+	}
+	if prepared != nil {
+		// The worker sends the run's first model request while this transaction commits, and
+		// reads its answer once the commit is confirmed.
+		claim.Start(confirm)
+	}
+	if err := confirm(context.WithoutCancel(ctx)); err != nil {
+		return Sent{}, err
+	}
+	return out, nil
 }
 
 func nullableRun(busy bool, id uuid.NullUUID) any {

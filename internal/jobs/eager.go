@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -18,6 +19,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/agentry/agentry/internal/agent"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/run"
@@ -86,42 +88,52 @@ func (e *Eager) Busy() int { return len(e.slots) }
 type claim struct {
 	e    *Eager
 	once sync.Once
+	// job and prep are the job Prepare readied (nil before).
+	job  *river.Job[run.Args]
+	prep *agent.Prepared
 }
 
 func (c *claim) Client() string { return c.e.client }
 
-// Early is true when no other job of this starter is running or claimed: then the job starts
-// before its insert's commit (run.Service.JobAtCommit), and the worker's first round trip
-// overlaps the commit. Under load it starts after the commit, as a worker waiting for a
-// commit holds a connection other transactions need (BUDGET lost 0.03x with every job started
-// early).
-func (c *claim) Early() bool { return c.e.Busy() <= 1 }
+// Prepare readies the job's first attempt in the transaction inserting it (agent.Prepare): the
+// returned function acquires the run for this process's worker there, with the attempt's first
+// reads and reservation.
+func (c *claim) Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32) func(ctx context.Context, tx *db.Tx) (dbsqlc.Run, error) {
+	e := c.e
+	now := time.Now()
+	args := run.Args{TenantID: tenantID, RunID: runID}
+	encoded, _ := json.Marshal(args)
+	c.job = &river.Job[run.Args]{Args: args, JobRow: &rivertype.JobRow{
+		ID: jobID, Attempt: 1, AttemptedAt: &now, AttemptedBy: []string{e.client}, CreatedAt: now, EncodedArgs: encoded,
+		Kind: run.Args{}.Kind(), MaxAttempts: int(maxAttempts), Priority: 1, Queue: run.QueueChat, ScheduledAt: now,
+		State: rivertype.JobStateRunning,
+	}}
+	c.prep = e.worker.exec.Prepare(tenantID, runID, e.worker.attempt(c.job))
+	return func(ctx context.Context, tx *db.Tx) (dbsqlc.Run, error) {
+		err := c.prep.In(ctx, tx)
+		return c.prep.Run(), err
+	}
+}
 
 func (c *claim) Release() { c.once.Do(c.e.release) }
 
-func (c *claim) Start(jobID int64, args run.Args, maxAttempts int32) {
+// Start works the prepared job; confirm reports the commit of the transaction that inserted it.
+func (c *claim) Start(confirm func(context.Context) error) {
 	c.once.Do(func() {
-		e := c.e
+		e, job, prep := c.e, c.job, c.prep
 		ctx, cancel := context.WithCancelCause(e.base)
 		e.mu.Lock()
-		e.running[jobID] = cancel
+		e.running[job.ID] = cancel
 		e.mu.Unlock()
-		now := time.Now()
-		encoded, _ := json.Marshal(args)
-		job := &river.Job[run.Args]{Args: args, JobRow: &rivertype.JobRow{
-			ID: jobID, Attempt: 1, AttemptedAt: &now, AttemptedBy: []string{e.client}, CreatedAt: now, EncodedArgs: encoded,
-			Kind: run.Args{}.Kind(), MaxAttempts: int(maxAttempts), Priority: 1, Queue: run.QueueChat, ScheduledAt: now,
-			State: rivertype.JobStateRunning,
-		}}
 		go func() {
 			defer func() {
 				e.mu.Lock()
-				delete(e.running, jobID)
+				delete(e.running, job.ID)
 				e.mu.Unlock()
 				cancel(nil)
 				e.release()
 			}()
-			e.finish(ctx, job, e.work(ctx, job))
+			e.finish(ctx, job, e.work(ctx, job, prep, confirm))
 		}()
 	})
 }
@@ -133,14 +145,14 @@ func (e *Eager) release() {
 }
 
 // work runs the job's attempt; a panic is the attempt's error, as in River.
-func (e *Eager) work(ctx context.Context, job *river.Job[run.Args]) (err error) {
+func (e *Eager) work(ctx context.Context, job *river.Job[run.Args], prep *agent.Prepared, confirm func(context.Context) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			e.log.Error("run job panicked", slog.Int64("job_id", job.ID), slog.Any("panic", r))
 			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 		}
 	}()
-	return e.worker.Work(ctx, job)
+	return e.worker.work(ctx, job, func(ctx context.Context) error { return e.worker.exec.ExecutePrepared(ctx, prep, confirm) })
 }
 
 // errStopped is the cause of a hard stop's cancellation (Stop).
@@ -182,25 +194,13 @@ func (e *Eager) finish(ctx context.Context, job *river.Job[run.Args], err error)
 		MetadataDoMerge: []bool{p.MetadataDoMerge}, MetadataUpdates: [][]byte{p.MetadataUpdates}, ScheduledAt: []*time.Time{p.ScheduledAt},
 		State: []rivertype.JobState{p.State},
 	}
+	// No row is written when the transaction inserting the job did not commit (the attempt
+	// ended with confirm's error): there is nothing to finish.
 	wait := 100 * time.Millisecond
-	waited := false
 	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		rows, serr := e.exec.JobSetStateIfRunningMany(wctx, many)
+		_, serr := e.exec.JobSetStateIfRunningMany(wctx, many)
 		cancel()
-		if serr == nil && len(rows) == 0 && !waited {
-			// No row: the job was started with the transaction inserting it, and its attempt
-			// ended before that transaction did (it stopped while waiting for the commit).
-			// Wait for the transaction's end (the job's commit lock) and write again: a
-			// committed row must not be left running with nobody working it.
-			waited = true
-			wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			serr = e.queries.RunJobCommitWait(wctx, job.ID)
-			cancel()
-			if serr == nil {
-				continue
-			}
-		}
 		if serr == nil {
 			return
 		}

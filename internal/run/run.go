@@ -136,8 +136,7 @@ func ScopeOf(r dbsqlc.Run) events.Scope {
 const FetchCooldown = 5 * time.Millisecond
 
 // NextJobID takes, in tx, the id of a run's job that JobAtCommit inserts later in tx: a run's
-// job can then be inserted with the run, in one batch, and the run name it from the start. It
-// also takes the job's commit lock (RiverJobNextID), which an eagerly started worker waits on.
+// job can then be inserted with the run, in one batch, and the run name it from the start.
 func (s *Service) NextJobID(ctx context.Context, tx *db.Tx) (int64, error) {
 	id, err := tx.Q.RiverJobNextID(ctx)
 	if err != nil {
@@ -155,30 +154,19 @@ func (s *Service) NextJobID(ctx context.Context, tx *db.Tx) (int64, error) {
 // limits its own.
 //
 // With claim (ClaimEager), the job is inserted running, attempted by claim's client, without the
-// notification, and claim starts it once tx commits, or, when claim says so (Early), at once:
-// the worker's acquisition waits on the job's commit lock, which NextJobID took in tx, so it
-// looks for the run only once tx has ended, and finds it if tx committed (otherwise the attempt
-// ends, with nothing to do: the job was never stored). The worker's first round trip then
-// travels while tx commits, instead of after.
+// notification: the caller prepares its first attempt in tx (EagerClaim.Prepare) and starts it
+// (EagerClaim.Start) once tx's statements have run.
 func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempts int32, id int64, claim EagerClaim) ([]func(ctx context.Context, tx *db.Tx) error, error) {
-	a := Args{TenantID: tenantID, RunID: runID}
-	args, err := json.Marshal(a)
+	args, err := json.Marshal(Args{TenantID: tenantID, RunID: runID})
 	if err != nil {
 		return nil, err
 	}
 	queue := QueueOf(kind)
 	attempts := int16(min(maxAttempts, math.MaxInt16))
 	if claim != nil {
-		early := claim.Early()
-		if early {
-			claim.Start(id, a, int32(attempts))
-		}
 		return []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
 			if err := tx.Q.RiverJobInsertRunning(ctx, dbsqlc.RiverJobInsertRunningParams{ID: id, Args: args, Kind: Args{}.Kind(), MaxAttempts: attempts, Queue: queue, Client: claim.Client()}); err != nil {
 				return fmt.Errorf("enqueue run %s: %w", runID, err)
-			}
-			if !early {
-				tx.AfterCommit(func() { claim.Start(id, a, int32(attempts)) })
 			}
 			return nil
 		}}, nil
@@ -196,10 +184,12 @@ func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempt
 }
 
 // Eager works a chat turn's job in the process whose transaction inserts it (jobs.Eager):
-// the job is inserted as running, already attempted by this process's River client, and the
-// process starts working it when the transaction commits (or with it: JobAtCommit), without
-// River's insert notification, fetch and dispatch between a message and its run's start. Claim takes a free
-// place for one job (nil when there is none, or the process is stopping).
+// the job is inserted as running, already attempted by this process's River client, its run
+// acquired for this process's worker by the same transaction (EagerClaim.Prepare), and the
+// worker starts once that transaction's statements have run, without River's insert
+// notification, fetch and dispatch, nor a transaction of its own, between a message and its
+// run's model request. Claim takes a free place for one job (nil when there is none, or the
+// process is stopping).
 type Eager interface {
 	Claim() EagerClaim
 	// Cancel cancels the job's attempt when this process works it eagerly (cancelTx, after
@@ -207,13 +197,17 @@ type Eager interface {
 	Cancel(jobID int64)
 }
 
-// EagerClaim is a claimed place: Start works the job; Release gives the place back when the job
-// is not started. Whichever is called first counts; the other does nothing. Early says whether
-// to start the job before the commit of the transaction inserting it (JobAtCommit).
+// EagerClaim is a claimed place. Prepare readies the job's first attempt: the function it
+// returns runs in the transaction inserting the job, after the statements that insert the run
+// and its message, and acquires the run (AcquireTx) with the attempt's first reads and its
+// first model call's reservation (with the COMMIT); it returns the acquired run. Start works the
+// prepared job once the transaction's statements have run (db.DB.InTxEarly), confirm reporting
+// its commit; Release gives the place back when the job is not started. Whichever of Start and
+// Release is called first counts; the other does nothing.
 type EagerClaim interface {
 	Client() string
-	Early() bool
-	Start(jobID int64, args Args, maxAttempts int32)
+	Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32) func(ctx context.Context, tx *db.Tx) (dbsqlc.Run, error)
+	Start(confirm func(context.Context) error)
 	Release()
 }
 
@@ -352,52 +346,58 @@ func (s *Service) AcquireWith(ctx context.Context, tenantID, runID uuid.UUID, ow
 // went with the COMMIT and holds the budget stripes' row locks until the commit ends.
 func (s *Service) AcquireEarly(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, func(context.Context) error, error) {
 	var l Lease
-	confirm, err := s.db.InTxEarly(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		var r dbsqlc.Run
-		now := time.Now()
-		// execution.started (and task.started on the first attempt) is stored by the statement
-		// that acquires the run; the same events are published once the transaction commits.
-		acquire := func(ctx context.Context, tx *db.Tx) error {
-			got, err := tx.Q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
-				LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
-			r = dbsqlc.Run(got)
-			return err
-		}
-		// The job may have been started before the transaction inserting it and its run has
-		// committed (an eager start, JobAtCommit): the acquisition waits for that transaction
-		// to end, in the same round trip (at once for any other job).
-		wait := func(ctx context.Context, tx *db.Tx) error {
-			return tx.Q.RunJobCommitWait(ctx, jobID)
-		}
-		var err error
-		if reads == nil {
-			err = tx.Pipeline(ctx, wait, acquire)
-		} else {
-			err = tx.Pipeline(ctx, wait, acquire, reads)
-		}
-		if db.IsNoRows(err) {
-			return ErrFenced
-		}
-		if err != nil {
-			return fmt.Errorf("acquire run %s: %w", runID, err)
-		}
-		l = Lease{Run: r, Attempt: r.Attempt, Owner: owner}
-		news := []events.New{{Type: events.ExecutionStarted, Data: map[string]any{"attempt": r.Attempt, "kind": r.Kind}}}
-		if r.Attempt == 1 {
-			news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": r.Kind}})
-		}
-		started, err := events.Encode(l.Scope(), now, news...)
-		if err != nil {
-			return err
-		}
-		s.pub.Stored(ctx, tx, started, r.LastSeq)
-		fns := make([]func(context.Context, *db.Tx) error, len(also))
-		for i, fn := range also {
-			fns[i] = func(ctx context.Context, tx *db.Tx) error { return fn(ctx, tx, l) }
-		}
-		return tx.Pipeline(ctx, fns...)
+	confirm, err := s.db.InTxEarly(ctx, tenantID, func(ctx context.Context, tx *db.Tx) (err error) {
+		l, err = s.acquire(ctx, tx, tenantID, runID, owner, jobID, reads, also...)
+		return err
 	})
 	return l, confirm, err
+}
+
+// AcquireTx is AcquireWith inside tx, the transaction that inserted the run and its job
+// (sendMessage, for a job this process works at once: jobs.Eager): the run is acquired, and
+// read, by statements after its insert, and what tx commits is the acquisition too.
+func (s *Service) AcquireTx(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
+	return s.acquire(ctx, tx, tenantID, runID, owner, jobID, reads, also...)
+}
+
+// acquire acquires run runID in tx for owner's attempt of job jobID, with reads beside the
+// acquiring statement and also after it (AcquireWith).
+func (s *Service) acquire(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
+	var r dbsqlc.Run
+	now := time.Now()
+	// execution.started (and task.started on the first attempt) is stored by the statement
+	// that acquires the run; the same events are published once the transaction commits.
+	fns := []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
+		got, err := tx.Q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
+			LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
+		r = dbsqlc.Run(got)
+		return err
+	}}
+	if reads != nil {
+		fns = append(fns, reads)
+	}
+	err := tx.Pipeline(ctx, fns...)
+	if db.IsNoRows(err) {
+		return Lease{}, ErrFenced
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("acquire run %s: %w", runID, err)
+	}
+	l := Lease{Run: r, Attempt: r.Attempt, Owner: owner}
+	news := []events.New{{Type: events.ExecutionStarted, Data: map[string]any{"attempt": r.Attempt, "kind": r.Kind}}}
+	if r.Attempt == 1 {
+		news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": r.Kind}})
+	}
+	started, err := events.Encode(l.Scope(), now, news...)
+	if err != nil {
+		return l, err
+	}
+	s.pub.Stored(ctx, tx, started, r.LastSeq)
+	afters := make([]func(context.Context, *db.Tx) error, len(also))
+	for i, fn := range also {
+		afters[i] = func(ctx context.Context, tx *db.Tx) error { return fn(ctx, tx, l) }
+	}
+	return l, tx.Pipeline(ctx, afters...)
 }
 
 // InFence runs fn in a transaction that first checks (and locks) the lease: when the run's

@@ -133,15 +133,11 @@ func (q *Queries) RiverJobInsertRunning(ctx context.Context, arg RiverJobInsertR
 }
 
 const riverJobNextID = `-- name: RiverJobNextID :one
-SELECT n.id FROM (SELECT nextval('river_job_id_seq')::bigint AS id) n
-WHERE pg_advisory_xact_lock(1634168436, (n.id & 2147483647)::integer) IS NOT NULL
+SELECT nextval('river_job_id_seq')::bigint AS id
 `
 
 // The id of a River job to be inserted later in the transaction (RiverJobInsert or
-// RiverJobInsertRunning), and the job's commit lock, held until the transaction ends: a worker
-// that starts the job before the transaction's commit is known (an eager start) waits on it
-// (RunJobCommitWait) before it looks for the run. The lock's key is the job id's low 31 bits
-// under agentry's class 1634168436 ('agnt'), apart from single-key advisory locks.
+// RiverJobInsertRunning).
 func (q *Queries) RiverJobNextID(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, riverJobNextID)
 	var id int64
@@ -813,18 +809,6 @@ func (q *Queries) RunInsertWithEvents(ctx context.Context, arg RunInsertWithEven
 		&i.TaskID,
 	)
 	return i, err
-}
-
-const runJobCommitWait = `-- name: RunJobCommitWait :exec
-SELECT pg_advisory_xact_lock_shared(1634168436, ($1::bigint & 2147483647)::integer)
-`
-
-// Waits until the transaction that took the job's id (RiverJobNextID) has ended, committed or
-// not; at once for a job inserted otherwise, or long ago. The statements after it in the
-// transaction see what that transaction committed (each statement reads a new snapshot).
-func (q *Queries) RunJobCommitWait(ctx context.Context, jobID int64) error {
-	_, err := q.db.Exec(ctx, runJobCommitWait, jobID)
-	return err
 }
 
 const runList = `-- name: RunList :many

@@ -233,18 +233,8 @@ LIMIT sqlc.arg(lim);
 
 -- name: RiverJobNextID :one
 -- The id of a River job to be inserted later in the transaction (RiverJobInsert or
--- RiverJobInsertRunning), and the job's commit lock, held until the transaction ends: a worker
--- that starts the job before the transaction's commit is known (an eager start) waits on it
--- (RunJobCommitWait) before it looks for the run. The lock's key is the job id's low 31 bits
--- under agentry's class 1634168436 ('agnt'), apart from single-key advisory locks.
-SELECT n.id FROM (SELECT nextval('river_job_id_seq')::bigint AS id) n
-WHERE pg_advisory_xact_lock(1634168436, (n.id & 2147483647)::integer) IS NOT NULL;
-
--- name: RunJobCommitWait :exec
--- Waits until the transaction that took the job's id (RiverJobNextID) has ended, committed or
--- not; at once for a job inserted otherwise, or long ago. The statements after it in the
--- transaction see what that transaction committed (each statement reads a new snapshot).
-SELECT pg_advisory_xact_lock_shared(1634168436, (sqlc.arg(job_id)::bigint & 2147483647)::integer);
+-- RiverJobInsertRunning).
+SELECT nextval('river_job_id_seq')::bigint AS id;
 
 -- name: RiverJobInsert :exec
 -- A job inserted as River's client inserts one with default options (what River's insert-only
