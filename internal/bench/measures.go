@@ -322,10 +322,12 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 			return nil
 		}
 	}
-	// At least two rounds (off-on, on-off): the two sides differ by little, and whichever
-	// runs first meets a smaller database.
+	// An even number of rounds, at least two (off-on, on-off, ...): the two sides differ by
+	// little, and the database grows with every round, so each side takes the earlier place as
+	// often as the later one (with three rounds, the budgeted side would run later on average
+	// and meet a larger database).
 	rounds := e.o.Rounds
-	e.o.Rounds = max(rounds, 2)
+	e.o.Rounds = max(rounds+rounds%2, 2)
 	err := e.alternate(ctx, "BUDGET", nil, round(false), round(true))
 	e.o.Rounds = rounds
 	if err != nil {
