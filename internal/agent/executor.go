@@ -151,8 +151,8 @@ func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at At
 	return t.execute(ctx, lease, confirm)
 }
 
-// Prepared is a run's first attempt acquired in the transaction that inserts the run (Prepare),
-// to be worked by ExecutePrepared once that transaction's statements have run.
+// Prepared is a run's first attempt readied in the transaction that inserts the run (Prepare,
+// run.PreparedRun), to be worked by ExecutePrepared once that transaction's statements have run.
 type Prepared struct {
 	t               *turn
 	tenantID, runID uuid.UUID
@@ -160,28 +160,33 @@ type Prepared struct {
 	acquired        bool
 }
 
-// Prepare readies the first attempt at of run runID for a worker of this process: In, one of
-// the last functions of the transaction that inserts the run, its job (inserted running,
-// attempted by at.Owner) and its message, acquires the run and makes the attempt's first reads
-// and the first model call's reservation there, as Execute's acquisition would (the
-// reservation with the COMMIT). sendMessage then needs no transaction of the worker's between
-// a message and its model request.
+// Prepare readies the first attempt at of run runID for a worker of this process, in the
+// transaction that inserts the run acquired by at.Owner, its job (inserted running, attempted by
+// the same owner) and its message: Reads makes the attempt's first reads in the batch that
+// inserts them, and Acquired keeps them and reserves the first model call (with the COMMIT), as
+// Execute's acquisition would (preread, preload). sendMessage then needs no transaction of the
+// worker's between a message and its model request.
 func (e *Executor) Prepare(tenantID, runID uuid.UUID, at Attempt) *Prepared {
 	return &Prepared{t: &turn{e: e, at: at}, tenantID: tenantID, runID: runID}
 }
 
-// In acquires the run in tx (run.Service.AcquireTx), after the statements that insert it.
-func (p *Prepared) In(ctx context.Context, tx *db.Tx) error {
-	l, err := p.t.e.runs.AcquireTx(ctx, tx, p.tenantID, p.runID, p.t.at.Owner, p.t.at.JobID, p.t.preread(p.tenantID, p.runID, p.t.at), p.t.preload)
-	if err != nil {
-		return err
-	}
-	p.lease, p.acquired = l, true
-	return nil
+// Owner is the lease owner the run is inserted acquired by.
+func (p *Prepared) Owner() string { return p.t.at.Owner }
+
+// Reads makes the attempt's first reads (preread).
+func (p *Prepared) Reads(ctx context.Context, tx *db.Tx) error {
+	return p.t.preread(p.tenantID, p.runID, p.t.at)(ctx, tx)
 }
 
-// Run is the acquired run, as In left it.
-func (p *Prepared) Run() dbsqlc.Run { return p.lease.Run }
+// Acquired goes on with r, the run as inserted acquired (preload).
+func (p *Prepared) Acquired(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	if r.Attempt != 1 || r.LeaseOwner == nil || *r.LeaseOwner != p.Owner() {
+		return fmt.Errorf("run %s was not inserted acquired by %s", r.ID, p.Owner())
+	}
+	p.lease = run.Lease{Run: r, Attempt: r.Attempt, Owner: p.Owner()}
+	p.acquired = true
+	return p.t.preload(ctx, tx, p.lease)
+}
 
 // ExecutePrepared works the attempt p prepared, as Execute does once it has acquired the run:
 // confirm reports the commit of the transaction In ran in (db.DB.InTxEarly); until it returns

@@ -231,12 +231,12 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	}
 	var out Sent
 	// claim, when the run starts now and this process works chat turns, is where its job is
-	// worked at once (run.Eager): this transaction acquires the run for it (prepared), and it
-	// starts once the transaction's statements have run; it is given back when the job was not
-	// started.
+	// worked at once (run.Eager): this transaction inserts the run acquired for it (prepared),
+	// and it starts once the transaction's statements have run; it is given back when the job
+	// was not started.
 	var (
 		claim    run.EagerClaim
-		prepared func(ctx context.Context, tx *db.Tx) (dbsqlc.Run, error)
+		prepared run.PreparedRun
 	)
 	defer func() {
 		if claim != nil {
@@ -353,18 +353,27 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
 		parts, _ := json.Marshal(blocks)
 		// task.queued is stored by the statement that inserts the run.
-		queued, err := events.Encode(scope, time.Now(), events.New{Type: events.TaskQueued, Data: map[string]any{
+		news := []events.New{{Type: events.TaskQueued, Data: map[string]any{
 			"kind": run.KindChatTurn, "messageId": msgID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
-		}})
+		}}}
+		status, owner := run.StatusQueued, (*string)(nil)
+		if prepared != nil {
+			// Inserted acquired by this process's worker, with the acquisition's events.
+			o := prepared.Owner()
+			status, owner = run.StatusRunning, &o
+			news = append(news, run.StartedEvents(run.KindChatTurn, 1)...)
+		}
+		queued, err := events.Encode(scope, time.Now(), news...)
 		if err != nil {
 			return err
 		}
 		fns = append(fns,
 			func(ctx context.Context, tx *db.Tx) error {
 				r, err := tx.Q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
-					TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
+					TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: status,
 					ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
 					TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: job,
+					LeaseOwner: owner, LeaseSeconds: run.LeaseDuration.Seconds(),
 					Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
 				})
 				if err != nil {
@@ -389,17 +398,12 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if prepared == nil {
 			return tx.CommitWith(ctx, fns...)
 		}
-		// The run is acquired for this process's worker after its insert, in the same round
-		// trip; the first model call's reservation then goes with the COMMIT.
-		var acquired dbsqlc.Run
-		if err := tx.Pipeline(ctx, append(fns, func(ctx context.Context, tx *db.Tx) (err error) {
-			acquired, err = prepared(ctx, tx)
-			return err
-		})...); err != nil {
+		// The attempt's first reads go after the run and its message, in the same round trip;
+		// the first model call's reservation then goes with the COMMIT.
+		if err := tx.Pipeline(ctx, append(fns, prepared.Reads)...); err != nil {
 			return err
 		}
-		out.Run = acquired
-		return nil
+		return prepared.Acquired(ctx, tx, out.Run)
 	})
 	if err != nil {
 		return Sent{}, err

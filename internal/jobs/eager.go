@@ -95,10 +95,8 @@ type claim struct {
 
 func (c *claim) Client() string { return c.e.client }
 
-// Prepare readies the job's first attempt in the transaction inserting it (agent.Prepare): the
-// returned function acquires the run for this process's worker there, with the attempt's first
-// reads and reservation.
-func (c *claim) Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32) func(ctx context.Context, tx *db.Tx) (dbsqlc.Run, error) {
+// Prepare readies the job's first attempt in the transaction inserting it (agent.Prepare).
+func (c *claim) Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32) run.PreparedRun {
 	e := c.e
 	now := time.Now()
 	args := run.Args{TenantID: tenantID, RunID: runID}
@@ -109,10 +107,7 @@ func (c *claim) Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int3
 		State: rivertype.JobStateRunning,
 	}}
 	c.prep = e.worker.exec.Prepare(tenantID, runID, e.worker.attempt(c.job))
-	return func(ctx context.Context, tx *db.Tx) (dbsqlc.Run, error) {
-		err := c.prep.In(ctx, tx)
-		return c.prep.Run(), err
-	}
+	return c.prep
 }
 
 func (c *claim) Release() { c.once.Do(c.e.release) }

@@ -185,7 +185,7 @@ func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempt
 
 // Eager works a chat turn's job in the process whose transaction inserts it (jobs.Eager):
 // the job is inserted as running, already attempted by this process's River client, its run
-// acquired for this process's worker by the same transaction (EagerClaim.Prepare), and the
+// inserted acquired for this process's worker by the same transaction (EagerClaim.Prepare), and the
 // worker starts once that transaction's statements have run, without River's insert
 // notification, fetch and dispatch, nor a transaction of its own, between a message and its
 // run's model request. Claim takes a free place for one job (nil when there is none, or the
@@ -197,18 +197,27 @@ type Eager interface {
 	Cancel(jobID int64)
 }
 
-// EagerClaim is a claimed place. Prepare readies the job's first attempt: the function it
-// returns runs in the transaction inserting the job, after the statements that insert the run
-// and its message, and acquires the run (AcquireTx) with the attempt's first reads and its
-// first model call's reservation (with the COMMIT); it returns the acquired run. Start works the
-// prepared job once the transaction's statements have run (db.DB.InTxEarly), confirm reporting
-// its commit; Release gives the place back when the job is not started. Whichever of Start and
-// Release is called first counts; the other does nothing.
+// EagerClaim is a claimed place. Prepare readies the job's first attempt in the transaction
+// inserting the job and its run (PreparedRun). Start works the prepared job once the
+// transaction's statements have run (db.DB.InTxEarly), confirm reporting its commit; Release
+// gives the place back when the job is not started. Whichever of Start and Release is called
+// first counts; the other does nothing.
 type EagerClaim interface {
 	Client() string
-	Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32) func(ctx context.Context, tx *db.Tx) (dbsqlc.Run, error)
+	Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32) PreparedRun
 	Start(confirm func(context.Context) error)
 	Release()
+}
+
+// PreparedRun is a run's first attempt readied in the transaction that inserts the run: the
+// run is inserted acquired by Owner (RunInsertWithEvents with the lease, and StartedEvents
+// among its events), Reads joins the batch that inserts it and its message (after them) with
+// the attempt's first reads, and Acquired goes on in the transaction with the run as inserted
+// (the first model call's reservation goes with the COMMIT).
+type PreparedRun interface {
+	Owner() string
+	Reads(ctx context.Context, tx *db.Tx) error
+	Acquired(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error
 }
 
 // SetEager sets the eager starter; nil (the default) inserts every job for River to fetch.
@@ -353,11 +362,14 @@ func (s *Service) AcquireEarly(ctx context.Context, tenantID, runID uuid.UUID, o
 	return l, confirm, err
 }
 
-// AcquireTx is AcquireWith inside tx, the transaction that inserted the run and its job
-// (sendMessage, for a job this process works at once: jobs.Eager): the run is acquired, and
-// read, by statements after its insert, and what tx commits is the acquisition too.
-func (s *Service) AcquireTx(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
-	return s.acquire(ctx, tx, tenantID, runID, owner, jobID, reads, also...)
+// StartedEvents are the events an attempt's acquisition stores: execution.started, and on the
+// first attempt task.started (RunAcquireWithEvents stores the same).
+func StartedEvents(kind string, attempt int32) []events.New {
+	news := []events.New{{Type: events.ExecutionStarted, Data: map[string]any{"attempt": attempt, "kind": kind}}}
+	if attempt == 1 {
+		news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": kind}})
+	}
+	return news
 }
 
 // acquire acquires run runID in tx for owner's attempt of job jobID, with reads beside the
@@ -384,11 +396,7 @@ func (s *Service) acquire(ctx context.Context, tx *db.Tx, tenantID, runID uuid.U
 		return Lease{}, fmt.Errorf("acquire run %s: %w", runID, err)
 	}
 	l := Lease{Run: r, Attempt: r.Attempt, Owner: owner}
-	news := []events.New{{Type: events.ExecutionStarted, Data: map[string]any{"attempt": r.Attempt, "kind": r.Kind}}}
-	if r.Attempt == 1 {
-		news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": r.Kind}})
-	}
-	started, err := events.Encode(l.Scope(), now, news...)
+	started, err := events.Encode(l.Scope(), now, StartedEvents(r.Kind, r.Attempt)...)
 	if err != nil {
 		return l, err
 	}

@@ -683,16 +683,20 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (Run, erro
 const runInsertWithEvents = `-- name: RunInsertWithEvents :one
 WITH r AS (
     INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id,
-                      idempotency_key, max_attempts, job_id, last_seq)
+                      idempotency_key, max_attempts, job_id, last_seq, attempt, lease_owner, lease_expires_at, started_at)
     VALUES ($1::uuid, $2::uuid, $3::uuid, $4::text, $5::text,
             $6::uuid, $7::bigint, $8::uuid,
             $9::text, $10::integer, $11::bigint,
-            cardinality($12::text[]))
+            cardinality($12::text[]),
+            CASE WHEN $13::text IS NULL THEN 0 ELSE 1 END, $13::text,
+            CASE WHEN $13::text IS NULL THEN NULL
+                 ELSE now() + make_interval(secs => $14::double precision) END,
+            CASE WHEN $13::text IS NULL THEN NULL ELSE statement_timestamp() END)
     RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 ), stored AS (
     INSERT INTO run_events (tenant_id, run_id, seq, type, phase, data, created_at)
-    SELECT r.tenant_id, r.id, e.ord::integer, e.type, nullif(($13::text[])[e.ord], ''),
-           ($14::text[])[e.ord]::jsonb, $15::timestamptz
+    SELECT r.tenant_id, r.id, e.ord::integer, e.type, nullif(($15::text[])[e.ord], ''),
+           ($16::text[])[e.ord]::jsonb, $17::timestamptz
     FROM r, unnest($12::text[]) WITH ORDINALITY AS e (type, ord)
 )
 SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM r
@@ -711,6 +715,8 @@ type RunInsertWithEventsParams struct {
 	MaxAttempts      int32
 	JobID            *int64
 	Types            []string
+	LeaseOwner       *string
+	LeaseSeconds     float64
 	Phases           []string
 	Datas            []string
 	CreatedAt        time.Time
@@ -754,6 +760,9 @@ type RunInsertWithEventsRow struct {
 
 // RunInsert with the run's first events (seqs 1..n, as events.Encode prepared them)
 // stored by the same statement: the run row is written once, not once more by an append.
+// With a lease_owner the run is inserted acquired by it (RUNNING, attempt 1, leased for
+// lease_seconds, started now), as RunAcquireWithEvents would leave it; its events then include
+// the acquisition's.
 func (q *Queries) RunInsertWithEvents(ctx context.Context, arg RunInsertWithEventsParams) (RunInsertWithEventsRow, error) {
 	row := q.db.QueryRow(ctx, runInsertWithEvents,
 		arg.TenantID,
@@ -768,6 +777,8 @@ func (q *Queries) RunInsertWithEvents(ctx context.Context, arg RunInsertWithEven
 		arg.MaxAttempts,
 		arg.JobID,
 		arg.Types,
+		arg.LeaseOwner,
+		arg.LeaseSeconds,
 		arg.Phases,
 		arg.Datas,
 		arg.CreatedAt,

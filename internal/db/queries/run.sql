@@ -7,13 +7,20 @@ RETURNING *;
 -- name: RunInsertWithEvents :one
 -- RunInsert with the run's first events (seqs 1..n, as events.Encode prepared them)
 -- stored by the same statement: the run row is written once, not once more by an append.
+-- With a lease_owner the run is inserted acquired by it (RUNNING, attempt 1, leased for
+-- lease_seconds, started now), as RunAcquireWithEvents would leave it; its events then include
+-- the acquisition's.
 WITH r AS (
     INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id,
-                      idempotency_key, max_attempts, job_id, last_seq)
+                      idempotency_key, max_attempts, job_id, last_seq, attempt, lease_owner, lease_expires_at, started_at)
     VALUES (sqlc.arg(tenant_id)::uuid, sqlc.arg(id)::uuid, sqlc.arg(user_id)::uuid, sqlc.arg(kind)::text, sqlc.arg(status)::text,
             sqlc.narg(conversation_id)::uuid, sqlc.arg(conversation_seq)::bigint, sqlc.narg(trigger_message_id)::uuid,
             sqlc.narg(idempotency_key)::text, sqlc.arg(max_attempts)::integer, sqlc.narg(job_id)::bigint,
-            cardinality(sqlc.arg(types)::text[]))
+            cardinality(sqlc.arg(types)::text[]),
+            CASE WHEN sqlc.narg(lease_owner)::text IS NULL THEN 0 ELSE 1 END, sqlc.narg(lease_owner)::text,
+            CASE WHEN sqlc.narg(lease_owner)::text IS NULL THEN NULL
+                 ELSE now() + make_interval(secs => sqlc.arg(lease_seconds)::double precision) END,
+            CASE WHEN sqlc.narg(lease_owner)::text IS NULL THEN NULL ELSE statement_timestamp() END)
     RETURNING *
 ), stored AS (
     INSERT INTO run_events (tenant_id, run_id, seq, type, phase, data, created_at)
