@@ -27,9 +27,11 @@ import (
 
 // Eager works chat turns' jobs in the process that inserts them (run.Eager), the way River's
 // producer would have after fetching them: sendMessage inserts the job already running and
-// attempted by this process's River client (RiverJobInsertRunning), and the job starts when
-// the transaction commits, without River's insert notification, fetch and dispatch (about
-// 0.6 ms of a message's time to first token at one turn at a time). Everything else stays
+// attempted by this process's River client (RiverJobInsertRunning), and its run already
+// acquired by this process's worker (claim.Prepare), and the job starts while the transaction
+// commits, without River's insert notification, fetch and dispatch (about 0.6 ms of a
+// message's time to first token at one turn at a time), nor a transaction of the worker's
+// before its first model request. Everything else stays
 // River's: the job's row ends as River's completer ends it (completed, retryable at the
 // worker's NextRetry, discarded after its last attempt, cancelled), so a retry is fetched by
 // any process; a cancel reaches the job through cancelTx (this process at once, others by
