@@ -166,16 +166,29 @@ type Prepared struct {
 // inserts them, and Acquired keeps them and reserves the first model call (with the COMMIT), as
 // Execute's acquisition would (preread, preload). sendMessage then needs no transaction of the
 // worker's between a message and its model request.
-func (e *Executor) Prepare(tenantID, runID uuid.UUID, at Attempt) *Prepared {
-	return &Prepared{t: &turn{e: e, at: at}, tenantID: tenantID, runID: runID}
+//
+// set and conv are the user's settings and the run's conversation, which the inserting
+// transaction read already (under the conversation's lock; what it changes of the conversation,
+// its counters and active run, the executor does not use).
+func (e *Executor) Prepare(tenantID, runID uuid.UUID, at Attempt, set settings.Settings, conv dbsqlc.Conversation) *Prepared {
+	return &Prepared{t: &turn{e: e, at: at, set: set, conv: conv}, tenantID: tenantID, runID: runID}
 }
 
 // Owner is the lease owner the run is inserted acquired by.
 func (p *Prepared) Owner() string { return p.t.at.Owner }
 
-// Reads makes the attempt's first reads (preread).
+// Reads makes the attempt's first reads: preread's, but for the settings and the conversation
+// (Prepare has them), and the run's tool calls and its user's later messages, of which a run
+// being inserted has none.
 func (p *Prepared) Reads(ctx context.Context, tx *db.Tx) error {
-	return p.t.preread(p.tenantID, p.runID, p.t.at)(ctx, tx)
+	t := p.t
+	t.pre = &state{}
+	reads := []func(context.Context, *db.Tx) error{histRead(t.pre, p.tenantID, p.runID)}
+	if t.e.window != nil {
+		t.preCtx = &contextwin.Read{}
+		reads = append(reads, contextwin.ReadsOfRun(t.preCtx, p.tenantID, p.runID)...)
+	}
+	return tx.Pipeline(ctx, reads...)
 }
 
 // Acquired goes on with r, the run as inserted acquired (preload).

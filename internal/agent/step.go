@@ -138,10 +138,7 @@ func readState(ctx context.Context, tx *db.Tx, l run.Lease) (state, error) {
 // filling st: keyed by the run alone, they also go in the round trip that acquires it.
 func stateReads(st *state, tenantID, runID uuid.UUID) []func(context.Context, *db.Tx) error {
 	return []func(context.Context, *db.Tx) error{
-		func(ctx context.Context, tx *db.Tx) (err error) {
-			st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: tenantID, RunID: runID})
-			return err
-		},
+		histRead(st, tenantID, runID),
 		func(ctx context.Context, tx *db.Tx) (err error) {
 			st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: tenantID, RunID: runID})
 			return err
@@ -150,6 +147,14 @@ func stateReads(st *state, tenantID, runID uuid.UUID) []func(context.Context, *d
 			st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: tenantID, RunID: runID})
 			return err
 		},
+	}
+}
+
+// histRead reads the messages the model sees for the run into st.hist.
+func histRead(st *state, tenantID, runID uuid.UUID) func(context.Context, *db.Tx) error {
+	return func(ctx context.Context, tx *db.Tx) (err error) {
+		st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: tenantID, RunID: runID})
+		return err
 	}
 }
 

@@ -337,7 +337,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if !busy {
 			claim = s.runs.ClaimEager()
 			if claim != nil {
-				prepared = claim.Prepare(a.TenantID, runID, jobID, maxAttempts)
+				prepared = claim.Prepare(a.TenantID, runID, jobID, maxAttempts, set, conv)
 			}
 			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID, claim)
 			if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/settings"
 )
 
 // Eager works chat turns' jobs in the process that inserts them (run.Eager), the way River's
@@ -98,7 +99,7 @@ type claim struct {
 func (c *claim) Client() string { return c.e.client }
 
 // Prepare readies the job's first attempt in the transaction inserting it (agent.Prepare).
-func (c *claim) Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32) run.PreparedRun {
+func (c *claim) Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32, set settings.Settings, conv dbsqlc.Conversation) run.PreparedRun {
 	e := c.e
 	now := time.Now()
 	args := run.Args{TenantID: tenantID, RunID: runID}
@@ -108,7 +109,7 @@ func (c *claim) Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int3
 		Kind: run.Args{}.Kind(), MaxAttempts: int(maxAttempts), Priority: 1, Queue: run.QueueChat, ScheduledAt: now,
 		State: rivertype.JobStateRunning,
 	}}
-	c.prep = e.worker.exec.Prepare(tenantID, runID, e.worker.attempt(c.job))
+	c.prep = e.worker.exec.Prepare(tenantID, runID, e.worker.attempt(c.job), set, conv)
 	return c.prep
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/settings"
 )
 
 // Kinds of run.
@@ -198,13 +199,14 @@ type Eager interface {
 }
 
 // EagerClaim is a claimed place. Prepare readies the job's first attempt in the transaction
-// inserting the job and its run (PreparedRun). Start works the prepared job once the
+// inserting the job and its run (PreparedRun), with the user's settings and the run's
+// conversation that transaction read. Start works the prepared job once the
 // transaction's statements have run (db.DB.InTxEarly), confirm reporting its commit; Release
 // gives the place back when the job is not started. Whichever of Start and Release is called
 // first counts; the other does nothing.
 type EagerClaim interface {
 	Client() string
-	Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32) PreparedRun
+	Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32, set settings.Settings, conv dbsqlc.Conversation) PreparedRun
 	Start(confirm func(context.Context) error)
 	Release()
 }
