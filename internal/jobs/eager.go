@@ -40,12 +40,11 @@ import (
 // like any worker. Places are bounded (at most Slots jobs at once, the rest go through River),
 // and Stop lets the jobs finish or cancels them, as River's Stop does.
 type Eager struct {
-	worker  *RunWorker
-	exec    riverdriver.Executor
-	queries *dbsqlc.Queries // on River's pool
-	client  string
-	log     *slog.Logger
-	slots   chan struct{}
+	worker *RunWorker
+	exec   riverdriver.Executor
+	client string
+	log    *slog.Logger
+	slots  chan struct{}
 
 	// base is every job's context; a hard stop cancels it with errStopped.
 	base   context.Context
@@ -63,7 +62,7 @@ type Eager struct {
 func NewEager(worker *RunWorker, client *river.Client[pgx.Tx], pool *pgxpool.Pool, slots int, log *slog.Logger) *Eager {
 	base, cancel := context.WithCancelCause(context.Background())
 	return &Eager{
-		worker: worker, exec: riverpgxv5.New(pool).GetExecutor(), queries: dbsqlc.New(pool), client: client.ID(), log: log,
+		worker: worker, exec: riverpgxv5.New(pool).GetExecutor(), client: client.ID(), log: log,
 		slots: make(chan struct{}, max(slots, 1)), base: base, cancel: cancel, running: map[int64]context.CancelCauseFunc{},
 	}
 }

@@ -357,9 +357,40 @@ func (s *Service) AcquireWith(ctx context.Context, tenantID, runID uuid.UUID, ow
 // went with the COMMIT and holds the budget stripes' row locks until the commit ends.
 func (s *Service) AcquireEarly(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, func(context.Context) error, error) {
 	var l Lease
-	confirm, err := s.db.InTxEarly(ctx, tenantID, func(ctx context.Context, tx *db.Tx) (err error) {
-		l, err = s.acquire(ctx, tx, tenantID, runID, owner, jobID, reads, also...)
-		return err
+	confirm, err := s.db.InTxEarly(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		var r dbsqlc.Run
+		now := time.Now()
+		// execution.started (and task.started on the first attempt) is stored by the statement
+		// that acquires the run; the same events are published once the transaction commits.
+		acquire := func(ctx context.Context, tx *db.Tx) error {
+			got, err := tx.Q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
+				LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
+			r = dbsqlc.Run(got)
+			return err
+		}
+		var err error
+		if reads == nil {
+			err = tx.Pipeline(ctx, acquire)
+		} else {
+			err = tx.Pipeline(ctx, acquire, reads)
+		}
+		if db.IsNoRows(err) {
+			return ErrFenced
+		}
+		if err != nil {
+			return fmt.Errorf("acquire run %s: %w", runID, err)
+		}
+		l = Lease{Run: r, Attempt: r.Attempt, Owner: owner}
+		started, err := events.Encode(l.Scope(), now, StartedEvents(r.Kind, r.Attempt)...)
+		if err != nil {
+			return err
+		}
+		s.pub.Stored(ctx, tx, started, r.LastSeq)
+		fns := make([]func(context.Context, *db.Tx) error, len(also))
+		for i, fn := range also {
+			fns[i] = func(ctx context.Context, tx *db.Tx) error { return fn(ctx, tx, l) }
+		}
+		return tx.Pipeline(ctx, fns...)
 	})
 	return l, confirm, err
 }
@@ -372,42 +403,6 @@ func StartedEvents(kind string, attempt int32) []events.New {
 		news = append(news, events.New{Type: events.TaskStarted, Data: map[string]any{"kind": kind}})
 	}
 	return news
-}
-
-// acquire acquires run runID in tx for owner's attempt of job jobID, with reads beside the
-// acquiring statement and also after it (AcquireWith).
-func (s *Service) acquire(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
-	var r dbsqlc.Run
-	now := time.Now()
-	// execution.started (and task.started on the first attempt) is stored by the statement
-	// that acquires the run; the same events are published once the transaction commits.
-	fns := []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
-		got, err := tx.Q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
-			LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
-		r = dbsqlc.Run(got)
-		return err
-	}}
-	if reads != nil {
-		fns = append(fns, reads)
-	}
-	err := tx.Pipeline(ctx, fns...)
-	if db.IsNoRows(err) {
-		return Lease{}, ErrFenced
-	}
-	if err != nil {
-		return Lease{}, fmt.Errorf("acquire run %s: %w", runID, err)
-	}
-	l := Lease{Run: r, Attempt: r.Attempt, Owner: owner}
-	started, err := events.Encode(l.Scope(), now, StartedEvents(r.Kind, r.Attempt)...)
-	if err != nil {
-		return l, err
-	}
-	s.pub.Stored(ctx, tx, started, r.LastSeq)
-	afters := make([]func(context.Context, *db.Tx) error, len(also))
-	for i, fn := range also {
-		afters[i] = func(ctx context.Context, tx *db.Tx) error { return fn(ctx, tx, l) }
-	}
-	return l, tx.Pipeline(ctx, afters...)
 }
 
 // InFence runs fn in a transaction that first checks (and locks) the lease: when the run's
