@@ -214,6 +214,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	}
 	if mode.API {
 		a.Hub = events.NewHub(a.Redis, cfg.RedisPrefix, log)
+		// Runs worked here reach this process's subscribers without the trip through Redis.
+		pub.DeliverLocally(a.Hub)
 		opts.Auth = a.Auth
 		var sockets context.Context
 		sockets, a.CloseSockets = context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,14 +24,25 @@ type Hub struct {
 	prefix string
 	log    *slog.Logger
 
-	ps      *redis.PubSub
+	ps *redis.PubSub
+	// mu orders the changes of the subscribers and of the Redis subscription (Subscribe, Close)
+	// and guards waiters; subsMu guards tenants and to, and is never held over a call to Redis,
+	// so a delivery (from Redis, or from a publisher of this process) never waits for one.
 	mu      sync.Mutex
+	subsMu  sync.Mutex
 	tenants map[uuid.UUID]map[*Sub]struct{}
 	waiters map[string][]chan struct{}
-	to      []*Sub // deliver's scratch list of an event's subscribers (under mu)
+	to      []*Sub // deliver's scratch list of an event's subscribers (under subsMu)
 	dropped atomic.Int64
 	done    chan struct{}
+	// origin starts the messages of the publisher that delivers to this hub itself
+	// (Publisher.DeliverLocally): the hub skips them when they come back from Redis.
+	origin string
 }
+
+// originLen is the length of a message's origin: a message that does not start with '[' (a
+// JSON array of events) starts with the origin of the hub its publisher delivered it to.
+const originLen = 32
 
 // Sub is one local subscriber: C carries matching events; Resync fires when events may have
 // been lost (buffer overflow, Redis reconnect) and the subscriber should refill from Postgres.
@@ -50,6 +62,7 @@ func NewHub(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Hub {
 		tenants: map[uuid.UUID]map[*Sub]struct{}{},
 		waiters: map[string][]chan struct{}{},
 		done:    make(chan struct{}),
+		origin:  strings.ReplaceAll(uuid.NewString(), "-", ""),
 	}
 	h.ps = rdb.Subscribe(context.Background())
 	go h.loop()
@@ -74,12 +87,14 @@ func (h *Hub) Subscribe(ctx context.Context, tenantID uuid.UUID, match func(Even
 	// The map and the Redis subscription change together under mu, so a concurrent last
 	// Close (UNSUBSCRIBE) and first Subscribe (SUBSCRIBE) reach Redis in the order the map saw.
 	h.mu.Lock()
+	h.subsMu.Lock()
 	set, ok := h.tenants[tenantID]
 	if !ok {
 		set = map[*Sub]struct{}{}
 		h.tenants[tenantID] = set
 	}
 	set[s] = struct{}{}
+	h.subsMu.Unlock()
 	var wait chan struct{}
 	if !ok || len(h.waiters[ch]) > 0 {
 		wait = make(chan struct{})
@@ -115,12 +130,17 @@ func (s *Sub) Close() {
 		h := s.hub
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		h.subsMu.Lock()
 		set := h.tenants[s.tenant]
 		delete(set, s)
-		if len(set) > 0 {
+		last := len(set) == 0
+		if last {
+			delete(h.tenants, s.tenant)
+		}
+		h.subsMu.Unlock()
+		if !last {
 			return
 		}
-		delete(h.tenants, s.tenant)
 		if err := h.ps.Unsubscribe(context.Background(), Channel(h.prefix, s.tenant)); err != nil && !errors.Is(err, redis.ErrClosed) {
 			h.log.Warn("unsubscribe", slog.Any("error", err))
 		}
@@ -147,8 +167,15 @@ func (h *Hub) loop() {
 				h.resync(m.Channel)
 			}
 		case *redis.Message:
+			payload := m.Payload
+			if payload != "" && payload[0] != '[' && len(payload) >= originLen {
+				if payload[:originLen] == h.origin {
+					continue // delivered by its publisher already
+				}
+				payload = payload[originLen:]
+			}
 			var evs []Event
-			if err := json.Unmarshal([]byte(m.Payload), &evs); err != nil {
+			if err := json.Unmarshal([]byte(payload), &evs); err != nil {
 				h.log.Warn("bad event payload", slog.String("channel", m.Channel), slog.Any("error", err))
 				continue
 			}
@@ -158,8 +185,8 @@ func (h *Hub) loop() {
 }
 
 func (h *Hub) resync(channel string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.subsMu.Lock()
+	defer h.subsMu.Unlock()
 	for tenant, set := range h.tenants {
 		if Channel(h.prefix, tenant) != channel {
 			continue
@@ -174,8 +201,8 @@ func (h *Hub) deliver(evs []Event) {
 	if len(evs) == 0 {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.subsMu.Lock()
+	defer h.subsMu.Unlock()
 	subs := h.tenants[evs[0].TenantID]
 	for _, ev := range evs {
 		// Each event's subscribers are matched once; an event going to more than one gets a
