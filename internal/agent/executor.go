@@ -154,51 +154,80 @@ func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at At
 // Prepared is a run's first attempt readied in the transaction that inserts the run (Prepare,
 // run.PreparedRun), to be worked by ExecutePrepared once that transaction's statements have run.
 type Prepared struct {
-	t               *turn
-	tenantID, runID uuid.UUID
-	lease           run.Lease
-	acquired        bool
+	t                                *turn
+	owner                            string
+	tenantID, userID, conversationID uuid.UUID
+	content                          string
+	runID                            uuid.UUID
+	lease                            run.Lease
+	acquired                         bool
 }
 
-// Prepare readies the first attempt at of run runID for a worker of this process, in the
-// transaction that inserts the run acquired by at.Owner, its job (inserted running, attempted by
-// the same owner) and its message: Reads makes the attempt's first reads in the batch that
-// inserts them, and Acquired keeps them and reserves the first model call (with the COMMIT), as
-// Execute's acquisition would (preread, preload). sendMessage then needs no transaction of the
-// worker's between a message and its model request.
-//
-// set and conv are the user's settings and the run's conversation, which the inserting
-// transaction read already (under the conversation's lock; what it changes of the conversation,
-// its counters and active run, the executor does not use).
-func (e *Executor) Prepare(tenantID, runID uuid.UUID, at Attempt, set settings.Settings, conv dbsqlc.Conversation) *Prepared {
-	return &Prepared{t: &turn{e: e, at: at, set: set, conv: conv}, tenantID: tenantID, runID: runID}
+// Prepare readies, for a worker of this process (owner), the first attempt of the run that a
+// message (content) of user userID starts in conversation conversationID, in the transaction
+// that inserts the run acquired by owner, its job (inserted running, attempted by the same
+// owner) and the message. Reads makes the attempt's first reads, keyed by the conversation, in
+// the round trip that locks it; Insert, once the run is decided, keeps them with the message
+// added and reserves the first model call after the run's statements, with the COMMIT, as
+// Execute's acquisition would (preread, preload); Inserted takes the run and the message as
+// inserted. sendMessage then needs no transaction of the worker's between a message and its
+// model request, nor a round trip of its own for the reservation.
+func (e *Executor) Prepare(owner string, tenantID, userID, conversationID uuid.UUID, content string) *Prepared {
+	return &Prepared{t: &turn{e: e}, owner: owner, tenantID: tenantID, userID: userID, conversationID: conversationID, content: content}
 }
 
 // Owner is the lease owner the run is inserted acquired by.
-func (p *Prepared) Owner() string { return p.t.at.Owner }
+func (p *Prepared) Owner() string { return p.owner }
 
-// Reads makes the attempt's first reads: preread's, but for the settings and the conversation
-// (Prepare has them), and the run's tool calls and its user's later messages, of which a run
-// being inserted has none.
+// Reads makes the attempt's first reads, keyed by the conversation: preread's but for the
+// settings and the conversation (the inserting transaction reads them), the run's tool calls and
+// its user's later messages (a run being inserted has none) and its own message (Insert adds
+// it). It must go after the statement that locks the conversation, in its batch or later, so
+// that it reads what that lock guards.
 func (p *Prepared) Reads(ctx context.Context, tx *db.Tx) error {
 	t := p.t
 	t.pre = &state{}
-	reads := []func(context.Context, *db.Tx) error{histRead(t.pre, p.tenantID, p.runID)}
+	reads := []func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) (err error) {
+		t.pre.hist, err = tx.Q.MessageListContextOfConversation(ctx, dbsqlc.MessageListContextOfConversationParams{TenantID: p.tenantID, ConversationID: p.conversationID})
+		return err
+	}}
 	if t.e.window != nil {
 		t.preCtx = &contextwin.Read{}
-		reads = append(reads, contextwin.ReadsOfRun(t.preCtx, p.tenantID, p.runID)...)
+		reads = append(reads, contextwin.ReadsOfConversation(t.preCtx, p.tenantID, p.userID, p.conversationID, p.content)...)
 	}
 	return tx.Pipeline(ctx, reads...)
 }
 
-// Acquired goes on with r, the run as inserted acquired (preload).
-func (p *Prepared) Acquired(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
-	if r.Attempt != 1 || r.LeaseOwner == nil || *r.LeaseOwner != p.Owner() {
-		return fmt.Errorf("run %s was not inserted acquired by %s", r.ID, p.Owner())
+// Insert goes on in the transaction once the run is decided and the statements that insert
+// the job, the run and the message are registered with tx.AtCommit: with what Reads read and
+// in.Message added, it keeps the first step's state and registers the first model call's
+// reservation after them (preload, with in.Run as the run acquired).
+func (p *Prepared) Insert(ctx context.Context, tx *db.Tx, at Attempt, in run.PreparedInsert) error {
+	t := p.t
+	if t.pre == nil {
+		return fmt.Errorf("run %s: the prepared attempt did not read", in.Run.ID)
 	}
-	p.lease = run.Lease{Run: r, Attempt: r.Attempt, Owner: p.Owner()}
+	t.at, t.set, t.conv = at, in.Settings, in.Conversation
+	t.pre.hist = append(t.pre.hist, in.Message)
+	p.runID = in.Run.ID
+	return t.preload(ctx, tx, run.Lease{Run: in.Run, Attempt: 1, Owner: p.owner})
+}
+
+// Inserted goes on with r and m, the run and its message as inserted (their statements ran;
+// the commit may still be on its way). A run that was not inserted acquired by p's owner is not
+// worked: ExecutePrepared says so.
+func (p *Prepared) Inserted(r dbsqlc.Run, m dbsqlc.Message) {
+	if r.ID != p.runID || r.Attempt != 1 || r.LeaseOwner == nil || *r.LeaseOwner != p.owner {
+		return
+	}
+	p.lease = run.Lease{Run: r, Attempt: r.Attempt, Owner: p.owner}
+	if st := p.t.first; st != nil {
+		st.run = r
+		if n := len(st.hist); n > 0 && st.hist[n-1].ID == m.ID {
+			st.hist[n-1] = m
+		}
+	}
 	p.acquired = true
-	return p.t.preload(ctx, tx, p.lease)
 }
 
 // ExecutePrepared works the attempt p prepared, as Execute does once it has acquired the run:
@@ -206,7 +235,7 @@ func (p *Prepared) Acquired(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error 
 // nil, only the first model request goes out, and nothing of it is read.
 func (e *Executor) ExecutePrepared(ctx context.Context, p *Prepared, confirm func(context.Context) error) error {
 	if !p.acquired {
-		return fmt.Errorf("run %s: prepared attempt was not acquired", p.runID)
+		return fmt.Errorf("run %s: prepared attempt was not inserted acquired by %s", p.runID, p.owner)
 	}
 	return p.t.execute(ctx, p.lease, confirm)
 }

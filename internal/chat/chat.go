@@ -230,21 +230,22 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		policy = BusyEnqueue
 	}
 	var out Sent
-	// claim, when the run starts now and this process works chat turns, is where its job is
-	// worked at once (run.Eager): this transaction inserts the run acquired for it (prepared),
-	// and it starts once the transaction's statements have run; it is given back when the job
-	// was not started.
+	// claim, when this process works chat turns, is where the run's job is worked at once
+	// (run.Eager) if the run starts now: the transaction makes the attempt's first reads with
+	// its first ones (prepared), inserts the run acquired for it and reserves its first model
+	// call with the COMMIT, and the job starts once the transaction's statements have run. It
+	// is given back when the job was not started.
 	var (
-		claim    run.EagerClaim
+		claim    = s.runs.ClaimEager()
 		prepared run.PreparedRun
 	)
-	defer func() {
-		if claim != nil {
-			claim.Release()
-		}
-	}()
+	if claim != nil {
+		defer claim.Release()
+		prepared = claim.Prepare(a.TenantID, a.UserID, in.ConversationID, in.Content)
+	}
 	confirm, err := s.db.InTxEarly(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		// The conversation (locked), the admission check and the settings go to Postgres
+		// The conversation (locked), the admission check, the settings and, for a run this
+		// process would work, its attempt's first reads (after the lock) go to Postgres
 		// together: one round trip.
 		var (
 			conv     dbsqlc.Conversation
@@ -253,7 +254,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 			admitErr error
 			jobID    int64
 		)
-		err := tx.Pipeline(ctx,
+		first := []func(context.Context, *db.Tx) error{
 			func(ctx context.Context, tx *db.Tx) (err error) {
 				conv, err = tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: in.ConversationID})
 				if db.IsNoRows(err) {
@@ -288,8 +289,13 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 				jobID, err = s.runs.NextJobID(ctx, tx) // unused when the run waits its turn
 				return err
 			},
-		)
+		}
+		if prepared != nil {
+			first = append(first, prepared.Reads)
+		}
+		err := tx.Pipeline(ctx, first...)
 		if err != nil || replay {
+			prepared = nil // nothing is inserted: the claim is given back
 			return err
 		}
 		if images {
@@ -307,10 +313,15 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 					return err
 				}
 				busy = false
-				// The positions are taken from conv below: read it again after what the
-				// cancellation wrote.
+				// The positions are taken from conv below, and the prepared attempt's reads
+				// from the history: read them again after what the cancellation wrote.
 				if conv, err = tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: conv.ID}); err != nil {
 					return err
+				}
+				if prepared != nil {
+					if err := prepared.Reads(ctx, tx); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -334,12 +345,14 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 			return err
 		}}
 		var job *int64
-		if !busy {
-			claim = s.runs.ClaimEager()
-			if claim != nil {
-				prepared = claim.Prepare(a.TenantID, runID, jobID, maxAttempts, set, conv)
+		if busy {
+			prepared = nil // the run waits its turn: River works it
+		} else {
+			eager := claim
+			if prepared == nil {
+				eager = nil
 			}
-			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID, claim)
+			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID, eager)
 			if err != nil {
 				return err
 			}
@@ -367,15 +380,21 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if err != nil {
 			return err
 		}
+		rp := dbsqlc.RunInsertWithEventsParams{
+			TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: status,
+			ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
+			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: job,
+			LeaseOwner: owner, LeaseSeconds: run.LeaseDuration.Seconds(),
+			Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
+		}
+		mp := dbsqlc.MessageInsertParams{
+			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
+			RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
+			TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
+		}
 		fns = append(fns,
 			func(ctx context.Context, tx *db.Tx) error {
-				r, err := tx.Q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
-					TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: status,
-					ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
-					TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: job,
-					LeaseOwner: owner, LeaseSeconds: run.LeaseDuration.Seconds(),
-					Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
-				})
+				r, err := tx.Q.RunInsertWithEvents(ctx, rp)
 				if err != nil {
 					return fmt.Errorf("insert run: %w", err)
 				}
@@ -384,11 +403,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 				return nil
 			},
 			func(ctx context.Context, tx *db.Tx) (err error) {
-				out.Message, err = tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-					TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
-					RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
-					TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
-				})
+				out.Message, err = tx.Q.MessageInsert(ctx, mp)
 				if err != nil {
 					return fmt.Errorf("insert message: %w", err)
 				}
@@ -398,17 +413,25 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if prepared == nil {
 			return tx.CommitWith(ctx, fns...)
 		}
-		// The attempt's first reads go after the run and its message, in the same round trip;
-		// the first model call's reservation then goes with the COMMIT.
-		if err := tx.Pipeline(ctx, append(fns, prepared.Reads)...); err != nil {
-			return err
+		// The run's statements, then its first model call's reservation, go with the COMMIT:
+		// one round trip.
+		for _, fn := range fns {
+			tx.AtCommit(fn)
 		}
-		return prepared.Acquired(ctx, tx, out.Run)
+		return prepared.Insert(ctx, tx, run.PreparedInsert{
+			JobID: jobID, Settings: set, Conversation: conv,
+			Run: dbsqlc.Run{TenantID: rp.TenantID, ID: rp.ID, UserID: rp.UserID, Kind: rp.Kind, Status: rp.Status,
+				ConversationID: rp.ConversationID, ConversationSeq: rp.ConversationSeq, TriggerMessageID: rp.TriggerMessageID,
+				IdempotencyKey: rp.IdempotencyKey, Attempt: 1, MaxAttempts: rp.MaxAttempts, JobID: rp.JobID, LeaseOwner: rp.LeaseOwner},
+			Message: dbsqlc.Message{TenantID: mp.TenantID, ID: mp.ID, ConversationID: mp.ConversationID, RunID: mp.RunID,
+				RunSeq: mp.RunSeq, Position: mp.Position, Role: mp.Role, Content: mp.Content, Parts: mp.Parts, TokenEstimate: mp.TokenEstimate},
+		})
 	})
 	if err != nil {
 		return Sent{}, err
 	}
 	if prepared != nil {
+		prepared.Inserted(out.Run, out.Message)
 		// The worker sends the run's first model request while this transaction commits, and
 		// reads its answer once the commit is confirmed.
 		claim.Start(confirm)

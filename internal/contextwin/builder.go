@@ -105,6 +105,33 @@ func ReadsOfRun(rd *Read, tenantID, runID uuid.UUID) []func(context.Context, *db
 	}
 }
 
+// ReadsOfConversation are ReadsOfRun for the run a message (query) of user userID starts in
+// conversation conversationID, keyed by the conversation: they can go to Postgres in the round
+// trip that locks it, before the run exists.
+func ReadsOfConversation(rd *Read, tenantID, userID, conversationID uuid.UUID, query string) []func(context.Context, *db.Tx) error {
+	return []func(context.Context, *db.Tx) error{
+		func(ctx context.Context, tx *db.Tx) error {
+			p, err := tx.Q.ProjectGetOfConversation(ctx, dbsqlc.ProjectGetOfConversationParams{TenantID: tenantID, ConversationID: conversationID})
+			if db.IsNoRows(err) {
+				return nil // no such conversation: the caller's own read says so
+			}
+			if err != nil {
+				return fmt.Errorf("load project: %w", err)
+			}
+			rd.Project = &p
+			return nil
+		}, func(ctx context.Context, tx *db.Tx) (err error) {
+			if rd.Tasks, err = tx.Q.ContextProjectTasksOfConversation(ctx, dbsqlc.ContextProjectTasksOfConversationParams{TenantID: tenantID, ConversationID: conversationID, Lim: MaxTasks}); err != nil {
+				return fmt.Errorf("load tasks: %w", err)
+			}
+			return nil
+		}, func(ctx context.Context, tx *db.Tx) (err error) {
+			rd.Mems, err = memory.RecallOfConversation(ctx, tx, tenantID, userID, conversationID, query, MaxRecalled, DefaultMemoryTokens)
+			return err
+		},
+	}
+}
+
 // Compose is Build's text from what it read, for a conversation in mode.
 func Compose(mode string, rd Read) string {
 	var parts []string

@@ -23,7 +23,6 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/run"
-	"github.com/agentry/agentry/internal/settings"
 )
 
 // Eager works chat turns' jobs in the process that inserts them (run.Eager), the way River's
@@ -98,19 +97,32 @@ type claim struct {
 func (c *claim) Client() string { return c.e.client }
 
 // Prepare readies the job's first attempt in the transaction inserting it (agent.Prepare).
-func (c *claim) Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32, set settings.Settings, conv dbsqlc.Conversation) run.PreparedRun {
-	e := c.e
+func (c *claim) Prepare(tenantID, userID, conversationID uuid.UUID, content string) run.PreparedRun {
+	c.prep = c.e.worker.exec.Prepare(c.e.worker.owner, tenantID, userID, conversationID, content)
+	return preparedJob{c}
+}
+
+// preparedJob is the claim's prepared attempt: Insert makes the job it is worked as.
+type preparedJob struct{ c *claim }
+
+func (p preparedJob) Owner() string { return p.c.prep.Owner() }
+
+func (p preparedJob) Reads(ctx context.Context, tx *db.Tx) error { return p.c.prep.Reads(ctx, tx) }
+
+func (p preparedJob) Insert(ctx context.Context, tx *db.Tx, in run.PreparedInsert) error {
+	c := p.c
 	now := time.Now()
-	args := run.Args{TenantID: tenantID, RunID: runID}
+	args := run.Args{TenantID: in.Run.TenantID, RunID: in.Run.ID}
 	encoded, _ := json.Marshal(args)
 	c.job = &river.Job[run.Args]{Args: args, JobRow: &rivertype.JobRow{
-		ID: jobID, Attempt: 1, AttemptedAt: &now, AttemptedBy: []string{e.client}, CreatedAt: now, EncodedArgs: encoded,
-		Kind: run.Args{}.Kind(), MaxAttempts: int(maxAttempts), Priority: 1, Queue: run.QueueChat, ScheduledAt: now,
+		ID: in.JobID, Attempt: 1, AttemptedAt: &now, AttemptedBy: []string{c.e.client}, CreatedAt: now, EncodedArgs: encoded,
+		Kind: run.Args{}.Kind(), MaxAttempts: int(in.Run.MaxAttempts), Priority: 1, Queue: run.QueueChat, ScheduledAt: now,
 		State: rivertype.JobStateRunning,
 	}}
-	c.prep = e.worker.exec.Prepare(tenantID, runID, e.worker.attempt(c.job), set, conv)
-	return c.prep
+	return c.prep.Insert(ctx, tx, c.e.worker.attempt(c.job), in)
 }
+
+func (p preparedJob) Inserted(r dbsqlc.Run, m dbsqlc.Message) { p.c.prep.Inserted(r, m) }
 
 func (c *claim) Release() { c.once.Do(c.e.release) }
 
@@ -118,6 +130,12 @@ func (c *claim) Release() { c.once.Do(c.e.release) }
 func (c *claim) Start(confirm func(context.Context) error) {
 	c.once.Do(func() {
 		e, job, prep := c.e, c.job, c.prep
+		if job == nil {
+			// Never inserted (its Insert did not run): nothing to work.
+			e.log.Error("eager start of a claim whose job was not inserted")
+			e.release()
+			return
+		}
 		ctx, cancel := context.WithCancelCause(e.base)
 		e.mu.Lock()
 		e.running[job.ID] = cancel

@@ -82,8 +82,24 @@ func RecallOfRun(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, limi
 	return fit(rows, tokens), nil
 }
 
+// RecallOfConversation is Recall for a message (query) of user userID in conversation
+// conversationID, keyed by the conversation: what RecallOfRun recalls for the run the message
+// starts, read before that run exists.
+func RecallOfConversation(ctx context.Context, tx *db.Tx, tenantID, userID, conversationID uuid.UUID, query string, limit, tokens int) ([]dbsqlc.Memory, error) {
+	if strings.TrimSpace(query) == "" || limit <= 0 {
+		return nil, nil
+	}
+	rows, err := tx.Q.MemoryRecallOfConversation(ctx, dbsqlc.MemoryRecallOfConversationParams{
+		TenantID: tenantID, UserID: userID, ConversationID: conversationID, Query: query, Lim: int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recall: %w", err)
+	}
+	return fit(rows, tokens), nil
+}
+
 // fit keeps the memories of rows (best first) that fit in tokens; the first always fits.
-func fit[R dbsqlc.MemoryRecallRow | dbsqlc.MemoryRecallOfRunRow](rows []R, tokens int) []dbsqlc.Memory {
+func fit[R dbsqlc.MemoryRecallRow | dbsqlc.MemoryRecallOfRunRow | dbsqlc.MemoryRecallOfConversationRow](rows []R, tokens int) []dbsqlc.Memory {
 	var out []dbsqlc.Memory
 	used := 0
 	for _, row := range rows {

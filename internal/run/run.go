@@ -198,28 +198,42 @@ type Eager interface {
 	Cancel(jobID int64)
 }
 
-// EagerClaim is a claimed place. Prepare readies the job's first attempt in the transaction
-// inserting the job and its run (PreparedRun), with the user's settings and the run's
-// conversation that transaction read. Start works the prepared job once the
-// transaction's statements have run (db.DB.InTxEarly), confirm reporting its commit; Release
-// gives the place back when the job is not started. Whichever of Start and Release is called
-// first counts; the other does nothing.
+// EagerClaim is a claimed place. Prepare readies the first attempt of the run a message
+// (content) of user userID is to start in a conversation, in the transaction that inserts the
+// run and its job (PreparedRun). Start works the prepared job once the transaction's
+// statements have run (db.DB.InTxEarly), confirm reporting its commit; Release gives the place
+// back when the job is not started. Whichever of Start and Release is called first counts; the
+// other does nothing.
 type EagerClaim interface {
 	Client() string
-	Prepare(tenantID, runID uuid.UUID, jobID int64, maxAttempts int32, set settings.Settings, conv dbsqlc.Conversation) PreparedRun
+	Prepare(tenantID, userID, conversationID uuid.UUID, content string) PreparedRun
 	Start(confirm func(context.Context) error)
 	Release()
 }
 
-// PreparedRun is a run's first attempt readied in the transaction that inserts the run: the
-// run is inserted acquired by Owner (RunInsertWithEvents with the lease, and StartedEvents
-// among its events), Reads joins the batch that inserts it and its message (after them) with
-// the attempt's first reads, and Acquired goes on in the transaction with the run as inserted
-// (the first model call's reservation goes with the COMMIT).
+// PreparedRun is a run's first attempt readied in the transaction that inserts the run, which
+// inserts it acquired by Owner (RunInsertWithEvents with the lease, and StartedEvents among its
+// events). Reads joins the batch that locks the run's conversation (after the lock) with the
+// attempt's first reads. Insert goes on once the run is decided, its job, run and message
+// registered with db.Tx.AtCommit: the first model call's reservation is registered after them,
+// so all go with the COMMIT. Inserted takes the run and message as inserted.
 type PreparedRun interface {
 	Owner() string
 	Reads(ctx context.Context, tx *db.Tx) error
-	Acquired(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error
+	Insert(ctx context.Context, tx *db.Tx, in PreparedInsert) error
+	Inserted(r dbsqlc.Run, m dbsqlc.Message)
+}
+
+// PreparedInsert is what the transaction inserting a prepared run decided: the job, the rows
+// as they will be inserted (but for what Postgres fills in), and the user's settings and the
+// conversation it read under the conversation's lock (what it changes of the conversation, its
+// counters and active run, the executor does not use).
+type PreparedInsert struct {
+	JobID        int64
+	Run          dbsqlc.Run
+	Message      dbsqlc.Message
+	Settings     settings.Settings
+	Conversation dbsqlc.Conversation
 }
 
 // SetEager sets the eager starter; nil (the default) inserts every job for River to fetch.

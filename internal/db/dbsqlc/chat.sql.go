@@ -444,6 +444,54 @@ func (q *Queries) MessageListContext(ctx context.Context, arg MessageListContext
 	return items, nil
 }
 
+const messageListContextOfConversation = `-- name: MessageListContextOfConversation :many
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
+WHERE tenant_id = $1 AND conversation_id = $2 AND NOT excluded
+ORDER BY run_seq, position
+`
+
+type MessageListContextOfConversationParams struct {
+	TenantID       uuid.UUID
+	ConversationID uuid.UUID
+}
+
+// What the model sees of conversation conversation_id before the message of a run being
+// started: MessageListContext of that run but its own message. Read in the batch that locks
+// the conversation (after the lock), before the run exists.
+func (q *Queries) MessageListContextOfConversation(ctx context.Context, arg MessageListContextOfConversationParams) ([]Message, error) {
+	rows, err := q.db.Query(ctx, messageListContextOfConversation, arg.TenantID, arg.ConversationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Message{}
+	for rows.Next() {
+		var i Message
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.ConversationID,
+			&i.RunID,
+			&i.RunSeq,
+			&i.Position,
+			&i.Role,
+			&i.Content,
+			&i.Parts,
+			&i.TokenEstimate,
+			&i.LlmCallIndex,
+			&i.CreatedAt,
+			&i.Excluded,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageListPage = `-- name: MessageListPage :many
 SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
 WHERE tenant_id = $1 AND conversation_id = $2 AND position > $3::bigint

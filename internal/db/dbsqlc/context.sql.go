@@ -64,6 +64,59 @@ func (q *Queries) ContextProjectTasks(ctx context.Context, arg ContextProjectTas
 	return items, nil
 }
 
+const contextProjectTasksOfConversation = `-- name: ContextProjectTasksOfConversation :many
+SELECT t.tenant_id, t.id, t.project_id, t.title, t.description, t.acceptance_criteria, t.tags, t.source, t.status, t.priority, t.type, t.slug, t.complexity, t.created_by, t.created_at, t.updated_at FROM tasks t
+WHERE t.tenant_id = $1 AND t.status <> 'DONE' AND t.project_id = (
+    SELECT c.project_id FROM conversations c WHERE c.tenant_id = $1 AND c.id = $2
+)
+ORDER BY CASE t.priority WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END, t.id DESC
+LIMIT $3
+`
+
+type ContextProjectTasksOfConversationParams struct {
+	TenantID       uuid.UUID
+	ConversationID uuid.UUID
+	Lim            int32
+}
+
+// ContextProjectTasks of the project of conversation conversation_id.
+func (q *Queries) ContextProjectTasksOfConversation(ctx context.Context, arg ContextProjectTasksOfConversationParams) ([]Task, error) {
+	rows, err := q.db.Query(ctx, contextProjectTasksOfConversation, arg.TenantID, arg.ConversationID, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Task{}
+	for rows.Next() {
+		var i Task
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.ProjectID,
+			&i.Title,
+			&i.Description,
+			&i.AcceptanceCriteria,
+			&i.Tags,
+			&i.Source,
+			&i.Status,
+			&i.Priority,
+			&i.Type,
+			&i.Slug,
+			&i.Complexity,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const contextProjectTasksOfRun = `-- name: ContextProjectTasksOfRun :many
 SELECT t.tenant_id, t.id, t.project_id, t.title, t.description, t.acceptance_criteria, t.tags, t.source, t.status, t.priority, t.type, t.slug, t.complexity, t.created_by, t.created_at, t.updated_at FROM tasks t
 WHERE t.tenant_id = $1 AND t.status <> 'DONE' AND t.project_id = (
@@ -344,6 +397,83 @@ func (q *Queries) MemoryRecall(ctx context.Context, arg MemoryRecallParams) ([]M
 	return items, nil
 }
 
+const memoryRecallOfConversation = `-- name: MemoryRecallOfConversation :many
+WITH q AS (
+    SELECT (
+        SELECT string_agg(quote_literal(l), ' | ')
+        FROM unnest(tsvector_to_array(to_tsvector('english', regexp_replace($5::text, '[\\'']', ' ', 'g')))) AS l
+    )::tsquery AS query
+)
+SELECT m.tenant_id, m.id, m.user_id, m.project_id, m.content, m.run_id, m.created_at, m.updated_at, ts_rank(to_tsvector('english', m.content), q.query)::real AS rank
+FROM memories m, q
+WHERE m.tenant_id = $1 AND m.user_id = $2
+  AND m.project_id = (
+    SELECT c.project_id FROM conversations c WHERE c.tenant_id = $1 AND c.id = $3
+  )
+  AND q.query IS NOT NULL
+  AND to_tsvector('english', m.content) @@ q.query
+ORDER BY rank DESC, m.id DESC
+LIMIT $4
+`
+
+type MemoryRecallOfConversationParams struct {
+	TenantID       uuid.UUID
+	UserID         uuid.UUID
+	ConversationID uuid.UUID
+	Lim            int32
+	Query          string
+}
+
+type MemoryRecallOfConversationRow struct {
+	TenantID  uuid.UUID
+	ID        uuid.UUID
+	UserID    uuid.UUID
+	ProjectID uuid.UUID
+	Content   string
+	RunID     uuid.NullUUID
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Rank      float32
+}
+
+// MemoryRecall in the project of conversation conversation_id, for a message (query) of its
+// user user_id: a run's recall read before the run exists (MemoryRecallOfRun's counterpart).
+func (q *Queries) MemoryRecallOfConversation(ctx context.Context, arg MemoryRecallOfConversationParams) ([]MemoryRecallOfConversationRow, error) {
+	rows, err := q.db.Query(ctx, memoryRecallOfConversation,
+		arg.TenantID,
+		arg.UserID,
+		arg.ConversationID,
+		arg.Lim,
+		arg.Query,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MemoryRecallOfConversationRow{}
+	for rows.Next() {
+		var i MemoryRecallOfConversationRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.UserID,
+			&i.ProjectID,
+			&i.Content,
+			&i.RunID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Rank,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const memoryRecallOfRun = `-- name: MemoryRecallOfRun :many
 WITH q AS MATERIALIZED (
     SELECT (
@@ -461,6 +591,34 @@ func (q *Queries) MemoryUpsert(ctx context.Context, arg MemoryUpsertParams) (Mem
 		&i.RunID,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const projectGetOfConversation = `-- name: ProjectGetOfConversation :one
+SELECT p.tenant_id, p.id, p.name, p.description, p.is_default, p.created_at FROM projects p
+WHERE p.tenant_id = $1 AND p.id = (
+    SELECT c.project_id FROM conversations c WHERE c.tenant_id = $1 AND c.id = $2
+)
+`
+
+type ProjectGetOfConversationParams struct {
+	TenantID       uuid.UUID
+	ConversationID uuid.UUID
+}
+
+// The project of conversation conversation_id: read with the conversation's lock, before a run
+// of it exists (ProjectGetOfRun's counterpart).
+func (q *Queries) ProjectGetOfConversation(ctx context.Context, arg ProjectGetOfConversationParams) (Project, error) {
+	row := q.db.QueryRow(ctx, projectGetOfConversation, arg.TenantID, arg.ConversationID)
+	var i Project
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.Name,
+		&i.Description,
+		&i.IsDefault,
+		&i.CreatedAt,
 	)
 	return i, err
 }

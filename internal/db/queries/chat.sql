@@ -75,6 +75,14 @@ WHERE tenant_id = $1 AND conversation_id = $2 AND position > sqlc.arg(after_posi
 ORDER BY position
 LIMIT sqlc.arg(lim);
 
+-- name: MessageListContextOfConversation :many
+-- What the model sees of conversation conversation_id before the message of a run being
+-- started: MessageListContext of that run but its own message. Read in the batch that locks
+-- the conversation (after the lock), before the run exists.
+SELECT * FROM messages
+WHERE tenant_id = $1 AND conversation_id = $2 AND NOT excluded
+ORDER BY run_seq, position;
+
 -- name: MessageListContext :many
 -- What the model sees for run run_id of a conversation: every earlier run's messages and its
 -- own, in run order, then position. Keyed by the run alone, so it can go in the round trip

@@ -87,6 +87,43 @@ WHERE t.tenant_id = $1 AND t.status <> 'DONE' AND t.project_id = (
 ORDER BY CASE t.priority WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END, t.id DESC
 LIMIT sqlc.arg(lim);
 
+-- name: ProjectGetOfConversation :one
+-- The project of conversation conversation_id: read with the conversation's lock, before a run
+-- of it exists (ProjectGetOfRun's counterpart).
+SELECT p.* FROM projects p
+WHERE p.tenant_id = $1 AND p.id = (
+    SELECT c.project_id FROM conversations c WHERE c.tenant_id = $1 AND c.id = sqlc.arg(conversation_id)
+);
+
+-- name: ContextProjectTasksOfConversation :many
+-- ContextProjectTasks of the project of conversation conversation_id.
+SELECT t.* FROM tasks t
+WHERE t.tenant_id = $1 AND t.status <> 'DONE' AND t.project_id = (
+    SELECT c.project_id FROM conversations c WHERE c.tenant_id = $1 AND c.id = sqlc.arg(conversation_id)
+)
+ORDER BY CASE t.priority WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END, t.id DESC
+LIMIT sqlc.arg(lim);
+
+-- name: MemoryRecallOfConversation :many
+-- MemoryRecall in the project of conversation conversation_id, for a message (query) of its
+-- user user_id: a run's recall read before the run exists (MemoryRecallOfRun's counterpart).
+WITH q AS (
+    SELECT (
+        SELECT string_agg(quote_literal(l), ' | ')
+        FROM unnest(tsvector_to_array(to_tsvector('english', regexp_replace(sqlc.arg(query)::text, '[\\'']', ' ', 'g')))) AS l
+    )::tsquery AS query
+)
+SELECT m.*, ts_rank(to_tsvector('english', m.content), q.query)::real AS rank
+FROM memories m, q
+WHERE m.tenant_id = $1 AND m.user_id = sqlc.arg(user_id)
+  AND m.project_id = (
+    SELECT c.project_id FROM conversations c WHERE c.tenant_id = $1 AND c.id = sqlc.arg(conversation_id)
+  )
+  AND q.query IS NOT NULL
+  AND to_tsvector('english', m.content) @@ q.query
+ORDER BY rank DESC, m.id DESC
+LIMIT sqlc.arg(lim);
+
 -- name: MemoryRecallOfRun :many
 -- MemoryRecall for run run_id: its user's memories in its conversation's project, recalled by
 -- the message that started it (for a run without one, the conversation's newest user message).
