@@ -231,7 +231,7 @@ func (p *Prepared) Inserted(r dbsqlc.Run, m dbsqlc.Message) {
 }
 
 // ExecutePrepared works the attempt p prepared, as Execute does once it has acquired the run:
-// confirm reports the commit of the transaction Reads and Acquired ran in (db.DB.InTxEarly); until it returns
+// confirm reports the commit of the transaction Reads and Insert ran in (db.DB.InTxEarly); until it returns
 // nil, only the first model request goes out, and nothing of it is read.
 func (e *Executor) ExecutePrepared(ctx context.Context, p *Prepared, confirm func(context.Context) error) error {
 	if !p.acquired {
