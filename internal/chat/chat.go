@@ -348,11 +348,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if busy {
 			prepared = nil // the run waits its turn: River works it
 		} else {
-			eager := claim
-			if prepared == nil {
-				eager = nil
-			}
-			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID, eager)
+			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID, claim)
 			if err != nil {
 				return err
 			}
