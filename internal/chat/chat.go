@@ -415,7 +415,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 			tx.AtCommit(fn)
 		}
 		return prepared.Insert(ctx, tx, run.PreparedInsert{
-			JobID: jobID, Settings: set, Conversation: conv,
+			Settings: set, Conversation: conv,
 			Run: dbsqlc.Run{TenantID: rp.TenantID, ID: rp.ID, UserID: rp.UserID, Kind: rp.Kind, Status: rp.Status,
 				ConversationID: rp.ConversationID, ConversationSeq: rp.ConversationSeq, TriggerMessageID: rp.TriggerMessageID,
 				IdempotencyKey: rp.IdempotencyKey, Attempt: 1, MaxAttempts: rp.MaxAttempts, JobID: rp.JobID, LeaseOwner: rp.LeaseOwner},

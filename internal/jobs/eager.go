@@ -111,11 +111,14 @@ func (p preparedJob) Reads(ctx context.Context, tx *db.Tx) error { return p.c.pr
 
 func (p preparedJob) Insert(ctx context.Context, tx *db.Tx, in run.PreparedInsert) error {
 	c := p.c
+	if in.Run.JobID == nil {
+		return fmt.Errorf("run %s: a prepared run is inserted with its job", in.Run.ID)
+	}
 	now := time.Now()
 	args := run.Args{TenantID: in.Run.TenantID, RunID: in.Run.ID}
 	encoded, _ := json.Marshal(args)
 	c.job = &river.Job[run.Args]{Args: args, JobRow: &rivertype.JobRow{
-		ID: in.JobID, Attempt: 1, AttemptedAt: &now, AttemptedBy: []string{c.e.client}, CreatedAt: now, EncodedArgs: encoded,
+		ID: *in.Run.JobID, Attempt: 1, AttemptedAt: &now, AttemptedBy: []string{c.e.client}, CreatedAt: now, EncodedArgs: encoded,
 		Kind: run.Args{}.Kind(), MaxAttempts: int(in.Run.MaxAttempts), Priority: 1, Queue: run.QueueChat, ScheduledAt: now,
 		State: rivertype.JobStateRunning,
 	}}

@@ -224,12 +224,11 @@ type PreparedRun interface {
 	Inserted(r dbsqlc.Run, m dbsqlc.Message)
 }
 
-// PreparedInsert is what the transaction inserting a prepared run decided: the job, the rows
-// as they will be inserted (but for what Postgres fills in), and the user's settings and the
-// conversation it read under the conversation's lock (what it changes of the conversation, its
-// counters and active run, the executor does not use).
+// PreparedInsert is what the transaction inserting a prepared run decided: the rows as they
+// will be inserted (but for what Postgres fills in; Run.JobID is set), and the user's settings
+// and the conversation it read under the conversation's lock (what it changes of the
+// conversation, its counters and active run, the executor does not use).
 type PreparedInsert struct {
-	JobID        int64
 	Run          dbsqlc.Run
 	Message      dbsqlc.Message
 	Settings     settings.Settings
