@@ -430,7 +430,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		prepared.Inserted(out.Run, out.Message)
 		// The worker sends the run's first model request while this transaction commits, and
 		// reads its answer once the commit is confirmed.
-		claim.Start(confirm)
+		confirm = claim.Start(confirm)
 	}
 	if err := confirm(context.WithoutCancel(ctx)); err != nil {
 		return Sent{}, err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -260,31 +261,50 @@ func (d *DB) runWith(ctx context.Context, tenantID uuid.UUID, system bool, fn fu
 // committed. The worker acquiring a chat turn sends the turn's first model request this way
 // while its acquisition commits. Nested in another transaction, it is InTx (a savepoint) and
 // confirm reports nil.
+//
+// The caller must call confirm at least once: its first call reads the commit's outcome, gives
+// the connection back and runs what the transaction registered with AfterCommit, in the
+// caller's goroutine when its context cannot end (context.WithoutCancel: the caller that needs
+// the commit first goes on with no hand-off from another goroutine; a chat turn's worker is
+// that caller), else in a goroutine of its own that it waits for. Later calls wait for it.
 func (d *DB) InTxEarly(ctx context.Context, tenantID uuid.UUID, fn func(ctx context.Context, tx *Tx) error) (confirm func(context.Context) error, err error) {
 	if tenantID == uuid.Nil {
 		return nil, errors.New("db: transaction without a tenant")
 	}
-	done := make(chan struct{})
-	var commitErr error
-	committing := false
-	err = d.runWith(ctx, tenantID, false, fn, func(tx *Tx) {
-		committing = true
-		go func() {
-			defer close(done)
-			if commitErr = tx.Commit(context.WithoutCancel(ctx)); commitErr != nil {
-				commitErr = fmt.Errorf("commit: %w", commitErr)
-				return
-			}
-			tx.runAfter()
-		}()
-	})
+	var committing *Tx
+	err = d.runWith(ctx, tenantID, false, fn, func(tx *Tx) { committing = tx })
 	if err != nil {
 		return nil, err
 	}
-	if !committing {
-		close(done) // a savepoint: the enclosing transaction commits it
+	if committing == nil {
+		return func(context.Context) error { return nil }, nil // a savepoint: the enclosing transaction commits it
+	}
+	var (
+		mu        sync.Mutex
+		started   bool
+		done      = make(chan struct{})
+		commitErr error
+	)
+	finish := func() {
+		defer close(done)
+		if err := committing.Commit(context.WithoutCancel(ctx)); err != nil {
+			commitErr = fmt.Errorf("commit: %w", err)
+			return
+		}
+		committing.runAfter()
 	}
 	return func(ctx context.Context) error {
+		mu.Lock()
+		first := !started
+		started = true
+		mu.Unlock()
+		if first {
+			if ctx.Done() == nil {
+				finish()
+				return commitErr
+			}
+			go finish() // the caller may stop waiting: the outcome must be read all the same
+		}
 		select {
 		case <-done:
 			return commitErr

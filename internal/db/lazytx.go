@@ -23,15 +23,17 @@ type lazyTx struct {
 	ended  bool
 	endErr error
 	// early makes CommitWith's batch come back before its COMMIT's outcome (InTxEarly);
-	// pending, once that batch is sent, closes when the outcome is known (ended, endErr).
+	// pending, once that batch is sent, reads the outcome (settle).
 	early   bool
-	pending chan struct{}
+	pending func() error
 }
 
-// settle waits until a commit that is on its way has an outcome.
+// settle waits for the outcome of a commit that is on its way, reading it in the caller's
+// goroutine: whoever needs the outcome first is woken by its arrival, with no hand-off.
 func (t *lazyTx) settle() {
-	if t.pending != nil {
-		<-t.pending
+	if read := t.pending; read != nil {
+		t.pending = nil
+		t.over(read())
 	}
 }
 

@@ -296,9 +296,10 @@ func (p *pipeline) send(ctx context.Context, calls []*pipeCall, commit bool) {
 // a Sync, COMMIT and a second Sync go to Postgres in one write, so Postgres answers the
 // statements before it runs the COMMIT (at the first Sync) and their results come back
 // without waiting for the commit's WAL flush. Each function gets its result at once; the
-// COMMIT's outcome is read in the background and ends the transaction (lazyTx.over, then
-// done). A failed statement aborts the transaction, so the COMMIT after it rolls back: that is
-// read here, before returning, as send leaves the transaction over when a statement fails.
+// COMMIT's outcome is read by whoever settles the transaction first (lazyTx.settle: InTxEarly's
+// confirm), which ends it. A failed statement aborts the transaction, so the COMMIT after it
+// rolls back: that is read here, before returning, as send leaves the transaction over when a
+// statement fails.
 func (p *pipeline) sendEarly(ctx context.Context, calls []*pipeCall) {
 	lt := p.commit
 	conn := lt.c.Conn()
@@ -335,10 +336,8 @@ func (p *pipeline) sendEarly(ctx context.Context, calls []*pipeCall) {
 	pl.SendPipelineSync()
 	pl.SendQueryParams("COMMIT", nil, nil, nil, nil)
 	pl.SendPipelineSync()
-	lt.pending = make(chan struct{})
 	if err := pl.Flush(); err != nil {
 		lt.over(fmt.Errorf("commit outcome unknown: %w", err))
-		close(lt.pending)
 		fail(err)
 		return
 	}
@@ -413,12 +412,8 @@ func (p *pipeline) sendEarly(ctx context.Context, calls []*pipeCall) {
 			// The connection failed: whether the COMMIT ran is not known.
 			lt.over(fmt.Errorf("commit outcome unknown: %w", errors.Join(failed, pl.Close())))
 		}
-		close(lt.pending)
 	} else {
-		go func() {
-			lt.over(commitOutcome())
-			close(lt.pending)
-		}()
+		lt.pending = commitOutcome
 	}
 	for i, c := range calls {
 		c.res <- results[i]

@@ -1,8 +1,11 @@
 package db_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -610,6 +613,24 @@ func TestInTxEarly(t *testing.T) {
 		require.Zero(t, d.Pool.Stat().AcquiredConns())
 	})
 
+	t.Run("the first confirm reads the outcome and runs AfterCommit in its own goroutine", func(t *testing.T) {
+		var ranIn atomic.Uint64
+		confirm, err := d.InTxEarly(ctx, tenant, func(ctx context.Context, tx *db.Tx) error {
+			tx.AfterCommit(func() { ranIn.Store(goroutineID()) })
+			tx.AtCommit(project("early-h"))
+			return nil
+		})
+		require.NoError(t, err)
+		// Nobody read the commit's outcome yet: the connection is still the transaction's.
+		require.Equal(t, int32(1), d.Pool.Stat().AcquiredConns())
+		require.Zero(t, ranIn.Load())
+		require.NoError(t, confirm(context.WithoutCancel(ctx)))
+		require.Equal(t, goroutineID(), ranIn.Load(), "AfterCommit ran in the goroutine of the first confirm")
+		require.NoError(t, confirm(ctx), "later calls report the same outcome")
+		require.Contains(t, names(), "early-h")
+		require.Zero(t, d.Pool.Stat().AcquiredConns())
+	})
+
 	t.Run("without statements for the COMMIT it commits in the background", func(t *testing.T) {
 		confirm, err := d.InTxEarly(ctx, tenant, project("early-g"))
 		require.NoError(t, err)
@@ -617,4 +638,13 @@ func TestInTxEarly(t *testing.T) {
 		require.Contains(t, names(), "early-g")
 		require.Zero(t, d.Pool.Stat().AcquiredConns())
 	})
+}
+
+// goroutineID is the calling goroutine's number, from its stack header.
+func goroutineID() uint64 {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
+	return id
 }

@@ -130,13 +130,22 @@ func (p preparedJob) Inserted(r dbsqlc.Run, m dbsqlc.Message) { p.c.prep.Inserte
 func (c *claim) Release() { c.once.Do(c.e.release) }
 
 // Start works the prepared job; confirm reports the commit of the transaction that inserted it.
-func (c *claim) Start(confirm func(context.Context) error) {
+// The job's attempt calls confirm first (its first call reads the commit's outcome and runs
+// what goes after it: db.DB.InTxEarly), so the returned confirm, the caller's, waits until the
+// attempt's has returned or the job ended without it.
+func (c *claim) Start(confirm func(context.Context) error) func(context.Context) error {
+	first := make(chan struct{})
+	var firstOnce sync.Once
+	firstDone := func() { firstOnce.Do(func() { close(first) }) }
+	started := false
 	c.once.Do(func() {
+		started = true
 		e, job, prep := c.e, c.job, c.prep
 		if job == nil {
 			// Never inserted (its Insert did not run): nothing to work.
 			e.log.Error("eager start of a claim whose job was not inserted")
 			e.release()
+			firstDone()
 			return
 		}
 		ctx, cancel := context.WithCancelCause(e.base)
@@ -151,9 +160,25 @@ func (c *claim) Start(confirm func(context.Context) error) {
 				cancel(nil)
 				e.release()
 			}()
-			e.finish(ctx, job, e.work(ctx, job, prep, confirm))
+			err := e.work(ctx, job, prep, func(ctx context.Context) error {
+				defer firstDone()
+				return confirm(ctx)
+			})
+			firstDone() // the attempt ended without confirming: the caller confirms
+			e.finish(ctx, job, err)
 		}()
 	})
+	if !started {
+		firstDone() // released before: nothing confirms but the caller
+	}
+	return func(ctx context.Context) error {
+		select {
+		case <-first:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		return confirm(ctx)
+	}
 }
 
 // release frees a place.

@@ -201,13 +201,15 @@ type Eager interface {
 // EagerClaim is a claimed place. Prepare readies the first attempt of the run a message
 // (content) of user userID is to start in a conversation, in the transaction that inserts the
 // run and its job (PreparedRun). Start works the prepared job once the transaction's
-// statements have run (db.DB.InTxEarly), confirm reporting its commit; Release gives the place
-// back when the job is not started. Whichever of Start and Release is called first counts; the
-// other does nothing.
+// statements have run (db.DB.InTxEarly), confirm reporting its commit; the job's worker calls
+// confirm first, so that the commit's outcome wakes it without a hand-off, and the caller
+// waits for the commit with the confirm Start returns. Release gives the place back when the
+// job is not started. Whichever of Start and Release is called first counts; the other does
+// nothing.
 type EagerClaim interface {
 	Client() string
 	Prepare(tenantID, userID, conversationID uuid.UUID, content string) PreparedRun
-	Start(confirm func(context.Context) error)
+	Start(confirm func(context.Context) error) func(context.Context) error
 	Release()
 }
 
