@@ -902,3 +902,42 @@ func TestPublisherDeliversToItsOwnHubOnce(t *testing.T) {
 	nothing(t, remote.C, 200*time.Millisecond) // the unreachable publisher's event stayed local
 	nothing(t, local.C, 200*time.Millisecond)
 }
+
+// TestConversationStreamEndsWithItsContext: a conversation stream is the hub's own channel;
+// it gets the conversation's events in order, and once its context ends it is closed and
+// taken out of the hub, so events published after it (delivered locally, where a send on the
+// closed channel would panic) go nowhere.
+func TestConversationStreamEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hub := events.NewHub(f.rdb, f.prefix, f.log)
+	t.Cleanup(func() { _ = hub.Close() })
+	pub := events.NewPublisher(f.rdb, f.prefix, f.log)
+	pub.DeliverLocally(hub)
+	convID, otherID := uuid.New(), uuid.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conv, err := hub.SubscribeConversation(ctx, f.scope.TenantID, convID)
+	require.NoError(t, err)
+	delta := func(conversation uuid.UUID, i int) events.Event {
+		return events.Event{RunID: f.scope.RunID, TenantID: f.scope.TenantID, ConversationID: conversation, Type: events.MessageDelta, Data: []byte(fmt.Sprintf(`{"index":%d}`, i))}
+	}
+	for i := range 3 {
+		pub.Publish(ctx, f.scope.TenantID, delta(otherID, -i), delta(convID, i))
+	}
+	for i := range 3 {
+		ev, ok := next(t, conv, time.Second)
+		require.True(t, ok)
+		require.Equal(t, convID, ev.ConversationID)
+		require.JSONEq(t, fmt.Sprintf(`{"index":%d}`, i), string(ev.Data))
+	}
+
+	cancel()
+	for {
+		if _, ok := next(t, conv, 5*time.Second); !ok {
+			break
+		}
+	}
+	pub.Publish(context.Background(), f.scope.TenantID, delta(convID, 3))
+	require.NoError(t, pub.Flush(context.Background()))
+}

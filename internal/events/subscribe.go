@@ -144,23 +144,11 @@ func (h *Hub) SubscribeConversation(ctx context.Context, tenantID, conversationI
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan Event, 64)
-	go func() {
-		defer close(out)
-		defer sub.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-sub.Resync:
-			case e := <-sub.C:
-				select {
-				case out <- e:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out, nil
+	// The subscriber reads the hub's channel itself (no goroutine between them: each hop costs
+	// a wake-up on every event), and a resync has nothing to refill here.
+	context.AfterFunc(ctx, func() {
+		sub.Close()
+		close(sub.C) // Close took it out of the hub: nothing sends on C any more
+	})
+	return sub.C, nil
 }
