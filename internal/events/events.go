@@ -190,7 +190,7 @@ type Publisher struct {
 type outgoing struct {
 	ctx     context.Context
 	channel string
-	evs     []Event
+	payload []byte
 }
 
 // MaxQueued bounds the messages waiting for Redis (while it is slow or down): beyond it new
@@ -325,12 +325,18 @@ func (p *Publisher) flush(items []any) {
 // Publish queues events (durable ones after their commit, or ephemeral ones) as one message,
 // sent after every message published before it. A failure is logged, not returned:
 // subscribers refill durable events from Postgres, and ephemeral ones are best effort by
-// definition. evs must not change afterwards: local subscribers (DeliverLocally) share them,
-// and the message is encoded for Redis by the goroutine that sends it, off the caller's path
-// (a turn's first token delta goes to local subscribers without waiting for its encoding).
+// definition. evs must not change afterwards: local subscribers (DeliverLocally) share them.
 func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Event) {
 	if len(evs) == 0 {
 		return
+	}
+	payload, err := json.Marshal(evs)
+	if err != nil {
+		p.log.ErrorContext(ctx, "marshal events", slog.Any("error", err))
+		return
+	}
+	if p.origin != "" {
+		payload = append([]byte(p.origin), payload...)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -344,7 +350,7 @@ func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Even
 		}
 		return
 	}
-	p.queue = append(p.queue, outgoing{ctx: context.WithoutCancel(ctx), channel: Channel(p.prefix, tenantID), evs: evs})
+	p.queue = append(p.queue, outgoing{ctx: context.WithoutCancel(ctx), channel: Channel(p.prefix, tenantID), payload: payload})
 	p.queued++
 	if !p.sending {
 		p.sending = true
@@ -364,24 +370,13 @@ func (p *Publisher) send() {
 			return
 		}
 		p.mu.Unlock()
-		payloads := make([][]byte, 0, len(batch))
-		msgs := batch[:0:0]
-		for _, m := range batch {
-			if b, err := p.encode(m.evs); err != nil {
-				p.log.ErrorContext(m.ctx, "marshal events", slog.Any("error", err))
-			} else {
-				payloads, msgs = append(payloads, b), append(msgs, m)
-			}
-		}
 		var err error
-		switch len(msgs) {
-		case 0:
-		case 1:
-			err = p.rdb.Publish(msgs[0].ctx, msgs[0].channel, payloads[0]).Err()
-		default:
-			_, err = p.rdb.Pipelined(msgs[0].ctx, func(pipe redis.Pipeliner) error {
-				for i, m := range msgs {
-					pipe.Publish(m.ctx, m.channel, payloads[i])
+		if len(batch) == 1 {
+			err = p.rdb.Publish(batch[0].ctx, batch[0].channel, batch[0].payload).Err()
+		} else {
+			_, err = p.rdb.Pipelined(batch[0].ctx, func(pipe redis.Pipeliner) error {
+				for _, m := range batch {
+					pipe.Publish(m.ctx, m.channel, m.payload)
 				}
 				return nil
 			})
@@ -394,16 +389,6 @@ func (p *Publisher) send() {
 		p.sentCond.Broadcast()
 		p.mu.Unlock()
 	}
-}
-
-// encode is a message's Redis payload: the events as a JSON array, after the origin of the hub
-// that delivers them locally (DeliverLocally), if any.
-func (p *Publisher) encode(evs []Event) ([]byte, error) {
-	payload, err := json.Marshal(evs)
-	if err != nil || p.origin == "" {
-		return payload, err
-	}
-	return append([]byte(p.origin), payload...), nil
 }
 
 // Flush waits until every message published before it has been sent (or failed, which is
