@@ -132,22 +132,21 @@ func (c *claim) Release() { c.once.Do(c.e.release) }
 // Start works the prepared job; confirm reports the commit of the transaction that inserted it.
 // The job's attempt calls confirm first (its first call reads the commit's outcome and runs
 // what goes after it: db.DB.InTxEarly), so the returned confirm, the caller's, waits until the
-// attempt's has returned or the job ended without it.
+// attempt's has returned or the job ended without it. A job not worked leaves confirm to the
+// caller alone.
 func (c *claim) Start(confirm func(context.Context) error) func(context.Context) error {
 	first := make(chan struct{})
-	var firstOnce sync.Once
-	firstDone := func() { firstOnce.Do(func() { close(first) }) }
-	started := false
+	firstDone := sync.OnceFunc(func() { close(first) })
+	worked := false
 	c.once.Do(func() {
-		started = true
 		e, job, prep := c.e, c.job, c.prep
 		if job == nil {
 			// Never inserted (its Insert did not run): nothing to work.
 			e.log.Error("eager start of a claim whose job was not inserted")
 			e.release()
-			firstDone()
 			return
 		}
+		worked = true
 		ctx, cancel := context.WithCancelCause(e.base)
 		e.mu.Lock()
 		e.running[job.ID] = cancel
@@ -168,8 +167,8 @@ func (c *claim) Start(confirm func(context.Context) error) func(context.Context)
 			e.finish(ctx, job, err)
 		}()
 	})
-	if !started {
-		firstDone() // released before: nothing confirms but the caller
+	if !worked {
+		return confirm
 	}
 	return func(ctx context.Context) error {
 		select {
