@@ -104,6 +104,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	if err := a.DB.Pool.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("connect to Postgres (DATABASE_URL): %w", err)
 	}
+	if on, err := db.AutovacuumOn(ctx, a.DB.Pool); err == nil && !on {
+		log.Warn("Postgres runs with autovacuum off: tables are never analyzed, and queries planned while a table was small (River's job table among them) stay slow as it grows; turn autovacuum on, or run VACUUM (ANALYZE) regularly")
+	}
 	if a.Queue, err = db.OpenQueue(ctx, cfg.DatabaseURL, cfg.DBRole, log); err != nil {
 		return nil, err
 	}

@@ -178,6 +178,9 @@ type Machine struct {
 	// other work on the machine shifts the absolute figures (the ratios less so).
 	LoadBefore float64 `json:"loadBefore"`
 	LoadAfter  float64 `json:"loadAfter"`
+	// Autovacuum is the server's setting; without it the bench runs VACUUM (ANALYZE) of its
+	// database before each measure's rounds.
+	Autovacuum bool `json:"autovacuum"`
 }
 
 // Failed reports whether a goal was missed.
@@ -330,6 +333,9 @@ func (e *env) alternate(ctx context.Context, name string, warm func(ctx context.
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
+	if err := e.maintain(ctx); err != nil {
+		return err
+	}
 	for r := 0; r < e.o.Rounds; r++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -356,6 +362,9 @@ func PrintTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "agentry bench (%s, %d rounds) on %d CPUs (%s), %s, Postgres %s, Redis %s, took %s; load average %.2f before, %.2f after\n\n",
 		map[bool]string{true: "quick", false: "full"}[rep.Quick], rep.Rounds, m.CPUs, m.CPUModel, m.GoVersion, m.Postgres, m.Redis,
 		rep.Duration.Round(time.Second), m.LoadBefore, m.LoadAfter)
+	if !m.Autovacuum {
+		fmt.Fprintln(w, "Postgres runs without autovacuum: the bench ran VACUUM (ANALYZE) of its database before each measure's rounds.")
+	}
 	fmt.Fprintf(w, "%-26s %16s %16s %9s  %-34s %s\n", "measure", "baseline", "agentry", "ratio", "goal", "result")
 	for _, c := range rep.Checks {
 		status := strings.ToUpper(c.Status)
@@ -416,6 +425,7 @@ func machine(ctx context.Context, e *env) Machine {
 		}
 	}
 	_ = e.owner.QueryRow(ctx, "SHOW server_version").Scan(&m.Postgres)
+	m.Autovacuum = !e.vacuum
 	if info, err := e.rdb.Info(ctx, "server").Result(); err == nil {
 		for _, line := range strings.Split(info, "\n") {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {

@@ -304,8 +304,11 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 			if enforce {
 				c = &cost[1]
 			}
+			pgCPU := e.cpu(ctx).postgres - cpu0.postgres
 			c.turns += n
-			c.pgCPU += int64(e.cpu(ctx).postgres - cpu0.postgres)
+			c.pgCPU += int64(pgCPU)
+			progress(e.o.Progress, "BUDGET %s: %.1f turns/s, Postgres CPU %.2f ms per turn", map[bool]string{false: "off", true: "on"}[enforce],
+				float64(n)/w.Seconds(), float64(pgCPU)/float64(time.Millisecond)/float64(max(n, 1)))
 			c.wal += wal1 - wal0
 			if !enforce {
 				off.add(n, w, f)

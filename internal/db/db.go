@@ -78,6 +78,18 @@ func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit b
 // Close closes the pool.
 func (d *DB) Close() { d.Pool.Close() }
 
+// AutovacuumOn reports whether the server runs autovacuum. Without it no table is ever
+// analyzed: a plan a connection cached while a table was small stays after the table has grown
+// (River's completer then reads all of river_job twice per batch), and dead rows and GIN pending
+// lists are cleaned by the statements that meet them.
+func AutovacuumOn(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (bool, error) {
+	var on bool
+	err := q.QueryRow(ctx, "SELECT current_setting('autovacuum')::boolean").Scan(&on)
+	return on, err
+}
+
 // Tx is one transaction scoped to a tenant (TenantID) or, in a system transaction, to every
 // tenant (TenantID is uuid.Nil). Q runs the generated queries inside it.
 type Tx struct {
