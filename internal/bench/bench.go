@@ -178,8 +178,8 @@ type Machine struct {
 	// other work on the machine shifts the absolute figures (the ratios less so).
 	LoadBefore float64 `json:"loadBefore"`
 	LoadAfter  float64 `json:"loadAfter"`
-	// Autovacuum is the server's setting; without it the bench runs VACUUM (ANALYZE) of its
-	// database before each measure's rounds.
+	// Autovacuum is the server's setting; without it the bench does autovacuum's work before
+	// each round.
 	Autovacuum bool `json:"autovacuum"`
 }
 
@@ -333,11 +333,11 @@ func (e *env) alternate(ctx context.Context, name string, warm func(ctx context.
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	if err := e.maintain(ctx); err != nil {
-		return err
-	}
 	for r := 0; r < e.o.Rounds; r++ {
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := e.maintain(ctx); err != nil {
 			return err
 		}
 		last := r == e.o.Rounds-1
@@ -363,7 +363,7 @@ func PrintTable(w io.Writer, rep *Report) {
 		map[bool]string{true: "quick", false: "full"}[rep.Quick], rep.Rounds, m.CPUs, m.CPUModel, m.GoVersion, m.Postgres, m.Redis,
 		rep.Duration.Round(time.Second), m.LoadBefore, m.LoadAfter)
 	if !m.Autovacuum {
-		fmt.Fprintln(w, "Postgres runs without autovacuum: the bench ran VACUUM (ANALYZE) of its database before each measure's rounds.")
+		fmt.Fprintln(w, "Postgres runs without autovacuum: before each round the bench vacuumed and analyzed the tables autovacuum would have.")
 	}
 	fmt.Fprintf(w, "%-26s %16s %16s %9s  %-34s %s\n", "measure", "baseline", "agentry", "ratio", "goal", "result")
 	for _, c := range rep.Checks {

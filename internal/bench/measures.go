@@ -304,11 +304,13 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 			if enforce {
 				c = &cost[1]
 			}
-			pgCPU := e.cpu(ctx).postgres - cpu0.postgres
+			cpu1 := e.cpu(ctx)
+			pgCPU := cpu1.postgres - cpu0.postgres
 			c.turns += n
 			c.pgCPU += int64(pgCPU)
-			progress(e.o.Progress, "BUDGET %s: %.1f turns/s, Postgres CPU %.2f ms per turn", map[bool]string{false: "off", true: "on"}[enforce],
-				float64(n)/w.Seconds(), float64(pgCPU)/float64(time.Millisecond)/float64(max(n, 1)))
+			perTurn := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(max(n, 1)) }
+			progress(e.o.Progress, "BUDGET %s: %.1f turns/s; CPU per turn: Postgres backends %.2f ms, this process %.2f ms", map[bool]string{false: "off", true: "on"}[enforce],
+				float64(n)/w.Seconds(), perTurn(pgCPU), perTurn(cpu1.self-cpu0.self))
 			c.wal += wal1 - wal0
 			if !enforce {
 				off.add(n, w, f)
