@@ -276,9 +276,9 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 	var cost [2]struct{ turns, pgCPU, wal int64 }
 	round := func(enforce bool) func(ctx context.Context, _ int, last bool) error {
 		return func(ctx context.Context, _ int, last bool) error {
-			sessions := e.plain
+			sessions, side := e.plain, "off"
 			if enforce {
-				sessions = e.budgeted
+				sessions, side = e.budgeted, "on"
 			}
 			var before [3]int64
 			if enforce {
@@ -292,7 +292,9 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 			if err != nil {
 				return err
 			}
-			n, w, f, err := e.e2eRound(ctx, sessions, e.o.Clients, win, "bench-t20")
+			var n, f int64
+			var w time.Duration
+			e.profile("budget-"+side, last, func() { n, w, f, err = e.e2eRound(ctx, sessions, e.o.Clients, win, "bench-t20") })
 			if err != nil {
 				return err
 			}
@@ -309,7 +311,7 @@ func measureBudget(ctx context.Context, e *env, rep *Report) error {
 			c.turns += n
 			c.pgCPU += int64(pgCPU)
 			perTurn := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(max(n, 1)) }
-			progress(e.o.Progress, "BUDGET %s: %.1f turns/s; CPU per turn: Postgres backends %.2f ms, this process %.2f ms", map[bool]string{false: "off", true: "on"}[enforce],
+			progress(e.o.Progress, "BUDGET %s: %.1f turns/s; CPU per turn: Postgres backends %.2f ms, this process %.2f ms", side,
 				float64(n)/w.Seconds(), perTurn(pgCPU), perTurn(cpu1.self-cpu0.self))
 			c.wal += wal1 - wal0
 			if !enforce {
