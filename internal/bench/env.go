@@ -352,24 +352,21 @@ func (e *env) maintain(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tables to vacuum: %w", err)
 	}
-	var vacuum, analyze []string
-	for rows.Next() {
-		var table string
-		var dead, changed bool
-		if err := rows.Scan(&table, &dead, &changed); err != nil {
-			rows.Close()
-			return err
-		}
-		switch {
-		case dead:
-			vacuum = append(vacuum, table)
-		case changed:
-			analyze = append(analyze, table)
-		}
+	tables, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		Name          string
+		Dead, Changed bool
+	}])
+	if err != nil {
+		return fmt.Errorf("tables to vacuum: %w", err)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	var vacuum, analyze []string
+	for _, t := range tables {
+		switch {
+		case t.Dead:
+			vacuum = append(vacuum, t.Name)
+		case t.Changed:
+			analyze = append(analyze, t.Name)
+		}
 	}
 	for _, t := range vacuum {
 		if _, err := e.owner.Exec(ctx, "VACUUM (ANALYZE) "+t); err != nil {
