@@ -82,9 +82,7 @@ func (d *DB) Close() { d.Pool.Close() }
 // analyzed: a plan a connection cached while a table was small stays after the table has grown
 // (River's completer then reads all of river_job twice per batch), and dead rows and GIN pending
 // lists are cleaned by the statements that meet them.
-func AutovacuumOn(ctx context.Context, q interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}) (bool, error) {
+func AutovacuumOn(ctx context.Context, q dbsqlc.DBTX) (bool, error) {
 	var on bool
 	err := q.QueryRow(ctx, "SELECT current_setting('autovacuum')::boolean").Scan(&on)
 	return on, err
