@@ -684,7 +684,7 @@ func TestAttachmentsReachTheModel(t *testing.T) {
 		"unsupported": {conv, []any{attachment("a.zip", "application/zip", []byte("PK\x03\x04zip"))}, "not supported"},
 		"too many":    {conv, many, "at most 5"},
 		"not base64":  {conv, []any{map[string]any{"filename": "a.txt", "mediaType": "text/plain", "dataBase64": "%%%"}}, "base64"},
-		"fake image":  {conv, []any{attachment("a.png", "image/png", []byte("just text"))}, "not a PNG image"},
+		"fake image":  {conv, []any{attachment("a.png", "image/png", []byte("just text"))}, "not a readable image"},
 		"no vision":   {noVision, []any{attachment("chart.png", "image/png", img)}, "does not accept images"},
 	} {
 		_, res := c.send(t, tc.conv, "look at this", map[string]any{"attachments": tc.atts})

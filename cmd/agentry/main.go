@@ -22,6 +22,7 @@ import (
 	"github.com/agentry/agentry/internal/bench"
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/extract"
 	"github.com/agentry/agentry/internal/jobs"
 	"github.com/agentry/agentry/internal/tenancy"
 )
@@ -56,6 +57,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if args[0] == "tail" {
 		return tail(ctx, args[1:], getenv, stdout)
+	}
+	if args[0] == "extract" {
+		// Hidden: the attachment reader's child process (internal/extract), started by the
+		// server itself; by hand it reads gob-encoded files from stdin.
+		if code := extract.Main(args[1:], os.Stdin, stdout, stderr); code != 0 {
+			return fmt.Errorf("extract: exit status %d", code)
+		}
+		return nil
 	}
 	cfg, err := config.Load(getenv)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/extract"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
@@ -49,6 +50,8 @@ type Service struct {
 	models Models
 	log    *slog.Logger
 	admit  Admission
+	// extract reads attachments (its zero value: a child of this executable, default limits).
+	extract extract.Sandbox
 }
 
 // Admission refuses a new run that no budget can pay for (usage.Service implements it).
@@ -221,7 +224,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	if len(in.IdempotencyKey) > 200 {
 		return Sent{}, apperr.Invalid("idempotencyKey", "must be at most 200 characters")
 	}
-	attached, images, err := attachmentBlocks(in.Attachments)
+	attached, images, err := attachmentBlocks(ctx, s.extract, in.Attachments)
 	if err != nil {
 		return Sent{}, err
 	}

@@ -1,0 +1,85 @@
+package graph_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// hostilePDF is the attack's file: 238 bytes whose page tree lists itself as its only kid.
+func hostilePDF() []byte {
+	objs := []string{"<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [2 0 R] /Count 1 >>"}
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.4\n")
+	offsets := make([]int, len(objs))
+	for i, o := range objs {
+		offsets[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
+	for _, off := range offsets {
+		fmt.Fprintf(&b, "%010d 00000 n \n", off)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
+	return b.Bytes()
+}
+
+// childReaders lists the attachment readers (children started with the argument "extract")
+// this process has running.
+func childReaders(t *testing.T) []string {
+	t.Helper()
+	self := strconv.Itoa(os.Getpid())
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	require.NoError(t, err)
+	var out []string
+	for _, p := range stats {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its closing parenthesis.
+		fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		if len(fields) < 2 || fields[1] != self {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+		if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 && args[1] == "extract" {
+			out = append(out, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return out
+}
+
+// TestHostilePDFAttachment performs the attack of issue 25 item 0: a PDF whose page tree lists
+// itself, sent with sendMessage. The answer is a clear BAD_USER_INPUT naming the attachment,
+// nothing is stored, no reader is left running, and the server goes on answering.
+func TestHostilePDFAttachment(t *testing.T) {
+	t.Parallel()
+	c := newCWEnv(t, nil)
+	conv := c.conversation(t, nil)
+	messages := func() int { return c.count(t, `SELECT count(*) FROM messages`) }
+	m0 := messages()
+	for range 3 {
+		_, res := c.send(t, conv, "summarise this", map[string]any{"attachments": []any{
+			attachment("notes.txt", "text/plain", []byte("fine")),
+			attachment("loop.pdf", "application/pdf", hostilePDF()),
+		}})
+		require.Equal(t, "BAD_USER_INPUT", res.Code(), "%s", res.Body)
+		require.Contains(t, res.Errors[0].Message, "loop.pdf could not be read", "%s", res.Body)
+		require.Contains(t, res.Errors[0].Message, "page tree", "%s", res.Body)
+		require.Equal(t, "attachments[1]", res.Errors[0].Extensions["field"], "%s", res.Body)
+	}
+	require.Equal(t, m0, messages(), "a refused message stores nothing")
+	require.Empty(t, childReaders(t), "no attachment reader is left running")
+	// The server is free: a good PDF goes through.
+	s, res := c.send(t, conv, "and this", map[string]any{"attachments": []any{attachment("ok.pdf", "application/pdf", cwPDF("All good"))}})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	require.NotEmpty(t, s.RunID)
+}
