@@ -26,8 +26,12 @@ import (
 type Limits struct {
 	MaxDepth       int // default 12
 	MaxAliases     int // default 50
-	MaxComplexity  int // default 1000
+	MaxComplexity  int // default 5000 (list fields count their page size: cost.go)
 	MaxTokens      int // parser token limit, default 10000
+	// MaxTokensAnonymous is the parser token limit of requests without credentials, default 2000.
+	MaxTokensAnonymous int
+	// MaxResponseBytes caps the data of one answer, default 8 MiB.
+	MaxResponseBytes int
 	WSInitTimeout  time.Duration
 	WSPingInterval time.Duration
 }
@@ -59,8 +63,10 @@ func NewHandler(o HandlerOptions) http.Handler {
 	}
 	def(&l.MaxDepth, 12)
 	def(&l.MaxAliases, 50)
-	def(&l.MaxComplexity, 1000)
+	def(&l.MaxComplexity, 5000)
 	def(&l.MaxTokens, 10000)
+	def(&l.MaxTokensAnonymous, 2000)
+	def(&l.MaxResponseBytes, 8<<20)
 	if l.WSInitTimeout == 0 {
 		l.WSInitTimeout = 10 * time.Second
 	}
@@ -68,7 +74,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 		l.WSPingInterval = 15 * time.Second
 	}
 	r := o.Resolver
-	srv := handler.New(newEventStreams(generated.NewExecutableSchema(generated.Config{Resolvers: r}), o.Registry))
+	srv := handler.New(newEventStreams(withCosts(generated.NewExecutableSchema(generated.Config{Resolvers: r})), o.Registry))
 	srv.AddTransport(transport.Websocket{
 		Implementation: wsImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: originHosts(o.AllowedOrigins),
@@ -81,7 +87,8 @@ func NewHandler(o HandlerOptions) http.Handler {
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.SSE{}) // before POST: both accept POST, SSE only with Accept: text/event-stream
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	cache := lru.New[*ast.QueryDocument](1000)
+	srv.SetQueryCache(cache)
 	srv.SetParserTokenLimit(l.MaxTokens)
 	if o.Development {
 		srv.Use(extension.Introspection{})
@@ -91,9 +98,11 @@ func NewHandler(o HandlerOptions) http.Handler {
 		srv.SetDisableSuggestion(true)
 		srv.SetValidationRulesFn(rulesWithoutSuggestions)
 	}
-	// queryLimits first: it bounds fragment expansion, which gqlgen's complexity walker does not.
-	srv.Use(queryLimits{maxDepth: l.MaxDepth, maxAliases: l.MaxAliases})
+	// queryLimits runs before parsing and validation (limits.go).
+	srv.Use(&queryLimits{maxDepth: l.MaxDepth, maxAliases: l.MaxAliases, maxTokens: l.MaxTokens,
+		maxTokensAnonymous: l.MaxTokensAnonymous, introspection: o.Development, cache: cache})
 	srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
+	srv.AroundResponses(capResponse(l.MaxResponseBytes))
 	srv.SetErrorPresenter(errorPresenter(r.Log))
 	srv.SetRecoverFunc(recoverFunc(r.Log))
 	srv.AroundRootFields(rateLimit(r.RateLimits))

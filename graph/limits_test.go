@@ -106,6 +106,9 @@ func deepTypeQuery(n int) string {
 	return `{ __type(name: "Query") ` + strings.Repeat("{ ofType ", n) + "{ name }" + strings.Repeat("}", n) + " }"
 }
 
+// withViewer adds viewer { role } to an operation's root fields.
+func withViewer(q string) string { return "{ viewer { role } " + strings.TrimPrefix(q, "{") }
+
 func TestLimitsDepth(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"development", "production"} {
@@ -113,14 +116,15 @@ func TestLimitsDepth(t *testing.T) {
 			t.Parallel()
 			env := apptest.Start(t, apptest.Options{NoWork: true, Env: map[string]string{"AGENTRY_ENV": mode}})
 
-			// 49 ofType under __type, plus __type and name: 51 levels.
-			res := env.Do(t, "", deepTypeQuery(49), nil)
+			// 49 ofType under __type, plus __type and name: 51 levels. Beside another root field
+			// (viewer), the operation is not introspection only.
+			res := env.Do(t, "", withViewer(deepTypeQuery(49)), nil)
 			requireRejected(t, res, "BAD_USER_INPUT", "nested 51 levels deep; the limit is 12")
 
 			// Fragments do not hide depth: 50 fragments each nesting the next (__type, 50 ofType
 			// and name: 52 levels).
 			var b strings.Builder
-			b.WriteString(`{ __type(name: "Query") { ...F0 } }` + "\n")
+			b.WriteString(`{ viewer { role } __type(name: "Query") { ...F0 } }` + "\n")
 			for i := range 50 {
 				fmt.Fprintf(&b, "fragment F%d on __Type { ofType { ...F%d } }\n", i, i+1)
 			}
@@ -130,8 +134,16 @@ func TestLimitsDepth(t *testing.T) {
 
 			// Nor do inline fragments (they add no level, and the fields inside them are counted).
 			q := `{ __type(name: "Query") ` + strings.Repeat("{ ... on __Type { ofType ", 20) + "{ name }" + strings.Repeat("} }", 20) + " }"
-			res = env.Do(t, "", q, nil)
+			res = env.Do(t, "", withViewer(q), nil)
 			requireRejected(t, res, "BAD_USER_INPUT", "nested 22 levels deep")
+
+			// Introspection alone is exempt from the depth limit where introspection is on.
+			res = env.Do(t, "", deepTypeQuery(49), nil)
+			if mode == "development" {
+				require.Empty(t, res.Errors, "%s", res.Body)
+			} else {
+				requireRejected(t, res, "BAD_USER_INPUT", "nested 51 levels deep; the limit is 12")
+			}
 
 			// At the limit the same query is answered (in development; production refuses
 			// introspection, with a clear error).
@@ -188,6 +200,10 @@ func TestLimitsAliases(t *testing.T) {
 		q := limitsSignUpMutation(emails, "{accessToken}")
 		require.Less(t, len(q), 4<<20)
 		res := env.Do(t, "", q, vars)
+		requireRejected(t, res, "GRAPHQL_PARSE_FAILED", "exceeded token limit of 2000 (requests without credentials; signed-in ones may have 10000)")
+		require.Equal(t, http.StatusUnprocessableEntity, res.Status)
+		// Signed in, the limit is higher.
+		res = env.Do(t, env.SignUp(t, "", "").AccessToken, q, vars)
 		requireRejected(t, res, "GRAPHQL_PARSE_FAILED", "exceeded token limit of 10000")
 		require.Equal(t, http.StatusUnprocessableEntity, res.Status)
 		require.Equal(t, 0, limitsUsers(t, env, prefix))
@@ -202,7 +218,7 @@ func TestLimitsAliases(t *testing.T) {
 		}
 		b.WriteString("}")
 		res := env.Do(t, "", b.String(), nil)
-		requireRejected(t, res, "GRAPHQL_PARSE_FAILED", "exceeded token limit of 10000")
+		requireRejected(t, res, "GRAPHQL_PARSE_FAILED", "exceeded token limit of 2000")
 	})
 
 	t.Run("51 signUp aliases hit the alias limit before any resolver", func(t *testing.T) {

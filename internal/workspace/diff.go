@@ -123,20 +123,19 @@ func splitLines(s string) []string {
 }
 
 // myers returns a shortest edit script turning a into b. Every op carries its positions: an
-// insertion's a is the index of the a line it comes before, a deletion's b likewise.
+// insertion's a is the index of the a line it comes before, a deletion's b likewise. Its work
+// is bounded: at most maxEdits edits are searched and at most maxDiffWork lines compared; past
+// either, every line is replaced (still a correct diff). The search keeps, per edit step d,
+// only the 2d+3 diagonals it can have reached, so its memory is about maxEdits² ints at most.
 func myers(a, b []string) []diffOp {
 	n, m := len(a), len(b)
-	maxD := n + m
-	if maxD > maxEdits {
-		maxD = maxEdits
-	}
+	maxD := min(n+m, maxEdits)
 	offset := maxD + 1
 	v := make([]int, 2*maxD+3)
 	var trace [][]int
-	for d := 0; d <= maxD; d++ {
-		snap := make([]int, len(v))
-		copy(snap, v)
-		trace = append(trace, snap)
+	work := 0
+	for d := 0; d <= maxD && work <= maxDiffWork; d++ {
+		trace = append(trace, append([]int(nil), v[offset-d-1:offset+d+2]...))
 		for k := -d; k <= d; k += 2 {
 			var x int
 			if k == -d || (k != d && v[offset+k-1] < v[offset+k+1]) {
@@ -148,14 +147,15 @@ func myers(a, b []string) []diffOp {
 			for x < n && y < m && a[x] == b[y] {
 				x++
 				y++
+				work++
 			}
+			work++
 			v[offset+k] = x
 			if x >= n && y >= m {
-				return backtrack(trace, a, b, d, offset)
+				return backtrack(trace, a, b, d)
 			}
 		}
 	}
-	// Too different for a short script: replace every line (still a correct diff).
 	ops := make([]diffOp, 0, n+m)
 	for i := range a {
 		ops = append(ops, diffOp{kind: '-', a: i, b: 0})
@@ -166,22 +166,30 @@ func myers(a, b []string) []diffOp {
 	return ops
 }
 
-// maxEdits bounds the edit distance Myers' algorithm searches (its memory grows with it).
-const maxEdits = 2000
+const (
+	// maxEdits bounds the edit distance Myers' algorithm searches (its memory grows with its
+	// square).
+	maxEdits = 1000
+	// maxDiffWork bounds the line comparisons and diagonal steps of one diff (its time).
+	maxDiffWork = 2_000_000
+)
 
-func backtrack(trace [][]int, a, b []string, dEnd, offset int) []diffOp {
+// backtrack walks the trace back from step dEnd; trace[d] holds diagonals -d-1..d+1 as they
+// were before step d.
+func backtrack(trace [][]int, a, b []string, dEnd int) []diffOp {
 	x, y := len(a), len(b)
 	var rev []diffOp
 	for d := dEnd; d > 0; d-- {
-		v := trace[d] // the state before step d
+		v := trace[d]
+		at := func(k int) int { return v[k+d+1] }
 		k := x - y
 		var prevK int
-		if k == -d || (k != d && v[offset+k-1] < v[offset+k+1]) {
+		if k == -d || (k != d && at(k-1) < at(k+1)) {
 			prevK = k + 1
 		} else {
 			prevK = k - 1
 		}
-		prevX := v[offset+prevK]
+		prevX := at(prevK)
 		prevY := prevX - prevK
 		for x > prevX && y > prevY {
 			x--

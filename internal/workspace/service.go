@@ -273,10 +273,15 @@ func writeTreeDiff(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, out *byte
 		}
 		return tx.Q.WorkspaceBlobGet(ctx, dbsqlc.WorkspaceBlobGetParams{TenantID: tenantID, Sha256: sum})
 	}
-	for _, p := range paths {
+	compared := 0
+	for i, p := range paths {
 		sa, sb := ma[p], mb[p]
 		if bytes.Equal(sa, sb) {
 			continue
+		}
+		if compared > maxTreeDiffBytes {
+			fmt.Fprintf(out, "[the diff stops here: the files before differ by more than %d bytes together; %d paths from %q on are not compared: ask fileDiff for them]\n", maxTreeDiffBytes, len(paths)-i, p)
+			break
 		}
 		ta, err := blob(sa)
 		if err != nil {
@@ -293,6 +298,7 @@ func writeTreeDiff(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, out *byte
 		if sb == nil {
 			nb = "/dev/null"
 		}
+		compared += len(ta) + len(tb)
 		d := UnifiedDiff(na, nb, ta, tb)
 		if d == "" { // same text, different blobs cannot happen; an empty file appearing can
 			d = fmt.Sprintf("--- %s\n+++ %s\n", na, nb)
@@ -301,6 +307,10 @@ func writeTreeDiff(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, out *byte
 	}
 	return nil
 }
+
+// maxTreeDiffBytes bounds the file contents one snapshot diff compares (a few files of the
+// largest size); the files after are named, not compared.
+const maxTreeDiffBytes = 4 << 20
 
 // MaxLabelLength is the longest snapshot label, in characters.
 const MaxLabelLength = 200
