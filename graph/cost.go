@@ -93,4 +93,3 @@ func satMul(a, b int) int {
 	}
 	return a * b
 }
-
