@@ -24,16 +24,17 @@ import (
 
 // Limits bound what one GraphQL operation may ask for. Zero fields take the defaults.
 type Limits struct {
-	MaxDepth      int // default 12
-	MaxAliases    int // default 50
-	MaxComplexity int // default 5000 (list fields count their page size: cost.go)
-	MaxTokens     int // parser token limit, default 10000
+	MaxDepth       int // default 12
+	MaxAliases     int // default 50
+	MaxComplexity  int // default 5000 (list fields count their page size: cost.go)
+	MaxTokens      int // parser token limit, default 10000
+	WSInitTimeout  time.Duration
+	WSPingInterval time.Duration
+
 	// MaxTokensAnonymous is the parser token limit of requests without credentials, default 2000.
 	MaxTokensAnonymous int
 	// MaxResponseBytes caps the data of one answer, default 8 MiB.
 	MaxResponseBytes int
-	WSInitTimeout    time.Duration
-	WSPingInterval   time.Duration
 }
 
 // HandlerOptions configure the GraphQL handler.
