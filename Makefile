@@ -31,13 +31,14 @@ test: services ## run the whole test suite against local Postgres and Redis
 test-race: services ## the suite with the race detector
 	$(GO) test -count=1 -race -timeout 20m $(GOTESTFLAGS) ./...
 
-generate: ## regenerate sqlc queries and gqlgen code
+generate: ## regenerate sqlc queries, gqlgen code and schema.graphql
 	$(GO) tool sqlc generate
 	$(GO) tool gqlgen generate
+	$(GO) run ./graph/printschema > schema.graphql
 
 verify: generate ## fail when generated code is stale, gofmt or go vet complain
-	@git diff --exit-code --stat -- internal/db/dbsqlc graph || { echo "generated code is stale: run make generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- internal/db/dbsqlc graph)" || { git status --porcelain -- internal/db/dbsqlc graph; echo "generated files are not committed"; exit 1; }
+	@git diff --exit-code --stat -- internal/db/dbsqlc graph schema.graphql || { echo "generated code is stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- internal/db/dbsqlc graph schema.graphql)" || { git status --porcelain -- internal/db/dbsqlc graph schema.graphql; echo "generated files are not committed"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt would change these files"; exit 1; }
 	$(GO) vet ./...
 

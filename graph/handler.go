@@ -101,7 +101,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	}
 	// queryLimits runs before parsing and validation (limits.go).
 	srv.Use(&queryLimits{maxDepth: l.MaxDepth, maxAliases: l.MaxAliases, maxTokens: l.MaxTokens,
-		maxTokensAnonymous: l.MaxTokensAnonymous, introspection: o.Development, cache: cache})
+		maxTokensAnonymous: l.MaxTokensAnonymous, cache: cache})
 	srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
 	srv.AroundResponses(capResponse(l.MaxResponseBytes))
 	srv.SetErrorPresenter(errorPresenter(r.Log))
@@ -110,7 +110,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		return next(loader.With(ctx, loader.New(r.Tenancy)))
 	})
-	return srv
+	return explore(o.Development, srv)
 }
 
 // rulesWithoutSuggestions is gqlparser's default rule set with every rule that suggests names

@@ -35,14 +35,14 @@ const (
 // queryLimits rejects documents with too many tokens (fewer for anonymous requests), too many
 // fields, nested too deeply or with too many aliases before gqlgen parses and validates them
 // (MutateOperationParameters), so no such document costs more than one linear parse.
-// Introspection-only operations are exempt from the depth limit when introspection is on
-// (__Type.ofType nests: the standard introspection query is 15 levels deep).
+// Introspection-only operations are exempt from the depth limit (__Type.ofType nests: the
+// standard introspection query is 15 levels deep); in production they are refused as such
+// (FORBIDDEN) when they run.
 type queryLimits struct {
 	maxDepth           int
 	maxAliases         int
 	maxTokens          int
 	maxTokensAnonymous int
-	introspection      bool
 	// cache is gqlgen's query cache: a document in it has passed these checks already.
 	cache graphql.Cache[*ast.QueryDocument]
 }
@@ -101,7 +101,7 @@ func (l *queryLimits) check(doc *ast.QueryDocument, op *ast.OperationDefinition)
 	if s.fields > maxExpandedFields {
 		return limitError(fmt.Sprintf("operation selects more than %d fields once its fragments are spread; that is the limit", maxExpandedFields))
 	}
-	if s.depth > l.maxDepth && !(l.introspection && introspectionOnly(doc, op.SelectionSet, 0)) {
+	if s.depth > l.maxDepth && !introspectionOnly(doc, op.SelectionSet, 0) {
 		return limitError(fmt.Sprintf("operation is nested %d levels deep; the limit is %d", s.depth, l.maxDepth))
 	}
 	if s.aliases > l.maxAliases {

@@ -65,6 +65,7 @@ func New(o Options) http.Handler {
 	if o.GraphQL != nil {
 		gql := authenticate(o.Auth, o.Log, limitBody(o.MaxBodyBytes, o.GraphQL))
 		mux.Handle("/graphql", cors(o.AllowedOrigins, gql))
+		mux.Handle("/graphql/", cors(o.AllowedOrigins, gql)) // development: GraphiQL's assets, schema.graphql
 	}
 	if o.AdminJobs != nil {
 		mux.Handle("/admin/jobs/", authenticate(o.Auth, o.Log, platformAdminOnly(o.AdminJobs)))
