@@ -249,7 +249,7 @@ func TestWebSocketQuery(t *testing.T) {
 	require.Equal(t, "q1", m.ID)
 
 	// The query limits hold on this transport too.
-	c.send("subscribe", "q2", map[string]any{"query": deepTypeQuery(49)})
+	c.send("subscribe", "q2", map[string]any{"query": withViewer(deepTypeQuery(49))})
 	m = c.read(5 * time.Second)
 	require.Contains(t, []string{"next", "error"}, m.Type)
 	require.Equal(t, "q2", m.ID)
