@@ -7,8 +7,10 @@ import (
 	"log/slog"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/apperr"
 )
 
@@ -17,6 +19,13 @@ import (
 func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
+		if in, ok := errors.AsType[*model.InputError](err); ok {
+			// A scalar argument that cannot be read: name it from the error's path.
+			field := argumentName(gqlErr.Path)
+			gqlErr.Message = field + ": " + in.Reason
+			gqlErr.Extensions = map[string]any{"code": string(apperr.BadUserInput), "field": field}
+			return gqlErr
+		}
 		if e, ok := apperr.As(err); ok {
 			if e.Code == apperr.Internal {
 				log.ErrorContext(ctx, "internal error", slog.Any("error", err))
@@ -58,6 +67,17 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		gqlErr.Extensions = map[string]any{"code": string(apperr.Internal)}
 		return gqlErr
 	}
+}
+
+// argumentName is the last name in an argument error's path (the argument, or the input field
+// holding the value).
+func argumentName(path ast.Path) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if n, ok := path[i].(ast.PathName); ok {
+			return string(n)
+		}
+	}
+	return "argument"
 }
 
 // recoverFunc turns a resolver panic into an internal error, logged with its value.

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/formatter"
 
 	"github.com/agentry/agentry/graph/generated"
@@ -84,3 +85,6 @@ func sri(name string) string {
 func acceptsHTML(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/html")
 }
+
+// Schema is the executable schema's definition (for tools and tests that walk it).
+func Schema() *ast.Schema { return generated.NewExecutableSchema(generated.Config{}).Schema() }
