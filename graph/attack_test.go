@@ -126,11 +126,11 @@ func TestAttackFileDiffs(t *testing.T) {
 	env := apptest.Start(t, apptest.Options{NoWork: true})
 	token := env.SignUp(t, "", "").AccessToken
 	res := env.Do(t, token, fileDiffs(20), nil)
-	requireRejected(t, res, "COMPLEXITY_LIMIT_EXCEEDED", "operation has complexity 30000, which exceeds the limit of 5000")
-	res = env.Do(t, token, fileDiffs(4), nil)
-	requireRejected(t, res, "COMPLEXITY_LIMIT_EXCEEDED", "exceeds the limit of 5000")
-	// Three fit (the file does not exist: each is NOT_FOUND, resolved).
+	requireRejected(t, res, "COMPLEXITY_LIMIT_EXCEEDED", "operation has complexity 40000, which exceeds the limit of 5000")
 	res = env.Do(t, token, fileDiffs(3), nil)
+	requireRejected(t, res, "COMPLEXITY_LIMIT_EXCEEDED", "exceeds the limit of 5000")
+	// Two fit (the file does not exist: each is NOT_FOUND, resolved).
+	res = env.Do(t, token, fileDiffs(2), nil)
 	require.Equal(t, "NOT_FOUND", res.Code(), "%s", res.Body)
 }
 

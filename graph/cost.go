@@ -24,8 +24,8 @@ var defaultFirst = map[string]int{"Run.events": 500}
 
 // fixedCosts are fields whose work is not in what they select: a diff reads two versions of a
 // file (up to a MiB each) and compares them, a snapshot diff several (its total is bounded in
-// internal/workspace): at most three fit in one operation.
-var fixedCosts = map[string]int{"Query.fileDiff": 1500, "Query.snapshotDiff": 1500}
+// internal/workspace): at most two fit in one operation.
+var fixedCosts = map[string]int{"Query.fileDiff": 2000, "Query.snapshotDiff": 2000}
 
 // costedSchema is the executable schema with the costs above as its complexity.
 type costedSchema struct {

@@ -169,9 +169,9 @@ func myers(a, b []string) []diffOp {
 const (
 	// maxEdits bounds the edit distance Myers' algorithm searches (its memory grows with its
 	// square).
-	maxEdits = 1000
+	maxEdits = 500
 	// maxDiffWork bounds the line comparisons and diagonal steps of one diff (its time).
-	maxDiffWork = 2_000_000
+	maxDiffWork = 1_000_000
 )
 
 // backtrack walks the trace back from step dEnd; trace[d] holds diagonals -d-1..d+1 as they

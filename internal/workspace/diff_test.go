@@ -136,3 +136,21 @@ func TestUnifiedDiffRoundTrip(t *testing.T) {
 		require.Equal(t, b, applyDiff(t, a, d), "old %q new %q diff:\n%s", a, b, d)
 	}
 }
+
+// BenchmarkUnifiedDiffLargest diffs two versions of the largest file (1 MiB, every line
+// changed: the worst case for Myers' algorithm) and reports the CPU time and bytes allocated of
+// one diff: bounded by maxEdits and maxDiffWork however the files differ.
+func BenchmarkUnifiedDiffLargest(b *testing.B) {
+	var x, y strings.Builder
+	for i := 0; x.Len() < workspace.DefaultMaxFileBytes-64; i++ {
+		fmt.Fprintf(&x, "line %d of the old version, with some words\n", i)
+		fmt.Fprintf(&y, "line %d of the new version, with other words\n", i)
+	}
+	old, new := x.String()[:workspace.DefaultMaxFileBytes-64], y.String()[:workspace.DefaultMaxFileBytes-64]
+	b.ReportAllocs()
+	for b.Loop() {
+		if workspace.UnifiedDiff("a", "b", old, new) == "" {
+			b.Fatal("no diff")
+		}
+	}
+}
