@@ -2,7 +2,6 @@ package graph_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,26 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-)
 
-// hostilePDF is the attack's file: 238 bytes whose page tree lists itself as its only kid.
-func hostilePDF() []byte {
-	objs := []string{"<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [2 0 R] /Count 1 >>"}
-	var b bytes.Buffer
-	b.WriteString("%PDF-1.4\n")
-	offsets := make([]int, len(objs))
-	for i, o := range objs {
-		offsets[i] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
-	}
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
-	for _, off := range offsets {
-		fmt.Fprintf(&b, "%010d 00000 n \n", off)
-	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
-	return b.Bytes()
-}
+	"github.com/agentry/agentry/internal/extract/extracttest"
+)
 
 // childReaders lists the attachment readers (children started with the argument "extract")
 // this process has running.
@@ -69,7 +51,7 @@ func TestHostilePDFAttachment(t *testing.T) {
 	for range 3 {
 		_, res := c.send(t, conv, "summarise this", map[string]any{"attachments": []any{
 			attachment("notes.txt", "text/plain", []byte("fine")),
-			attachment("loop.pdf", "application/pdf", hostilePDF()),
+			attachment("loop.pdf", "application/pdf", extracttest.SelfReferencingPDF()),
 		}})
 		require.Equal(t, "BAD_USER_INPUT", res.Code(), "%s", res.Body)
 		require.Contains(t, res.Errors[0].Message, "loop.pdf could not be read", "%s", res.Body)

@@ -3,7 +3,6 @@ package chat
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"image"
 	"image/png"
 	"strings"
@@ -13,34 +12,12 @@ import (
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/extract"
+	"github.com/agentry/agentry/internal/extract/extracttest"
 	"github.com/agentry/agentry/internal/llm"
 )
 
 // testPDF is a one-page PDF showing text in Helvetica.
-func testPDF(text string) []byte {
-	content := fmt.Sprintf("BT /F1 18 Tf 72 720 Td (%s) Tj ET", text)
-	objs := []string{
-		"<< /Type /Catalog /Pages 2 0 R >>",
-		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-		fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content),
-		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-	}
-	var b bytes.Buffer
-	b.WriteString("%PDF-1.4\n")
-	offsets := make([]int, len(objs))
-	for i, o := range objs {
-		offsets[i] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
-	}
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
-	for _, off := range offsets {
-		fmt.Fprintf(&b, "%010d 00000 n \n", off)
-	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
-	return b.Bytes()
-}
+var testPDF = extracttest.TextPDF
 
 func testPNG() []byte {
 	var b bytes.Buffer

@@ -13,42 +13,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/extract/extracttest"
 )
 
-// pdfOf builds a PDF of the given objects (numbered from 1, the first the catalog) with a correct
-// cross-reference table.
-func pdfOf(objs ...string) []byte {
-	var b bytes.Buffer
-	b.WriteString("%PDF-1.4\n")
-	offsets := make([]int, len(objs))
-	for i, o := range objs {
-		offsets[i] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
-	}
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
-	for _, off := range offsets {
-		fmt.Fprintf(&b, "%010d 00000 n \n", off)
-	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
-	return b.Bytes()
-}
-
-// textPDF is a one-page PDF showing content (a content stream) in Helvetica as /F1.
-func textPDF(content string) []byte {
-	return pdfOf(
-		"<< /Type /Catalog /Pages 2 0 R >>",
-		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-		fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content),
-		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-	)
-}
-
-// selfPDF is the hostile file of the attack: a page tree whose only kid is itself.
-func selfPDF() []byte {
-	return pdfOf("<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [2 0 R] /Count 1 >>")
-}
+var (
+	pdfOf   = extracttest.PDF
+	textPDF = extracttest.ContentPDF
+	selfPDF = extracttest.SelfReferencingPDF
+)
 
 func pngOf(w, h int) []byte {
 	var b bytes.Buffer
