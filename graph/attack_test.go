@@ -2,7 +2,6 @@ package graph_test
 
 import (
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,14 +137,7 @@ func TestAttackFileDiffs(t *testing.T) {
 func TestAttackAnswerSize(t *testing.T) {
 	t.Parallel()
 	env := apptest.Start(t, apptest.Options{NoWork: true})
-	a := env.App
-	h := graph.NewHandler(graph.HandlerOptions{
-		Resolver:    &graph.Resolver{Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Log: a.Log},
-		Development: true,
-		Limits:      graph.Limits{MaxResponseBytes: 2000},
-	})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv := limitsServer(t, env, graph.Limits{MaxResponseBytes: 2000})
 	res := limitsPost(t, srv.URL, "{ __schema { types { name description } } }", nil)
 	requireRejected(t, res, "BAD_USER_INPUT", "the answer is")
 	require.Contains(t, res.Errors[0].Message, "bytes; the limit is 2000")

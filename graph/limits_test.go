@@ -158,20 +158,26 @@ func TestLimitsDepth(t *testing.T) {
 	}
 }
 
+// limitsServer serves a GraphQL handler with other limits over env's services (development).
+func limitsServer(t *testing.T, env *apptest.Env, l graph.Limits) *httptest.Server {
+	t.Helper()
+	a := env.App
+	srv := httptest.NewServer(graph.NewHandler(graph.HandlerOptions{
+		Resolver:    &graph.Resolver{Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Log: a.Log},
+		Development: true,
+		Limits:      l,
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // TestLimitsDepthBeforeResolvers proves the depth limit acts before any resolver: the schema
 // cannot nest a mutation 50 levels, so this uses a handler with a depth limit of 3 over the real
 // services, and a signUp that would create a user if it ran.
 func TestLimitsDepthBeforeResolvers(t *testing.T) {
 	t.Parallel()
 	env := apptest.Start(t, apptest.Options{NoWork: true})
-	a := env.App
-	h := graph.NewHandler(graph.HandlerOptions{
-		Resolver:    &graph.Resolver{Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Log: a.Log},
-		Development: true,
-		Limits:      graph.Limits{MaxDepth: 3},
-	})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv := limitsServer(t, env, graph.Limits{MaxDepth: 3})
 	prefix := limitsPrefix("depth")
 	vars := map[string]any{"p": limitsPassword}
 

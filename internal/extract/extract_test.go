@@ -29,6 +29,12 @@ func pngOf(w, h int) []byte {
 	return b.Bytes()
 }
 
+func rgbaPNG(w, h int) []byte {
+	var b bytes.Buffer
+	_ = png.Encode(&b, image.NewNRGBA(image.Rect(0, 0, w, h)))
+	return b.Bytes()
+}
+
 func TestExtractPDF(t *testing.T) {
 	t.Parallel()
 	c, err := Extract(File{Kind: KindPDF, Data: textPDF("BT /F1 18 Tf 72 720 Td (Revenue grew 42 percent) Tj 0 -20 Td [(next)-300(line)] TJ ET")})
@@ -91,11 +97,12 @@ func TestSandbox(t *testing.T) {
 }
 
 // TestSandboxMemory: a child that needs more memory than it may have dies, and the file is
-// refused naming the limit (an 8000x5000 image decodes to 40 MB; the child may add 8 MiB).
+// refused naming the limit (an 8000x5000 RGBA image decodes to 160 MB, past the 8 MiB the child
+// may add and what its runtime has reserved at start).
 func TestSandboxMemory(t *testing.T) {
 	t.Parallel()
 	s := Sandbox{Memory: 8 << 20}
-	_, err := s.Run(context.Background(), []File{{Kind: KindText, Data: []byte("a")}, {Kind: KindImage, MediaType: "image/png", Data: pngOf(8000, 5000)}})
+	_, err := s.Run(context.Background(), []File{{Kind: KindText, Data: []byte("a")}, {Kind: KindImage, MediaType: "image/png", Data: rgbaPNG(8000, 5000)}})
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, 1, e.Index)
@@ -126,4 +133,16 @@ func TestSandboxCancel(t *testing.T) {
 	go cancel()
 	_, err := s.Run(ctx, []File{{Kind: KindText, Data: []byte("a")}})
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// BenchmarkSandbox is the cost of one Run (a child process reading one small PDF): what an
+// attachment adds to sendMessage.
+func BenchmarkSandbox(b *testing.B) {
+	var s Sandbox
+	files := []File{{Kind: KindPDF, Data: textPDF("BT /F1 18 Tf (hello) Tj ET")}}
+	for b.Loop() {
+		if _, err := s.Run(context.Background(), files); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -29,7 +29,9 @@ type Sandbox struct {
 	Timeout time.Duration
 	// CPU is the CPU time the child may use. Default: Timeout.
 	CPU time.Duration
-	// Memory is the address space the child may add to what it holds at start. Default 1 GiB.
+	// Memory is the address space the child may add to what it has mapped at start (the Go
+	// runtime maps address space ahead in chunks, so the bound is a few tens of MiB looser).
+	// Default 1 GiB.
 	Memory int64
 }
 
