@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentry/agentry/graph/generated"
 	"github.com/agentry/agentry/graph/model"
+	"github.com/agentry/agentry/internal/approval"
 )
 
 // Run is the resolver for the run field.
@@ -41,6 +42,27 @@ func (r *mutationResolver) ResolveApproval(ctx context.Context, id string, decis
 		return nil, err
 	}
 	return &model.Approval{Row: row}, nil
+}
+
+// Approvals is the resolver for the approvals field.
+func (r *queryResolver) Approvals(ctx context.Context, status *model.ApprovalStatus, first *int, after *string) (*model.ApprovalConnection, error) {
+	n, err := model.PageSize(first)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := model.UUIDCursor("a", after)
+	if err != nil {
+		return nil, err
+	}
+	page := approval.Page{After: cur, Limit: n + 1}
+	if status != nil {
+		page.Status = string(*status)
+	}
+	rows, err := r.Resolver.Approvals.List(ctx, page)
+	if err != nil {
+		return nil, err
+	}
+	return approvalConnection(rows, n), nil
 }
 
 // Approvals is the resolver for the approvals field.

@@ -11,6 +11,7 @@ import (
 	"github.com/agentry/agentry/graph/generated"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/google/uuid"
 )
 
@@ -85,11 +86,8 @@ func (r *mutationResolver) AddMember(ctx context.Context, input model.AddMemberI
 	if err != nil {
 		return nil, err
 	}
-	mem := &model.Membership{User: &model.User{UserID: m.User.ID, Row: &m.User}, Role: model.Role(m.Role), Pending: m.Pending}
-	if m.InvitationToken != "" {
-		mem.InvitationToken = &m.InvitationToken
-	}
-	return mem, nil
+	a, _ := auth.ActorFrom(ctx)
+	return membership(m, a.TenantID), nil
 }
 
 // AcceptInvitation is the resolver for the acceptInvitation field.
@@ -98,6 +96,54 @@ func (r *mutationResolver) AcceptInvitation(ctx context.Context, token string) (
 		return false, err
 	}
 	return true, nil
+}
+
+// SetMemberRole is the resolver for the setMemberRole field.
+func (r *mutationResolver) SetMemberRole(ctx context.Context, userID string, role model.Role) (*model.Membership, error) {
+	uid, err := model.DecodeID("User", userID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.Tenancy.SetMemberRole(ctx, uid, auth.Role(role))
+	if err != nil {
+		return nil, err
+	}
+	a, _ := auth.ActorFrom(ctx)
+	return membership(m, a.TenantID), nil
+}
+
+// RemoveMember is the resolver for the removeMember field.
+func (r *mutationResolver) RemoveMember(ctx context.Context, userID string) (bool, error) {
+	uid, err := model.DecodeID("User", userID)
+	if err != nil {
+		return false, err
+	}
+	if err := r.Tenancy.RemoveMember(ctx, uid); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// ChangePassword is the resolver for the changePassword field.
+func (r *mutationResolver) ChangePassword(ctx context.Context, currentPassword string, newPassword string) (*model.AuthPayload, error) {
+	sess, err := r.Auth.ChangePassword(ctx, currentPassword, newPassword)
+	if err != nil {
+		return nil, err
+	}
+	return r.sessionPayload(ctx, sess)
+}
+
+// SwitchTenant is the resolver for the switchTenant field.
+func (r *mutationResolver) SwitchTenant(ctx context.Context, refreshToken string, tenantID string) (*model.AuthPayload, error) {
+	tid, err := model.DecodeID("Tenant", tenantID)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := r.Auth.SwitchTenant(ctx, refreshToken, tid)
+	if err != nil {
+		return nil, err
+	}
+	return r.sessionPayload(ctx, sess)
 }
 
 // Viewer is the resolver for the viewer field.
@@ -120,6 +166,24 @@ func (r *queryResolver) APIKeys(ctx context.Context) ([]*model.APIKey, error) {
 		out[i] = &model.APIKey{Row: keys[i]}
 	}
 	return out, nil
+}
+
+// Members is the resolver for the members field.
+func (r *queryResolver) Members(ctx context.Context, first *int, after *string) (*model.MembershipConnection, error) {
+	n, err := model.PageSize(first)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := model.UUIDCursor("u", after)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.Tenancy.Members(ctx, cur, n+1)
+	if err != nil {
+		return nil, err
+	}
+	a, _ := auth.ActorFrom(ctx)
+	return membershipConnection(rows, a.TenantID, n), nil
 }
 
 // Name is the resolver for the name field.
@@ -150,6 +214,23 @@ func (r *userResolver) Name(ctx context.Context, obj *model.User) (*string, erro
 	return obj.Row.Name, nil
 }
 
+// Memberships is the resolver for the memberships field.
+func (r *viewerResolver) Memberships(ctx context.Context, obj *model.Viewer) ([]*model.Membership, error) {
+	ms, err := r.Tenancy.Memberships(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Membership, len(ms))
+	for i, m := range ms {
+		out[i] = &model.Membership{
+			User:   obj.User,
+			Tenant: &model.Tenant{TenantID: m.TenantID, Row: &dbsqlc.Tenant{ID: m.TenantID, Name: m.TenantName}},
+			Role:   model.Role(m.Role), JoinedAt: m.JoinedAt,
+		}
+	}
+	return out, nil
+}
+
 // Mutation returns generated.MutationResolver implementation.
 func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }
 
@@ -159,8 +240,12 @@ func (r *Resolver) Tenant() generated.TenantResolver { return &tenantResolver{r}
 // User returns generated.UserResolver implementation.
 func (r *Resolver) User() generated.UserResolver { return &userResolver{r} }
 
+// Viewer returns generated.ViewerResolver implementation.
+func (r *Resolver) Viewer() generated.ViewerResolver { return &viewerResolver{r} }
+
 type (
 	mutationResolver struct{ *Resolver }
 	tenantResolver   struct{ *Resolver }
 	userResolver     struct{ *Resolver }
+	viewerResolver   struct{ *Resolver }
 )

@@ -7,7 +7,6 @@ package graph
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/agentry/agentry/graph/generated"
 	"github.com/agentry/agentry/graph/model"
@@ -17,7 +16,25 @@ import (
 )
 
 // Messages is the resolver for the messages field.
-func (r *conversationResolver) Messages(ctx context.Context, obj *model.Conversation, first *int, after *string) (*model.MessageConnection, error) {
+func (r *conversationResolver) Messages(ctx context.Context, obj *model.Conversation, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {
+	if last != nil || before != nil {
+		if first != nil || after != nil {
+			return nil, apperr.Invalid("last", "pages backwards: it does not go with first or after")
+		}
+		n, err := model.PageSizeArg("last", last)
+		if err != nil {
+			return nil, err
+		}
+		pos, err := model.IntCursorArg("before", "m", before)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := r.Chat.MessagesBefore(ctx, obj.Row.ID, pos, n+1)
+		if err != nil {
+			return nil, err
+		}
+		return messagesBackward(rows, n, before != nil), nil
+	}
 	n, err := model.PageSize(first)
 	if err != nil {
 		return nil, err
@@ -30,16 +47,7 @@ func (r *conversationResolver) Messages(ctx context.Context, obj *model.Conversa
 	if err != nil {
 		return nil, err
 	}
-	conn := &model.MessageConnection{PageInfo: &model.PageInfo{HasNextPage: len(rows) > n}}
-	for i := range rows[:min(n, len(rows))] {
-		c := model.EncodeCursor("m", strconv.FormatInt(rows[i].Position, 10))
-		conn.Edges = append(conn.Edges, &model.MessageEdge{Cursor: c, Node: &model.Message{Row: rows[i]}})
-		conn.PageInfo.EndCursor = &c
-	}
-	if conn.Edges == nil {
-		conn.Edges = []*model.MessageEdge{}
-	}
-	return conn, nil
+	return messagesForward(rows, n, after != nil), nil
 }
 
 // Runs is the resolver for the runs field.
@@ -109,6 +117,18 @@ func (r *mutationResolver) SendMessage(ctx context.Context, input model.SendMess
 		return nil, err
 	}
 	return &model.SendMessagePayload{Message: &model.Message{Row: sent.Message}, Run: &model.Run{Row: sent.Run}}, nil
+}
+
+// DeleteConversation is the resolver for the deleteConversation field.
+func (r *mutationResolver) DeleteConversation(ctx context.Context, id string) (bool, error) {
+	cid, err := model.DecodeID("Conversation", id)
+	if err != nil {
+		return false, err
+	}
+	if err := r.Chat.DeleteConversation(ctx, cid); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // Conversations is the resolver for the conversations field.

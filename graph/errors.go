@@ -35,7 +35,7 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			}
 			gqlErr.Extensions = map[string]any{"code": string(e.Code)}
 			for k, v := range e.Fields {
-				gqlErr.Extensions[k] = v
+				gqlErr.Extensions[k] = model.GlobalIDValue(k, v) // ids as global ids, like arguments
 			}
 			return gqlErr
 		}

@@ -34,6 +34,14 @@ func isoDecodeID(t *testing.T, id string) (string, uuid.UUID) {
 // isoErr is the part of an error answer a client can see and compare.
 type isoErr struct{ Code, Message string }
 
+// requireNodeNull checks that node(id) answered null without an error: what a missing object,
+// another tenant's and a malformed id all get.
+func requireNodeNull(t *testing.T, res *apptest.Response, what string) {
+	t.Helper()
+	require.Empty(t, res.Errors, "%s: %s", what, res.Body)
+	require.JSONEq(t, `{"node": null}`, string(res.Data), "%s", what)
+}
+
 func isoNotFound(t *testing.T, res *apptest.Response, what string) isoErr {
 	t.Helper()
 	require.Len(t, res.Errors, 1, "%s: %s", what, res.Body)
@@ -86,12 +94,12 @@ func TestTenantIsolation(t *testing.T) {
 		require.Empty(t, res.Errors, "%s", res.Body)
 	}
 
-	// B's ids answer exactly like random ids of the same type.
+	// B's ids answer exactly like random ids of the same type: null, no error.
 	for _, c := range []struct{ typ, bID string }{{"User", b.UserID}, {"Tenant", b.TenantID}, {"ApiKey", bKeyID}} {
-		foreign := isoNotFound(t, node(a.AccessToken, c.bID), "node(B's "+c.typ+")")
-		missing := isoNotFound(t, node(a.AccessToken, isoGlobalID(c.typ, uuid.New())), "node(random "+c.typ+")")
-		require.Equal(t, missing, foreign, "node(%s): B's id answers differently from a missing one", c.typ)
-		require.NotContains(t, string(node(a.AccessToken, c.bID).Body), "Tenant B")
+		foreign := node(a.AccessToken, c.bID)
+		requireNodeNull(t, foreign, "node(B's "+c.typ+")")
+		requireNodeNull(t, node(a.AccessToken, isoGlobalID(c.typ, uuid.New())), "node(random "+c.typ+")")
+		require.NotContains(t, string(foreign.Body), "Tenant B")
 	}
 
 	// revokeApiKey of B's key is NOT_FOUND like a missing key, and B's key keeps working.
@@ -130,7 +138,7 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	for _, id := range malformed {
 		if id != isoGlobalID("User", bUser) {
-			isoNotFound(t, node(a.AccessToken, id), "node("+id+")")
+			requireNodeNull(t, node(a.AccessToken, id), "node("+id+")")
 		}
 		isoNotFound(t, env.Do(t, a.AccessToken, revoke, map[string]any{"id": id}), "revokeApiKey("+id+")")
 		if id != "" {
@@ -139,9 +147,9 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	// A type confusion does not reach B's objects either: B's key id read as a tenant.
 	_, bKeyUUID := isoDecodeID(t, bKey2ID)
-	isoNotFound(t, node(a.AccessToken, isoGlobalID("Tenant", bKeyUUID)), "node(Tenant with B's key uuid)")
+	requireNodeNull(t, node(a.AccessToken, isoGlobalID("Tenant", bKeyUUID)), "node(Tenant with B's key uuid)")
 	_, bTenantUUID := isoDecodeID(t, b.TenantID)
-	isoNotFound(t, node(a.AccessToken, isoGlobalID("User", bTenantUUID)), "node(User with B's tenant uuid)")
+	requireNodeNull(t, node(a.AccessToken, isoGlobalID("User", bTenantUUID)), "node(User with B's tenant uuid)")
 
 	// A's key list is A's alone.
 	var aList struct {

@@ -17,49 +17,13 @@ import (
 func (r *queryResolver) Node(ctx context.Context, id string) (model.Node, error) {
 	typ, uid, err := model.ParseID(id)
 	if err != nil {
-		return nil, apperr.NotFoundf("node")
+		return nil, nil // no object has this id
 	}
-	switch typ {
-	case "User":
-		u := &model.User{UserID: uid}
-		if err := loadUser(ctx, u); err != nil {
-			return nil, err
-		}
-		return u, nil
-	case "Tenant":
-		t, err := r.Tenancy.TenantByID(ctx, uid)
-		if err != nil {
-			return nil, err
-		}
-		return &model.Tenant{TenantID: t.ID, Row: &t}, nil
-	case "ApiKey":
-		k, err := r.Auth.GetAPIKey(ctx, uid)
-		if err != nil {
-			return nil, err
-		}
-		return &model.APIKey{Row: k}, nil
-	case "Task":
-		t, err := r.Resolver.Tasks.Get(ctx, uid)
-		if err != nil {
-			return nil, err
-		}
-		return &model.Task{Row: t}, nil
-	case "Approval":
-		a, err := r.Approvals.Get(ctx, uid)
-		if err != nil {
-			return nil, err
-		}
-		return &model.Approval{Row: a}, nil
-	case "Budget":
-		return r.budgetNode(ctx, uid)
-	case "Snapshot":
-		sn, err := r.Workspaces.Snapshot(ctx, uid)
-		if err != nil {
-			return nil, err
-		}
-		return &model.Snapshot{Row: sn}, nil
+	n, err := r.node(ctx, typ, uid)
+	if apperr.CodeOf(err) == apperr.NotFound {
+		return nil, nil // missing, or another tenant's: null, as the schema says
 	}
-	return nil, apperr.NotFoundf("node")
+	return n, err
 }
 
 // Query returns generated.QueryResolver implementation.

@@ -223,12 +223,12 @@ func TestTaskCreateUpdateAndRead(t *testing.T) {
 		"task":       e.Do(t, other.AccessToken, `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": tk.ID}),
 		"updateTask": e.Do(t, other.AccessToken, update, map[string]any{"id": tk.ID, "in": map[string]any{"title": "stolen"}}),
 		"runTask":    e.Do(t, other.AccessToken, `mutation($id: ID!) { runTask(id: $id) { id } }`, map[string]any{"id": tk.ID}),
-		"node":       e.Do(t, other.AccessToken, `query($id: ID!) { node(id: $id) { id } }`, map[string]any{"id": tk.ID}),
 		"tasks":      e.Do(t, other.AccessToken, `query($p: ID) { tasks(projectId: $p) { edges { node { id } } } }`, map[string]any{"p": tk.ProjectID}),
 	} {
 		requireTaskError(t, res, "NOT_FOUND", "")
 		require.NotContains(t, string(res.Body), "Fix the login page", name)
 	}
+	requireNodeNull(t, e.Do(t, other.AccessToken, `query($id: ID!) { node(id: $id) { id } }`, map[string]any{"id": tk.ID}), "node(another tenant's task)")
 	var otherList struct {
 		Tasks struct {
 			Edges []struct{ Node struct{ ID string } }

@@ -235,7 +235,6 @@ func TestWorkspaceRollbackKeepContinueAndConflict(t *testing.T) {
 		{`query($p: ID) { workspace(projectId: $p) { files { path } } }`, map[string]any{"p": pid}},
 		{`query($p: ID) { fileDiff(projectId: $p, path: "b.txt", fromVersion: 1, toVersion: 2) }`, map[string]any{"p": pid}},
 		{`query($s: ID!) { snapshotDiff(from: $s, to: $s) }`, map[string]any{"s": snap}},
-		{`query($s: ID!) { node(id: $s) { id } }`, map[string]any{"s": snap}},
 		{`mutation($s: ID!) { restoreSnapshot(id: $s) { id } }`, map[string]any{"s": snap}},
 		{`mutation($p: ID) { createSnapshot(projectId: $p) { id } }`, map[string]any{"p": pid}},
 		{`mutation($a: ID!) { resolveRollback(approvalId: $a, choice: KEEP) { id } }`, map[string]any{"a": ap}},
@@ -243,6 +242,7 @@ func TestWorkspaceRollbackKeepContinueAndConflict(t *testing.T) {
 		res := c.Do(t, other.AccessToken, op.q, op.vars)
 		require.Equal(t, "NOT_FOUND", res.Code(), "%s: %s", op.q, res.Body)
 	}
+	requireNodeNull(t, c.Do(t, other.AccessToken, `query($s: ID!) { node(id: $s) { id } }`, map[string]any{"s": snap}), "node(another tenant's snapshot)")
 	require.Empty(t, c.wsTree(t, other.AccessToken), "the other tenant's own workspace is empty")
 }
 

@@ -40,6 +40,7 @@ type ResolverRoot interface {
 	Task() TaskResolver
 	Tenant() TenantResolver
 	User() UserResolver
+	Viewer() ViewerResolver
 	Workspace() WorkspaceResolver
 	WorkspaceFile() WorkspaceFileResolver
 }
@@ -81,6 +82,16 @@ type ComplexityRoot struct {
 		ToolCall  func(childComplexity int) int
 	}
 
+	ApprovalConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	ApprovalEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	AuthPayload struct {
 		AccessToken  func(childComplexity int) int
 		ExpiresAt    func(childComplexity int) int
@@ -106,7 +117,7 @@ type ComplexityRoot struct {
 		Agentic      func(childComplexity int) int
 		CreatedAt    func(childComplexity int) int
 		ID           func(childComplexity int) int
-		Messages     func(childComplexity int, first *int, after *string) int
+		Messages     func(childComplexity int, first *int, after *string, last *int, before *string) int
 		Mode         func(childComplexity int) int
 		Model        func(childComplexity int) int
 		ProjectID    func(childComplexity int) int
@@ -142,9 +153,21 @@ type ComplexityRoot struct {
 
 	Membership struct {
 		InvitationToken func(childComplexity int) int
+		JoinedAt        func(childComplexity int) int
 		Pending         func(childComplexity int) int
 		Role            func(childComplexity int) int
+		Tenant          func(childComplexity int) int
 		User            func(childComplexity int) int
+	}
+
+	MembershipConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	MembershipEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 
 	Memory struct {
@@ -188,16 +211,19 @@ type ComplexityRoot struct {
 		AcceptInvitation    func(childComplexity int, token string) int
 		AddMember           func(childComplexity int, input model.AddMemberInput) int
 		CancelRun           func(childComplexity int, id string) int
+		ChangePassword      func(childComplexity int, currentPassword string, newPassword string) int
 		CreateAPIKey        func(childComplexity int, input model.CreateAPIKeyInput) int
 		CreateConversation  func(childComplexity int, input model.CreateConversationInput) int
 		CreateSnapshot      func(childComplexity int, projectID *string, label *string) int
 		CreateTask          func(childComplexity int, input model.CreateTaskInput) int
 		DeleteBudget        func(childComplexity int, id string) int
+		DeleteConversation  func(childComplexity int, id string) int
 		DeleteMemory        func(childComplexity int, id string) int
 		LogIn               func(childComplexity int, input model.LogInInput) int
 		LogOut              func(childComplexity int, refreshToken string) int
 		PauseRun            func(childComplexity int, id string) int
 		RefreshSession      func(childComplexity int, refreshToken string) int
+		RemoveMember        func(childComplexity int, userID string) int
 		ResolveApproval     func(childComplexity int, id string, decision model.ApprovalDecision, note *string) int
 		ResolveRollback     func(childComplexity int, approvalID string, choice model.RollbackChoice) int
 		RestoreSnapshot     func(childComplexity int, id string) int
@@ -206,26 +232,32 @@ type ComplexityRoot struct {
 		RunTask             func(childComplexity int, id string) int
 		SendMessage         func(childComplexity int, input model.SendMessageInput) int
 		SetBudget           func(childComplexity int, input model.SetBudgetInput) int
+		SetMemberRole       func(childComplexity int, userID string, role model.Role) int
 		SignUp              func(childComplexity int, input model.SignUpInput) int
 		StopRun             func(childComplexity int, id string) int
+		SwitchTenant        func(childComplexity int, refreshToken string, tenantID string) int
 		UpdateAgentSettings func(childComplexity int, input model.AgentSettingsInput) int
 		UpdateConversation  func(childComplexity int, id string, input model.UpdateConversationInput) int
 		UpdateTask          func(childComplexity int, id string, input model.UpdateTaskInput) int
 	}
 
 	PageInfo struct {
-		EndCursor   func(childComplexity int) int
-		HasNextPage func(childComplexity int) int
+		EndCursor       func(childComplexity int) int
+		HasNextPage     func(childComplexity int) int
+		HasPreviousPage func(childComplexity int) int
+		StartCursor     func(childComplexity int) int
 	}
 
 	Query struct {
 		APIKeys       func(childComplexity int) int
 		Activity      func(childComplexity int, first *int, after *string) int
 		AgentSettings func(childComplexity int) int
+		Approvals     func(childComplexity int, status *model.ApprovalStatus, first *int, after *string) int
 		Budgets       func(childComplexity int) int
 		Conversation  func(childComplexity int, id string) int
 		Conversations func(childComplexity int, first *int, after *string) int
 		FileDiff      func(childComplexity int, projectID *string, path string, fromVersion int, toVersion int) int
+		Members       func(childComplexity int, first *int, after *string) int
 		Memories      func(childComplexity int, projectID *string, search *string, first *int, after *string) int
 		Node          func(childComplexity int, id string) int
 		PlatformUsage func(childComplexity int, from time.Time, to time.Time, groupBy model.PlatformUsageGroupBy) int
@@ -361,6 +393,7 @@ type ComplexityRoot struct {
 	}
 
 	Viewer struct {
+		Memberships   func(childComplexity int) int
 		PlatformAdmin func(childComplexity int) int
 		Role          func(childComplexity int) int
 		Tenant        func(childComplexity int) int
@@ -393,7 +426,7 @@ type ApprovalResolver interface {
 	ToolCall(ctx context.Context, obj *model.Approval) (*model.ToolCall, error)
 }
 type ConversationResolver interface {
-	Messages(ctx context.Context, obj *model.Conversation, first *int, after *string) (*model.MessageConnection, error)
+	Messages(ctx context.Context, obj *model.Conversation, first *int, after *string, last *int, before *string) (*model.MessageConnection, error)
 	Runs(ctx context.Context, obj *model.Conversation, first *int, after *string) (*model.RunConnection, error)
 }
 type MessageResolver interface {
@@ -408,9 +441,14 @@ type MutationResolver interface {
 	RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error)
 	AddMember(ctx context.Context, input model.AddMemberInput) (*model.Membership, error)
 	AcceptInvitation(ctx context.Context, token string) (bool, error)
+	SetMemberRole(ctx context.Context, userID string, role model.Role) (*model.Membership, error)
+	RemoveMember(ctx context.Context, userID string) (bool, error)
+	ChangePassword(ctx context.Context, currentPassword string, newPassword string) (*model.AuthPayload, error)
+	SwitchTenant(ctx context.Context, refreshToken string, tenantID string) (*model.AuthPayload, error)
 	ResolveApproval(ctx context.Context, id string, decision model.ApprovalDecision, note *string) (*model.Approval, error)
 	CreateConversation(ctx context.Context, input model.CreateConversationInput) (*model.Conversation, error)
 	SendMessage(ctx context.Context, input model.SendMessageInput) (*model.SendMessagePayload, error)
+	DeleteConversation(ctx context.Context, id string) (bool, error)
 	DeleteMemory(ctx context.Context, id string) (bool, error)
 	UpdateConversation(ctx context.Context, id string, input model.UpdateConversationInput) (*model.Conversation, error)
 	CancelRun(ctx context.Context, id string) (*model.Run, error)
@@ -429,8 +467,10 @@ type MutationResolver interface {
 }
 type QueryResolver interface {
 	Node(ctx context.Context, id string) (model.Node, error)
+	Approvals(ctx context.Context, status *model.ApprovalStatus, first *int, after *string) (*model.ApprovalConnection, error)
 	Viewer(ctx context.Context) (*model.Viewer, error)
 	APIKeys(ctx context.Context) ([]*model.APIKey, error)
+	Members(ctx context.Context, first *int, after *string) (*model.MembershipConnection, error)
 	Conversations(ctx context.Context, first *int, after *string) (*model.ConversationConnection, error)
 	Conversation(ctx context.Context, id string) (*model.Conversation, error)
 	Memories(ctx context.Context, projectID *string, search *string, first *int, after *string) (*model.MemoryConnection, error)
@@ -472,6 +512,9 @@ type TenantResolver interface {
 type UserResolver interface {
 	Email(ctx context.Context, obj *model.User) (string, error)
 	Name(ctx context.Context, obj *model.User) (*string, error)
+}
+type ViewerResolver interface {
+	Memberships(ctx context.Context, obj *model.Viewer) ([]*model.Membership, error)
 }
 type WorkspaceResolver interface {
 	Files(ctx context.Context, obj *model.Workspace) ([]*model.WorkspaceFile, error)
@@ -647,6 +690,32 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Approval.ToolCall(childComplexity), true
 
+	case "ApprovalConnection.edges":
+		if e.ComplexityRoot.ApprovalConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalConnection.Edges(childComplexity), true
+	case "ApprovalConnection.pageInfo":
+		if e.ComplexityRoot.ApprovalConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalConnection.PageInfo(childComplexity), true
+
+	case "ApprovalEdge.cursor":
+		if e.ComplexityRoot.ApprovalEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalEdge.Cursor(childComplexity), true
+	case "ApprovalEdge.node":
+		if e.ComplexityRoot.ApprovalEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalEdge.Node(childComplexity), true
+
 	case "AuthPayload.accessToken":
 		if e.ComplexityRoot.AuthPayload.AccessToken == nil {
 			break
@@ -767,7 +836,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Conversation.Messages(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Conversation.Messages(childComplexity, args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
 	case "Conversation.mode":
 		if e.ComplexityRoot.Conversation.Mode == nil {
 			break
@@ -898,6 +967,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Membership.InvitationToken(childComplexity), true
+	case "Membership.joinedAt":
+		if e.ComplexityRoot.Membership.JoinedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Membership.JoinedAt(childComplexity), true
 	case "Membership.pending":
 		if e.ComplexityRoot.Membership.Pending == nil {
 			break
@@ -910,12 +985,44 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Membership.Role(childComplexity), true
+	case "Membership.tenant":
+		if e.ComplexityRoot.Membership.Tenant == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Membership.Tenant(childComplexity), true
 	case "Membership.user":
 		if e.ComplexityRoot.Membership.User == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Membership.User(childComplexity), true
+
+	case "MembershipConnection.edges":
+		if e.ComplexityRoot.MembershipConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MembershipConnection.Edges(childComplexity), true
+	case "MembershipConnection.pageInfo":
+		if e.ComplexityRoot.MembershipConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MembershipConnection.PageInfo(childComplexity), true
+
+	case "MembershipEdge.cursor":
+		if e.ComplexityRoot.MembershipEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MembershipEdge.Cursor(childComplexity), true
+	case "MembershipEdge.node":
+		if e.ComplexityRoot.MembershipEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MembershipEdge.Node(childComplexity), true
 
 	case "Memory.content":
 		if e.ComplexityRoot.Memory.Content == nil {
@@ -1070,6 +1177,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CancelRun(childComplexity, args["id"].(string)), true
+	case "Mutation.changePassword":
+		if e.ComplexityRoot.Mutation.ChangePassword == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_changePassword_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ChangePassword(childComplexity, args["currentPassword"].(string), args["newPassword"].(string)), true
 	case "Mutation.createApiKey":
 		if e.ComplexityRoot.Mutation.CreateAPIKey == nil {
 			break
@@ -1125,6 +1243,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteBudget(childComplexity, args["id"].(string)), true
+	case "Mutation.deleteConversation":
+		if e.ComplexityRoot.Mutation.DeleteConversation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteConversation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteConversation(childComplexity, args["id"].(string)), true
 	case "Mutation.deleteMemory":
 		if e.ComplexityRoot.Mutation.DeleteMemory == nil {
 			break
@@ -1180,6 +1309,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RefreshSession(childComplexity, args["refreshToken"].(string)), true
+	case "Mutation.removeMember":
+		if e.ComplexityRoot.Mutation.RemoveMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_removeMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RemoveMember(childComplexity, args["userId"].(string)), true
 	case "Mutation.resolveApproval":
 		if e.ComplexityRoot.Mutation.ResolveApproval == nil {
 			break
@@ -1268,6 +1408,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetBudget(childComplexity, args["input"].(model.SetBudgetInput)), true
+	case "Mutation.setMemberRole":
+		if e.ComplexityRoot.Mutation.SetMemberRole == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setMemberRole_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetMemberRole(childComplexity, args["userId"].(string), args["role"].(model.Role)), true
 	case "Mutation.signUp":
 		if e.ComplexityRoot.Mutation.SignUp == nil {
 			break
@@ -1290,6 +1441,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.StopRun(childComplexity, args["id"].(string)), true
+	case "Mutation.switchTenant":
+		if e.ComplexityRoot.Mutation.SwitchTenant == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_switchTenant_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SwitchTenant(childComplexity, args["refreshToken"].(string), args["tenantId"].(string)), true
 	case "Mutation.updateAgentSettings":
 		if e.ComplexityRoot.Mutation.UpdateAgentSettings == nil {
 			break
@@ -1336,6 +1498,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
+	case "PageInfo.hasPreviousPage":
+		if e.ComplexityRoot.PageInfo.HasPreviousPage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.HasPreviousPage(childComplexity), true
+	case "PageInfo.startCursor":
+		if e.ComplexityRoot.PageInfo.StartCursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.StartCursor(childComplexity), true
 
 	case "Query.apiKeys":
 		if e.ComplexityRoot.Query.APIKeys == nil {
@@ -1360,6 +1534,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.AgentSettings(childComplexity), true
+	case "Query.approvals":
+		if e.ComplexityRoot.Query.Approvals == nil {
+			break
+		}
+
+		args, err := ec.field_Query_approvals_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Approvals(childComplexity, args["status"].(*model.ApprovalStatus), args["first"].(*int), args["after"].(*string)), true
 	case "Query.budgets":
 		if e.ComplexityRoot.Query.Budgets == nil {
 			break
@@ -1400,6 +1585,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.FileDiff(childComplexity, args["projectId"].(*string), args["path"].(string), args["fromVersion"].(int), args["toVersion"].(int)), true
 
+	case "Query.members":
+		if e.ComplexityRoot.Query.Members == nil {
+			break
+		}
+
+		args, err := ec.field_Query_members_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Members(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.memories":
 		if e.ComplexityRoot.Query.Memories == nil {
 			break
@@ -2025,6 +2221,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.User.Name(childComplexity), true
 
+	case "Viewer.memberships":
+		if e.ComplexityRoot.Viewer.Memberships == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Memberships(childComplexity), true
 	case "Viewer.platformAdmin":
 		if e.ComplexityRoot.Viewer.PlatformAdmin == nil {
 			break
@@ -2235,11 +2437,28 @@ enum ApprovalDecision {
   REJECT
 }
 
+"Where an approval stands (Approval.status)."
+enum ApprovalStatus {
+  PENDING
+  APPROVED
+  REJECTED
+  EXPIRED
+}
+
+extend type Query {
+  """
+  Approvals, newest first: an inbox with status PENDING. Admins see every run's; everyone else
+  those of their own runs.
+  """
+  approvals(status: ApprovalStatus, first: Int, after: String): ApprovalConnection!
+}
+
 extend type Mutation {
   """
   Decides a pending approval (MEMBER or higher). APPROVE runs exactly the approved call (or
   continues the run); REJECT tells the agent the user declined. Either way the run resumes.
   An approval already decided, or past its expiresAt, is CONFLICT; nothing runs on an expired one.
+  A rollback question (kind rollback) is answered with resolveRollback instead.
   """
   resolveApproval(id: ID!, decision: ApprovalDecision!, note: String): Approval!
 }
@@ -2269,6 +2488,15 @@ type Approval implements Node {
   expiresAt: Time!
   note: String
 }
+
+type ApprovalConnection {
+  edges: [ApprovalEdge!]!
+  pageInfo: PageInfo!
+}
+type ApprovalEdge {
+  cursor: String!
+  node: Approval!
+}
 `, BuiltIn: false},
 	{Name: "../schema/auth.graphqls", Input: `enum Role {
   OWNER
@@ -2282,6 +2510,8 @@ extend type Query {
   viewer: Viewer!
   "The tenant's API keys, newest first (ADMIN or higher)."
   apiKeys: [ApiKey!]!
+  "The tenant's members, pending invitations included, oldest account first."
+  members(first: Int, after: String): MembershipConnection!
 }
 
 type Mutation {
@@ -2299,8 +2529,29 @@ type Mutation {
   revokeApiKey(id: ID!): ApiKey!
   "Adds a user by email (ADMIN or higher). Someone without an account is invited: the answer carries an invitation token, shown once, that they sign up (or accept) with."
   addMember(input: AddMemberInput!): Membership!
-  "Accepts an invitation to another tenant for the logged-in user; log in to that tenant afterwards."
+  "Accepts an invitation to another tenant for the logged-in user; switch to that tenant afterwards (switchTenant)."
   acceptInvitation(token: String!): Boolean!
+  """
+  Changes a member's role (OWNER or ADMIN). An ADMIN can neither change an OWNER nor make one;
+  demoting the tenant's last OWNER is CONFLICT.
+  """
+  setMemberRole(userId: ID!, role: Role!): Membership!
+  """
+  Takes a member out of the tenant (OWNER or ADMIN): their sessions and API keys in it are
+  revoked. An ADMIN cannot remove an OWNER; removing the tenant's last OWNER is CONFLICT.
+  """
+  removeMember(userId: ID!): Boolean!
+  """
+  Sets the logged-in person's password (not with an API key). Every session of theirs, in every
+  tenant, is revoked; the answer is a new session in the current tenant.
+  """
+  changePassword(currentPassword: String!, newPassword: String!): AuthPayload!
+  """
+  Opens a session in another of the person's tenants (see viewer.memberships), spending the
+  refresh token of the current one as refreshSession does. A tenant they have not joined is
+  NOT_FOUND.
+  """
+  switchTenant(refreshToken: String!, tenantId: ID!): AuthPayload!
 }
 
 input SignUpInput {
@@ -2331,6 +2582,8 @@ type Viewer {
   role: Role!
   "True for platform administrators (cross-tenant dashboards and the job UI)."
   platformAdmin: Boolean!
+  "Every tenant the user has joined, oldest first, with their role in it: what a tenant switcher lists (switchTenant)."
+  memberships: [Membership!]!
 }
 
 type User implements Node {
@@ -2370,13 +2623,26 @@ input AddMemberInput {
   role: Role!
 }
 
+"A user's membership of a tenant."
 type Membership {
   user: User!
+  tenant: Tenant!
   role: Role!
+  "When the user was added (or invited)."
+  joinedAt: Time!
   "True while the invited person has not proven the invitation."
   pending: Boolean!
   "The invitation's token: only in addMember's answer for a pending member, never again."
   invitationToken: String
+}
+
+type MembershipConnection {
+  edges: [MembershipEdge!]!
+  pageInfo: PageInfo!
+}
+type MembershipEdge {
+  cursor: String!
+  node: Membership!
 }
 `, BuiltIn: false},
 	{Name: "../schema/chat.graphqls", Input: `enum ContextMode {
@@ -2409,6 +2675,12 @@ extend type Mutation {
   createConversation(input: CreateConversationInput!): Conversation!
   "Stores the message and starts (or queues) a chat-turn run answering it."
   sendMessage(input: SendMessageInput!): SendMessagePayload!
+  """
+  Deletes a conversation with its messages, runs, their events, tool calls and approvals (its
+  owner or an admin); the usage its runs recorded stays. CONFLICT while one of its runs has not
+  ended (cancel it first) or a question about one waits for an answer.
+  """
+  deleteConversation(id: ID!): Boolean!
 }
 
 type Subscription {
@@ -2440,7 +2712,12 @@ type Conversation implements Node {
   agentic: Boolean!
   systemPrompt: String
   projectId: ID!
-  messages(first: Int, after: String): MessageConnection!
+  """
+  The messages in display order: the first after a cursor (first, after), or the last before
+  one (last, before: the newest when before is omitted), which a chat shows first and pages back
+  from with pageInfo.startCursor. first and last do not go together.
+  """
+  messages(first: Int, after: String, last: Int, before: String): MessageConnection!
   runs(first: Int, after: String): RunConnection!
 }
 
@@ -2456,7 +2733,7 @@ type Message implements Node {
 input SendMessageInput {
   conversationId: ID!
   content: String!
-  "same key -> same message and run, no second job"
+  "same key -> same message and run, no second job; the same key with other content is CONFLICT"
   idempotencyKey: String
   "default ENQUEUE"
   ifBusy: BusyPolicy
@@ -2570,7 +2847,7 @@ extend type Query {
 }
 
 extend type Mutation {
-  "Stops a queued or running run now: the model stream and tools stop, the run ends CANCELLED."
+  "Stops a queued or running run now: the model stream and tools stop, the run ends CANCELLED. A run that has ended is CONFLICT (\"run already COMPLETED\", runStatus in the extensions), as for pauseRun, resumeRun and stopRun."
   cancelRun(id: ID!): Run!
   "Pauses a run after its current step (execution.paused); no worker holds it while paused."
   pauseRun(id: ID!): Run!
@@ -2646,6 +2923,10 @@ interface Node {
 type PageInfo {
   hasNextPage: Boolean!
   endCursor: String
+  "Whether items come before the first edge (connections paged backwards with last and before)."
+  hasPreviousPage: Boolean!
+  "The cursor of the first edge (before: pages back from it)."
+  startCursor: String
 }
 
 type Query {
@@ -3061,6 +3342,26 @@ func (ec *executionContext) childFields_Approval(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type Approval", field.Name)
 }
 
+func (ec *executionContext) childFields_ApprovalConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_ApprovalConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_ApprovalConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApprovalConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_ApprovalEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_ApprovalEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_ApprovalEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApprovalEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_AuthPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "accessToken":
@@ -3183,14 +3484,38 @@ func (ec *executionContext) childFields_Membership(ctx context.Context, field gr
 	switch field.Name {
 	case "user":
 		return ec.fieldContext_Membership_user(ctx, field)
+	case "tenant":
+		return ec.fieldContext_Membership_tenant(ctx, field)
 	case "role":
 		return ec.fieldContext_Membership_role(ctx, field)
+	case "joinedAt":
+		return ec.fieldContext_Membership_joinedAt(ctx, field)
 	case "pending":
 		return ec.fieldContext_Membership_pending(ctx, field)
 	case "invitationToken":
 		return ec.fieldContext_Membership_invitationToken(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Membership", field.Name)
+}
+
+func (ec *executionContext) childFields_MembershipConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_MembershipConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_MembershipConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MembershipConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_MembershipEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_MembershipEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_MembershipEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MembershipEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_Memory(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3273,6 +3598,10 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 		return ec.fieldContext_PageInfo_hasNextPage(ctx, field)
 	case "endCursor":
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
+	case "hasPreviousPage":
+		return ec.fieldContext_PageInfo_hasPreviousPage(ctx, field)
+	case "startCursor":
+		return ec.fieldContext_PageInfo_startCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
@@ -3517,6 +3846,8 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_role(ctx, field)
 	case "platformAdmin":
 		return ec.fieldContext_Viewer_platformAdmin(ctx, field)
+	case "memberships":
+		return ec.fieldContext_Viewer_memberships(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
@@ -3688,6 +4019,22 @@ func (ec *executionContext) field_Conversation_messages_args(ctx context.Context
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg3
 	return args, nil
 }
 
@@ -3752,6 +4099,28 @@ func (ec *executionContext) field_Mutation_cancelRun_args(ctx context.Context, r
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_changePassword_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "currentPassword",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPassword"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "newPassword",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["newPassword"] = arg1
 	return args, nil
 }
 
@@ -3833,6 +4202,20 @@ func (ec *executionContext) field_Mutation_deleteBudget_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteConversation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteMemory_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3900,6 +4283,20 @@ func (ec *executionContext) field_Mutation_refreshSession_args(ctx context.Conte
 		return nil, err
 	}
 	args["refreshToken"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_removeMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "userId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userId"] = arg0
 	return args, nil
 }
 
@@ -4039,6 +4436,28 @@ func (ec *executionContext) field_Mutation_setBudget_args(ctx context.Context, r
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setMemberRole_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "userId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "role",
+		func(ctx context.Context, v any) (model.Role, error) {
+			return ec.unmarshalNRole2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRole(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["role"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_signUp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4064,6 +4483,28 @@ func (ec *executionContext) field_Mutation_stopRun_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_switchTenant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "refreshToken",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["refreshToken"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "tenantId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["tenantId"] = arg1
 	return args, nil
 }
 
@@ -4161,6 +4602,36 @@ func (ec *executionContext) field_Query_activity_args(ctx context.Context, rawAr
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_approvals_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "status",
+		func(ctx context.Context, v any) (*model.ApprovalStatus, error) {
+			return ec.unmarshalOApprovalStatus2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalStatus(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["status"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_conversation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4232,6 +4703,28 @@ func (ec *executionContext) field_Query_fileDiff_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["toVersion"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_members_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -5203,6 +5696,125 @@ func (ec *executionContext) fieldContext_Approval_note(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Approval", field, true, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _ApprovalConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ApprovalEdge) graphql.Marshaler {
+			return ec.marshalNApprovalEdge2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ApprovalConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ApprovalConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ApprovalConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ApprovalEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalEdge", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ApprovalEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalNApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ApprovalEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _AuthPayload_accessToken(ctx context.Context, field graphql.CollectedField, obj *model.AuthPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5760,7 +6372,7 @@ func (ec *executionContext) _Conversation_messages(ctx context.Context, field gr
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Conversation().Messages(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Conversation().Messages(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.MessageConnection) graphql.Marshaler {
@@ -6205,6 +6817,38 @@ func (ec *executionContext) fieldContext_Membership_user(_ context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Membership_tenant(ctx context.Context, field graphql.CollectedField, obj *model.Membership) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Membership_tenant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tenant, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Tenant) graphql.Marshaler {
+			return ec.marshalNTenant2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTenant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Membership_tenant(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Membership",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Tenant(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Membership_role(ctx context.Context, field graphql.CollectedField, obj *model.Membership) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6226,6 +6870,29 @@ func (ec *executionContext) _Membership_role(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Membership_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Membership", field, false, false, errors.New("field of type Role does not have child fields"))
+}
+
+func (ec *executionContext) _Membership_joinedAt(ctx context.Context, field graphql.CollectedField, obj *model.Membership) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Membership_joinedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.JoinedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Membership_joinedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Membership", field, false, false, errors.New("field of type Time does not have child fields"))
 }
 
 func (ec *executionContext) _Membership_pending(ctx context.Context, field graphql.CollectedField, obj *model.Membership) (ret graphql.Marshaler) {
@@ -6272,6 +6939,125 @@ func (ec *executionContext) _Membership_invitationToken(ctx context.Context, fie
 }
 func (ec *executionContext) fieldContext_Membership_invitationToken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Membership", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _MembershipConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.MembershipConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MembershipConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.MembershipEdge) graphql.Marshaler {
+			return ec.marshalNMembershipEdge2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembershipEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MembershipConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MembershipConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MembershipEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MembershipConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.MembershipConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MembershipConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MembershipConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MembershipConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MembershipEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.MembershipEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MembershipEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MembershipEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MembershipEdge", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _MembershipEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.MembershipEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MembershipEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Membership) graphql.Marshaler {
+			return ec.marshalNMembership2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembership(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MembershipEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MembershipEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Membership(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Memory_id(ctx context.Context, field graphql.CollectedField, obj *model.Memory) (ret graphql.Marshaler) {
@@ -7126,6 +7912,182 @@ func (ec *executionContext) fieldContext_Mutation_acceptInvitation(ctx context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setMemberRole(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setMemberRole(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetMemberRole(ctx, fc.Args["userId"].(string), fc.Args["role"].(model.Role))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Membership) graphql.Marshaler {
+			return ec.marshalNMembership2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembership(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setMemberRole(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Membership(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setMemberRole_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_removeMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_removeMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RemoveMember(ctx, fc.Args["userId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_removeMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_removeMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_changePassword(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_changePassword(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ChangePassword(ctx, fc.Args["currentPassword"].(string), fc.Args["newPassword"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
+			return ec.marshalNAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_changePassword(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuthPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_changePassword_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_switchTenant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_switchTenant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SwitchTenant(ctx, fc.Args["refreshToken"].(string), fc.Args["tenantId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
+			return ec.marshalNAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_switchTenant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuthPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_switchTenant_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_resolveApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7252,6 +8214,50 @@ func (ec *executionContext) fieldContext_Mutation_sendMessage(ctx context.Contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_sendMessage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteConversation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteConversation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteConversation(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteConversation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteConversation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7964,6 +8970,52 @@ func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, f
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _PageInfo_hasPreviousPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PageInfo_hasPreviousPage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HasPreviousPage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PageInfo_hasPreviousPage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PageInfo", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _PageInfo_startCursor(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PageInfo_startCursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartCursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PageInfo_startCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PageInfo", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _Query_node(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8002,6 +9054,50 @@ func (ec *executionContext) fieldContext_Query_node(ctx context.Context, field g
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_node_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_approvals(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_approvals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Approvals(ctx, fc.Args["status"].(*model.ApprovalStatus), fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ApprovalConnection) graphql.Marshaler {
+			return ec.marshalNApprovalConnection2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_approvals(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_approvals_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -8068,6 +9164,50 @@ func (ec *executionContext) fieldContext_Query_apiKeys(_ context.Context, field 
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ApiKey(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_members(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_members(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Members(ctx, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MembershipConnection) graphql.Marshaler {
+			return ec.marshalNMembershipConnection2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembershipConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_members(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MembershipConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_members_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -10930,6 +12070,38 @@ func (ec *executionContext) fieldContext_Viewer_platformAdmin(_ context.Context,
 	return graphql.NewScalarFieldContext("Viewer", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
+func (ec *executionContext) _Viewer_memberships(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_memberships(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().Memberships(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Membership) graphql.Marshaler {
+			return ec.marshalNMembership2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembershipᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_memberships(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Membership(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Workspace_projectId(ctx context.Context, field graphql.CollectedField, obj *model.Workspace) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13317,6 +14489,92 @@ func (ec *executionContext) _Approval(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var approvalConnectionImplementors = []string{"ApprovalConnection"}
+
+func (ec *executionContext) _ApprovalConnection(ctx context.Context, sel ast.SelectionSet, obj *model.ApprovalConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ApprovalConnection")
+		case "edges":
+			out.Values[i] = ec._ApprovalConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._ApprovalConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var approvalEdgeImplementors = []string{"ApprovalEdge"}
+
+func (ec *executionContext) _ApprovalEdge(ctx context.Context, sel ast.SelectionSet, obj *model.ApprovalEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ApprovalEdge")
+		case "cursor":
+			out.Values[i] = ec._ApprovalEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._ApprovalEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
 var authPayloadImplementors = []string{"AuthPayload"}
 
 func (ec *executionContext) _AuthPayload(ctx context.Context, sel ast.SelectionSet, obj *model.AuthPayload) graphql.Marshaler {
@@ -13821,8 +15079,18 @@ func (ec *executionContext) _Membership(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "tenant":
+			out.Values[i] = ec._Membership_tenant(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "role":
 			out.Values[i] = ec._Membership_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "joinedAt":
+			out.Values[i] = ec._Membership_joinedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -13834,6 +15102,92 @@ func (ec *executionContext) _Membership(ctx context.Context, sel ast.SelectionSe
 		case "invitationToken":
 			out.Values[i] = ec._Membership_invitationToken(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var membershipConnectionImplementors = []string{"MembershipConnection"}
+
+func (ec *executionContext) _MembershipConnection(ctx context.Context, sel ast.SelectionSet, obj *model.MembershipConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, membershipConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MembershipConnection")
+		case "edges":
+			out.Values[i] = ec._MembershipConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._MembershipConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var membershipEdgeImplementors = []string{"MembershipEdge"}
+
+func (ec *executionContext) _MembershipEdge(ctx context.Context, sel ast.SelectionSet, obj *model.MembershipEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, membershipEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MembershipEdge")
+		case "cursor":
+			out.Values[i] = ec._MembershipEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._MembershipEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -14259,6 +15613,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "setMemberRole":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setMemberRole(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "removeMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_removeMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "changePassword":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_changePassword(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "switchTenant":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_switchTenant(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "resolveApproval":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resolveApproval(ctx, field)
@@ -14276,6 +15658,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "sendMessage":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_sendMessage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteConversation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteConversation(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -14428,6 +15817,16 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "hasPreviousPage":
+			out.Values[i] = ec._PageInfo_hasPreviousPage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "startCursor":
+			out.Values[i] = ec._PageInfo_startCursor(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -14491,6 +15890,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "approvals":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_approvals(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "viewer":
 			field := field
 
@@ -14523,6 +15944,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_apiKeys(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "members":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_members(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -16078,23 +17521,61 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 		case "user":
 			out.Values[i] = ec._Viewer_user(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "tenant":
 			out.Values[i] = ec._Viewer_tenant(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "role":
 			out.Values[i] = ec._Viewer_role(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "platformAdmin":
 			out.Values[i] = ec._Viewer_platformAdmin(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "memberships":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Viewer_memberships(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16828,6 +18309,16 @@ func (ec *executionContext) marshalNApproval2ᚖgithubᚗcomᚋagentryᚋagentry
 	return ec._Approval(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNApprovalConnection2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalConnection(ctx context.Context, sel ast.SelectionSet, v *model.ApprovalConnection) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ApprovalConnection(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNApprovalDecision2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalDecision(ctx context.Context, v any) (model.ApprovalDecision, error) {
 	var res model.ApprovalDecision
 	err := res.UnmarshalGQL(v)
@@ -16836,6 +18327,32 @@ func (ec *executionContext) unmarshalNApprovalDecision2githubᚗcomᚋagentryᚋ
 
 func (ec *executionContext) marshalNApprovalDecision2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalDecision(ctx context.Context, sel ast.SelectionSet, v model.ApprovalDecision) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNApprovalEdge2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ApprovalEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNApprovalEdge2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNApprovalEdge2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalEdge(ctx context.Context, sel ast.SelectionSet, v *model.ApprovalEdge) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ApprovalEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNAttachmentInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAttachmentInput(ctx context.Context, v any) (*model.AttachmentInput, error) {
@@ -17111,6 +18628,22 @@ func (ec *executionContext) unmarshalNLogInInput2githubᚗcomᚋagentryᚋagentr
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNMembership2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembershipᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Membership) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMembership2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembership(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNMembership2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembership(ctx context.Context, sel ast.SelectionSet, v *model.Membership) graphql.Marshaler {
 	if v == nil {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
@@ -17119,6 +18652,42 @@ func (ec *executionContext) marshalNMembership2ᚖgithubᚗcomᚋagentryᚋagent
 		return graphql.Null
 	}
 	return ec._Membership(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNMembershipConnection2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembershipConnection(ctx context.Context, sel ast.SelectionSet, v *model.MembershipConnection) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._MembershipConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNMembershipEdge2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembershipEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MembershipEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMembershipEdge2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembershipEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMembershipEdge2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembershipEdge(ctx context.Context, sel ast.SelectionSet, v *model.MembershipEdge) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._MembershipEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNMemory2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMemory(ctx context.Context, sel ast.SelectionSet, v *model.Memory) graphql.Marshaler {
@@ -17839,6 +19408,22 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 		}
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalOApprovalStatus2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalStatus(ctx context.Context, v any) (*model.ApprovalStatus, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.ApprovalStatus)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOApprovalStatus2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalStatus(ctx context.Context, sel ast.SelectionSet, v *model.ApprovalStatus) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOAttachmentInput2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAttachmentInputᚄ(ctx context.Context, v any) ([]*model.AttachmentInput, error) {

@@ -19,16 +19,21 @@ func EncodeCursor(kind, value string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(kind + ":" + value))
 }
 
-// DecodeCursor reads a cursor of kind; nil reads as "from the start". A malformed cursor is
-// BAD_USER_INPUT.
+// DecodeCursor reads the after cursor of kind; nil reads as "from the start". A malformed
+// cursor is BAD_USER_INPUT.
 func DecodeCursor(kind string, cursor *string) (string, error) {
+	return decodeCursor("after", kind, cursor)
+}
+
+// decodeCursor reads the cursor of kind given as argument arg (after, before).
+func decodeCursor(arg, kind string, cursor *string) (string, error) {
 	if cursor == nil || *cursor == "" {
 		return "", nil
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(*cursor)
 	k, v, ok := strings.Cut(string(raw), ":")
 	if err != nil || !ok || k != kind {
-		return "", apperr.Invalid("after", "is not a cursor from this connection")
+		return "", apperr.Invalid(arg, "is not a cursor from this connection")
 	}
 	return v, nil
 }
@@ -46,28 +51,35 @@ func UUIDCursor(kind string, cursor *string) (uuid.UUID, error) {
 	return id, nil
 }
 
-// IntCursor decodes a cursor holding an integer (0 for the start).
-func IntCursor(kind string, cursor *string) (int64, error) {
-	v, err := DecodeCursor(kind, cursor)
+// IntCursor decodes an after cursor holding an integer (0 for the start).
+func IntCursor(kind string, cursor *string) (int64, error) { return IntCursorArg("after", kind, cursor) }
+
+// IntCursorArg decodes a cursor holding an integer given as argument arg (0 when omitted).
+func IntCursorArg(arg, kind string, cursor *string) (int64, error) {
+	v, err := decodeCursor(arg, kind, cursor)
 	if err != nil || v == "" {
 		return 0, err
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, apperr.Invalid("after", "is not a cursor from this connection")
+		return 0, apperr.Invalid(arg, "is not a cursor from this connection")
 	}
 	return n, nil
 }
 
 // PageSize bounds a connection's first argument: default 20, at most 100.
-func PageSize(first *int) (int, error) {
-	if first == nil {
+func PageSize(first *int) (int, error) { return PageSizeArg("first", first) }
+
+// PageSizeArg bounds a connection's page size given as argument arg (first, last): default 20,
+// at most 100.
+func PageSizeArg(arg string, n *int) (int, error) {
+	if n == nil {
 		return 20, nil
 	}
-	if *first < 0 || *first > 100 {
-		return 0, apperr.Invalid("first", "must be between 0 and 100")
+	if *n < 0 || *n > 100 {
+		return 0, apperr.Invalid(arg, "must be between 0 and 100")
 	}
-	return *first, nil
+	return *n, nil
 }
 
 // Conversation is a conversation row.
@@ -129,13 +141,13 @@ func (c *ToolCall) Risk() int       { return int(c.Row.Risk) }
 func (c *ToolCall) Output() *string { return c.Row.Output }
 func (c *ToolCall) Error() *string  { return c.Row.Error }
 
-// RunEvent is an event envelope.
+// RunEvent is an event envelope. Its data names objects by global id (EventData).
 type RunEvent struct{ Ev events.Event }
 
 func (e *RunEvent) Seq() int             { return e.Ev.Seq }
 func (e *RunEvent) RunID() string        { return EncodeID("Run", e.Ev.RunID) }
 func (e *RunEvent) Type() string         { return e.Ev.Type }
-func (e *RunEvent) Data() JSON           { return JSON(e.Ev.Data) }
+func (e *RunEvent) Data() JSON           { return JSON(EventData(e.Ev.Data)) }
 func (e *RunEvent) Timestamp() time.Time { return e.Ev.Timestamp }
 func (e *RunEvent) Phase() *string       { return nonEmpty(e.Ev.Phase) }
 

@@ -51,6 +51,16 @@ type AgentSettingsInput struct {
 	ContextStrategy   *ContextStrategy `json:"contextStrategy,omitempty"`
 }
 
+type ApprovalConnection struct {
+	Edges    []*ApprovalEdge `json:"edges"`
+	PageInfo *PageInfo       `json:"pageInfo"`
+}
+
+type ApprovalEdge struct {
+	Cursor string    `json:"cursor"`
+	Node   *Approval `json:"node"`
+}
+
 // A file sent with a message: a text file (its text), a PDF (its extracted text) or an image (PNG, JPEG, GIF or WebP; only for models that accept images). At most 5 files of 5 MiB each, 10 MiB together.
 type AttachmentInput struct {
 	Filename string `json:"filename"`
@@ -122,13 +132,27 @@ type LogInInput struct {
 	TenantID *string `json:"tenantId,omitempty"`
 }
 
+// A user's membership of a tenant.
 type Membership struct {
-	User *User `json:"user"`
-	Role Role  `json:"role"`
+	User   *User   `json:"user"`
+	Tenant *Tenant `json:"tenant"`
+	Role   Role    `json:"role"`
+	// When the user was added (or invited).
+	JoinedAt time.Time `json:"joinedAt"`
 	// True while the invited person has not proven the invitation.
 	Pending bool `json:"pending"`
 	// The invitation's token: only in addMember's answer for a pending member, never again.
 	InvitationToken *string `json:"invitationToken,omitempty"`
+}
+
+type MembershipConnection struct {
+	Edges    []*MembershipEdge `json:"edges"`
+	PageInfo *PageInfo         `json:"pageInfo"`
+}
+
+type MembershipEdge struct {
+	Cursor string      `json:"cursor"`
+	Node   *Membership `json:"node"`
 }
 
 type MemoryConnection struct {
@@ -157,6 +181,10 @@ type Mutation struct {
 type PageInfo struct {
 	HasNextPage bool    `json:"hasNextPage"`
 	EndCursor   *string `json:"endCursor,omitempty"`
+	// Whether items come before the first edge (connections paged backwards with last and before).
+	HasPreviousPage bool `json:"hasPreviousPage"`
+	// The cursor of the first edge (before: pages back from it).
+	StartCursor *string `json:"startCursor,omitempty"`
 }
 
 type Query struct {
@@ -175,7 +203,7 @@ type RunEdge struct {
 type SendMessageInput struct {
 	ConversationID string `json:"conversationId"`
 	Content        string `json:"content"`
-	// same key -> same message and run, no second job
+	// same key -> same message and run, no second job; the same key with other content is CONFLICT
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 	// default ENQUEUE
 	IfBusy *BusyPolicy `json:"ifBusy,omitempty"`
@@ -258,6 +286,8 @@ type Viewer struct {
 	Role   Role    `json:"role"`
 	// True for platform administrators (cross-tenant dashboards and the job UI).
 	PlatformAdmin bool `json:"platformAdmin"`
+	// Every tenant the user has joined, oldest first, with their role in it: what a tenant switcher lists (switchTenant).
+	Memberships []*Membership `json:"memberships"`
 }
 
 // A person's answer to an approval: APPROVE lets the run go on as asked; REJECT declines.
@@ -311,6 +341,66 @@ func (e *ApprovalDecision) UnmarshalJSON(b []byte) error {
 }
 
 func (e ApprovalDecision) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where an approval stands (Approval.status).
+type ApprovalStatus string
+
+const (
+	ApprovalStatusPending  ApprovalStatus = "PENDING"
+	ApprovalStatusApproved ApprovalStatus = "APPROVED"
+	ApprovalStatusRejected ApprovalStatus = "REJECTED"
+	ApprovalStatusExpired  ApprovalStatus = "EXPIRED"
+)
+
+var AllApprovalStatus = []ApprovalStatus{
+	ApprovalStatusPending,
+	ApprovalStatusApproved,
+	ApprovalStatusRejected,
+	ApprovalStatusExpired,
+}
+
+func (e ApprovalStatus) IsValid() bool {
+	switch e {
+	case ApprovalStatusPending, ApprovalStatusApproved, ApprovalStatusRejected, ApprovalStatusExpired:
+		return true
+	}
+	return false
+}
+
+func (e ApprovalStatus) String() string {
+	return string(e)
+}
+
+func (e *ApprovalStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ApprovalStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ApprovalStatus", str)
+	}
+	return nil
+}
+
+func (e ApprovalStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ApprovalStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ApprovalStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

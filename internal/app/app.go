@@ -90,6 +90,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The configured models must resolve before anything connects: a process whose model cannot
+	// answer stops now instead of failing every run.
+	pcfg := providerConfig(cfg)
+	registry := providers.New(pcfg)
+	if err := providers.Check(pcfg, registry); err != nil {
+		return nil, err
+	}
 	a := &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry()}
 	ok := false
 	defer func() {
@@ -131,14 +138,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	pub := events.NewPublisher(a.Redis, cfg.RedisPrefix, log)
 	a.Runs = run.NewService(a.DB, pub, log)
 	a.Approvals = approval.NewService(a.DB, a.Runs, cfg.ApprovalTTL, log)
-	pcfg := providers.Config{
-		AnthropicAPIKey: cfg.AnthropicAPIKey, AnthropicBaseURL: cfg.AnthropicBaseURL,
-		OpenAIAPIKey: cfg.OpenAIAPIKey, OpenAIBaseURL: cfg.OpenAIBaseURL,
-		DefaultModel: cfg.DefaultModel, Development: cfg.IsDevelopment(),
-		// The demo streams at a readable pace, so `agentry tail` shows tokens arriving.
-		DemoWordDelay: 20 * time.Millisecond,
-	}
-	a.Models = providers.New(pcfg)
+	a.Models = registry
 	defModels := models{a.Models, providers.DefaultModel(pcfg)}
 	a.Chat = chat.NewService(a.DB, a.Runs, defModels, log)
 	a.Tasks = task.NewService(a.DB, a.Runs, defModels, log)
@@ -341,3 +341,14 @@ type models struct {
 }
 
 func (m models) Default() string { return m.def }
+
+// providerConfig is what the model registry needs of cfg.
+func providerConfig(cfg *config.Config) providers.Config {
+	return providers.Config{
+		AnthropicAPIKey: cfg.AnthropicAPIKey, AnthropicBaseURL: cfg.AnthropicBaseURL,
+		OpenAIAPIKey: cfg.OpenAIAPIKey, OpenAIBaseURL: cfg.OpenAIBaseURL,
+		DefaultModel: cfg.DefaultModel, SummaryModel: cfg.SummaryModel, Development: cfg.IsDevelopment(),
+		// The demo streams at a readable pace, so `agentry tail` shows tokens arriving.
+		DemoWordDelay: 20 * time.Millisecond,
+	}
+}

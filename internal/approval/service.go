@@ -186,6 +186,9 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, decision string, no
 			return fmt.Errorf("load approval %s: %w", id, err)
 		}
 		out = cur
+		if cur.Kind == KindRollback {
+			return apperr.Invalid("id", "is a rollback question (what to do with a failed run's changes): answer it with resolveRollback(approvalId, choice: ROLLBACK, KEEP or CONTINUE)")
+		}
 		switch cur.Status {
 		case StatusPending:
 		case StatusExpired:
@@ -346,6 +349,34 @@ func (s *Service) ListByRun(ctx context.Context, runID uuid.UUID) ([]dbsqlc.Appr
 	var out []dbsqlc.Approval
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		out, err = tx.Q.ApprovalListByRun(ctx, dbsqlc.ApprovalListByRunParams{TenantID: a.TenantID, RunID: runID})
+		return err
+	})
+	return out, err
+}
+
+// Page selects approvals for List.
+type Page struct {
+	Status string    // "": any status
+	After  uuid.UUID // uuid.Nil: from the newest
+	Limit  int
+}
+
+// List returns the tenant's approvals, newest first, for an inbox: every run's for ADMIN and
+// above, those of the caller's own runs otherwise.
+func (s *Service) List(ctx context.Context, p Page) ([]dbsqlc.Approval, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return nil, err
+	}
+	var user uuid.NullUUID
+	if !a.Role.AtLeast(auth.RoleAdmin) {
+		user = uuid.NullUUID{UUID: a.UserID, Valid: true}
+	}
+	var out []dbsqlc.Approval
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		out, err = tx.Q.ApprovalListPage(ctx, dbsqlc.ApprovalListPageParams{
+			TenantID: a.TenantID, After: p.After, Status: nonEmpty(p.Status), UserID: user, Lim: int32(p.Limit),
+		})
 		return err
 	})
 	return out, err

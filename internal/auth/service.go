@@ -236,24 +236,8 @@ func (s *Service) findRefresh(ctx context.Context, token string) (dbsqlc.Refresh
 // family returned with a new access token. Presenting a spent token revokes the whole family
 // (it was stolen, or raced), so exactly one of several concurrent refreshes succeeds.
 func (s *Service) Refresh(ctx context.Context, token string) (Session, error) {
-	row, err := s.findRefresh(ctx, token)
-	if err != nil {
-		return Session{}, err
-	}
 	var sess Session
-	reused := false
-	err = s.db.InTx(ctx, row.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		spent, err := tx.Q.RefreshTokenRotate(ctx, dbsqlc.RefreshTokenRotateParams{TenantID: row.TenantID, ID: row.ID})
-		if db.IsNoRows(err) {
-			current, err := tx.Q.RefreshTokenGetByHash(ctx, row.TokenHash)
-			if err == nil && current.RotatedAt != nil && current.RevokedAt == nil {
-				reused = true
-			}
-			return errBadRefresh
-		}
-		if err != nil {
-			return fmt.Errorf("rotate refresh token: %w", err)
-		}
+	err := s.spend(ctx, token, func(ctx context.Context, tx *db.Tx, spent dbsqlc.RefreshToken) error {
 		m, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: spent.TenantID, UserID: spent.UserID})
 		if db.IsNoRows(err) || (err == nil && m.InviteTokenHash != nil) {
 			return errBadRefresh
@@ -269,15 +253,41 @@ func (s *Service) Refresh(ctx context.Context, token string) (Session, error) {
 		sess, err = s.startSession(ctx, tx, actor, spent.FamilyID)
 		return err
 	})
+	return sess, err
+}
+
+// spend marks a live refresh token used and runs then in the same transaction (of the token's
+// tenant). A token already spent revokes its whole family and is UNAUTHENTICATED, as is a
+// missing, expired or revoked one.
+func (s *Service) spend(ctx context.Context, token string, then func(ctx context.Context, tx *db.Tx, spent dbsqlc.RefreshToken) error) error {
+	row, err := s.findRefresh(ctx, token)
+	if err != nil {
+		return err
+	}
+	reused := false
+	err = s.db.InTx(ctx, row.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		spent, err := tx.Q.RefreshTokenRotate(ctx, dbsqlc.RefreshTokenRotateParams{TenantID: row.TenantID, ID: row.ID})
+		if db.IsNoRows(err) {
+			current, err := tx.Q.RefreshTokenGetByHash(ctx, row.TokenHash)
+			if err == nil && current.RotatedAt != nil && current.RevokedAt == nil {
+				reused = true
+			}
+			return errBadRefresh
+		}
+		if err != nil {
+			return fmt.Errorf("rotate refresh token: %w", err)
+		}
+		return then(ctx, tx, spent)
+	})
 	if reused {
 		s.log.WarnContext(ctx, "refresh token reuse: revoking the session family",
 			slog.String("tenant_id", row.TenantID.String()), slog.String("family_id", row.FamilyID.String()))
 		if rerr := s.revokeFamily(ctx, row); rerr != nil {
-			return Session{}, rerr
+			return rerr
 		}
-		return Session{}, apperr.New(apperr.Unauthenticated, "refresh token was already used; the session has been revoked, log in again")
+		return apperr.New(apperr.Unauthenticated, "refresh token was already used; the session has been revoked, log in again")
 	}
-	return sess, err
+	return err
 }
 
 func (s *Service) revokeFamily(ctx context.Context, row dbsqlc.RefreshToken) error {

@@ -206,7 +206,8 @@ type Sent struct {
 // SendMessage stores the user's message and a CHAT_TURN run for it, in one transaction with
 // the run's task.queued event and, when the conversation is idle, the run's job. A busy
 // conversation queues the run (ENQUEUE, the default), refuses (REJECT: CONFLICT) or cancels the
-// active run first (INTERRUPT). The same idempotency key returns the same message and run.
+// active run first (INTERRUPT). The same idempotency key returns the same message and run; with
+// other content it is CONFLICT.
 func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	a, err := auth.Require(ctx, auth.RoleMember)
 	if err != nil {
@@ -274,6 +275,9 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 					return err
 				}
 				msg, err := tx.Q.MessageGet(ctx, dbsqlc.MessageGetParams{TenantID: a.TenantID, ID: prev.TriggerMessageID.UUID})
+				if err == nil && msg.Content != in.Content {
+					return apperr.New(apperr.Conflict, "idempotencyKey was already used for another message in this conversation: use a new key for new content").With("runId", prev.ID)
+				}
 				out, replay = Sent{Message: msg, Run: prev}, true
 				return err
 			},

@@ -40,17 +40,22 @@ type Error struct {
 	Err     error
 }
 
-// Error implements error.
+// Error implements error: the provider, the HTTP status and the message, as a person reads
+// them in a run's error ("anthropic 401: invalid x-api-key"). The class is not in it: it is
+// the run's failureClass.
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(string(e.Class))
-	if e.Provider != "" {
-		b.WriteString(" " + e.Provider)
-	}
+	b.WriteString(e.Provider)
 	if e.Status != 0 {
-		fmt.Fprintf(&b, " %d", e.Status)
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d", e.Status)
 	}
-	b.WriteString(": " + e.Message)
+	if b.Len() > 0 {
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
 	if e.Err != nil && e.Message == "" {
 		b.WriteString(e.Err.Error())
 	}

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -53,9 +54,16 @@ func (r *Registry) Names() []string {
 	return names
 }
 
+// ModelLister is implemented by a provider that has a fixed set of models (the demo): Resolve
+// refuses any other model of it.
+type ModelLister interface {
+	// Models returns the provider's model ids (without the provider's prefix).
+	Models() []string
+}
+
 // Resolve turns "provider:model" into its provider and catalogue entry (Lookup). A malformed
 // reference or a provider that is not configured is a TERMINAL *Error naming the configured
-// providers.
+// providers; a model that a ModelLister provider does not have is one naming its models.
 func (r *Registry) Resolve(ref string) (Provider, Model, error) {
 	name, model, err := ParseModelRef(ref)
 	if err != nil {
@@ -69,6 +77,14 @@ func (r *Registry) Resolve(ref string) (Provider, Model, error) {
 		}
 		return nil, Model{}, &Error{Class: Terminal, Provider: name,
 			Message: fmt.Sprintf("model %q: provider %q is not configured (configured providers: %s)", ref, name, configured)}
+	}
+	if l, ok := p.(ModelLister); ok && !slices.Contains(l.Models(), model) {
+		refs := make([]string, 0, len(l.Models()))
+		for _, m := range l.Models() {
+			refs = append(refs, name+":"+m)
+		}
+		return nil, Model{}, &Error{Class: Terminal, Provider: name,
+			Message: fmt.Sprintf("model %q: the %s provider has no such model (it has %s)", ref, name, strings.Join(refs, ", "))}
 	}
 	return p, Lookup(name, model), nil
 }

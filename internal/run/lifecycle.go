@@ -206,7 +206,7 @@ func (s *Service) ResumePaused(ctx context.Context, runID uuid.UUID) (dbsqlc.Run
 }
 
 // control runs fn on a locked run of the caller's tenant (MEMBER or higher) and returns the run
-// afterwards.
+// afterwards. A run that has ended is CONFLICT.
 func (s *Service) control(ctx context.Context, runID uuid.UUID, fn func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error) (dbsqlc.Run, error) {
 	a, err := auth.Require(ctx, auth.RoleMember)
 	if err != nil {
@@ -222,8 +222,7 @@ func (s *Service) control(ctx context.Context, runID uuid.UUID, fn func(ctx cont
 			return err
 		}
 		if IsTerminal(r.Status) {
-			out = r
-			return nil
+			return endedError(r)
 		}
 		if err := fn(ctx, tx, r); err != nil {
 			return err
@@ -232,6 +231,12 @@ func (s *Service) control(ctx context.Context, runID uuid.UUID, fn func(ctx cont
 		return err
 	})
 	return out, err
+}
+
+// endedError is the answer to controlling (pausing, resuming, stopping, cancelling) run r,
+// which has ended: CONFLICT naming its status.
+func endedError(r dbsqlc.Run) error {
+	return apperr.New(apperr.Conflict, "run already %s", r.Status).With("runStatus", r.Status)
 }
 
 // sameJob reports whether two job ids (nil: none) are the same.

@@ -110,6 +110,23 @@ func (s *Service) ToolCalls(ctx context.Context, runID uuid.UUID) ([]dbsqlc.Tool
 	return out, err
 }
 
+// ToolCall returns one of the tenant's tool calls; any other is NOT_FOUND.
+func (s *Service) ToolCall(ctx context.Context, id uuid.UUID) (dbsqlc.ToolCall, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return dbsqlc.ToolCall{}, err
+	}
+	var out dbsqlc.ToolCall
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		out, err = tx.Q.ToolCallGet(ctx, dbsqlc.ToolCallGetParams{TenantID: a.TenantID, ID: id})
+		return err
+	})
+	if db.IsNoRows(err) {
+		return out, apperr.NotFoundf("tool call")
+	}
+	return out, err
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}

@@ -557,7 +557,7 @@ func (s *Service) startNext(ctx context.Context, tx *db.Tx, done dbsqlc.Run, loc
 
 // Cancel stops a run now. A queued run ends CANCELLED at once; a running one has its job
 // cancelled through River, which cancels the worker's context wherever it runs: the worker
-// then closes the model stream and records CANCELLED. Terminal runs are returned unchanged.
+// then closes the model stream and records CANCELLED. A run that has ended is CONFLICT.
 func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
 	a, err := auth.Require(ctx, auth.RoleMember)
 	if err != nil {
@@ -572,7 +572,9 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, erro
 		if err != nil {
 			return err
 		}
-		out = r
+		if IsTerminal(r.Status) {
+			return endedError(r)
+		}
 		return s.cancelTx(ctx, tx, r, "cancelled by the user", true)
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -23,12 +24,13 @@ func NewService(d *db.DB) *Service { return &Service{db: d} }
 
 // Member is a user's membership in a tenant. Pending is true while the invited person has not
 // proven the invitation; InvitationToken (set only when the membership is made) is what they
-// prove it with.
+// prove it with. JoinedAt is when the membership was made.
 type Member struct {
 	User            dbsqlc.User
 	Role            auth.Role
 	Pending         bool
 	InvitationToken string
+	JoinedAt        time.Time
 }
 
 // Viewer is the caller: their user, tenant and role.
@@ -122,13 +124,15 @@ func (s *Service) AddMember(ctx context.Context, email string, role auth.Role) (
 		if user.PasswordHash == nil {
 			token, tokenHash = auth.NewInvitationToken()
 		}
-		if _, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: a.TenantID, UserID: user.ID, Role: string(role), InviteTokenHash: tokenHash}); err != nil {
+		mem, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: a.TenantID, UserID: user.ID, Role: string(role), InviteTokenHash: tokenHash})
+		if err != nil {
 			if db.IsUniqueViolation(err, "") {
 				return apperr.New(apperr.Conflict, "%s is already a member of this tenant", email)
 			}
 			return fmt.Errorf("insert membership: %w", err)
 		}
-		m = Member{User: user, Role: role, Pending: token != "", InvitationToken: token}
+		m = member(mem, user)
+		m.InvitationToken = token
 		return nil
 	})
 	return m, err

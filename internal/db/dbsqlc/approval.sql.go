@@ -363,3 +363,66 @@ func (q *Queries) ApprovalListDue(ctx context.Context, arg ApprovalListDueParams
 	}
 	return items, nil
 }
+
+const approvalListPage = `-- name: ApprovalListPage :many
+SELECT a.tenant_id, a.id, a.run_id, a.tool_call_id, a.kind, a.status, a.tool_name, a.args_hash, a.question, a.data, a.note, a.created_at, a.expires_at, a.decided_at, a.decided_by FROM approvals a
+JOIN runs r ON r.tenant_id = a.tenant_id AND r.id = a.run_id
+WHERE a.tenant_id = $1
+  AND ($2::uuid = '00000000-0000-0000-0000-000000000000' OR a.id < $2::uuid)
+  AND ($3::text IS NULL OR a.status = $3::text)
+  AND ($4::uuid IS NULL OR r.user_id = $4::uuid)
+ORDER BY a.id DESC
+LIMIT $5
+`
+
+type ApprovalListPageParams struct {
+	TenantID uuid.UUID
+	After    uuid.UUID
+	Status   *string
+	UserID   uuid.NullUUID
+	Lim      int32
+}
+
+// The tenant's approvals, newest first, of any status or of one; only those of user_id's runs
+// when it is given.
+func (q *Queries) ApprovalListPage(ctx context.Context, arg ApprovalListPageParams) ([]Approval, error) {
+	rows, err := q.db.Query(ctx, approvalListPage,
+		arg.TenantID,
+		arg.After,
+		arg.Status,
+		arg.UserID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Approval{}
+	for rows.Next() {
+		var i Approval
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.RunID,
+			&i.ToolCallID,
+			&i.Kind,
+			&i.Status,
+			&i.ToolName,
+			&i.ArgsHash,
+			&i.Question,
+			&i.Data,
+			&i.Note,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.DecidedAt,
+			&i.DecidedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -179,6 +179,22 @@ func (q *Queries) APIKeyRevoke(ctx context.Context, arg APIKeyRevokeParams) (Api
 	return i, err
 }
 
+const aPIKeyRevokeByUser = `-- name: APIKeyRevokeByUser :exec
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+WHERE tenant_id = $1 AND user_id = $2
+`
+
+type APIKeyRevokeByUserParams struct {
+	TenantID uuid.UUID
+	UserID   uuid.UUID
+}
+
+// Revokes every key a user made in a tenant (they left it).
+func (q *Queries) APIKeyRevokeByUser(ctx context.Context, arg APIKeyRevokeByUserParams) error {
+	_, err := q.db.Exec(ctx, aPIKeyRevokeByUser, arg.TenantID, arg.UserID)
+	return err
+}
+
 const refreshTokenGetByHash = `-- name: RefreshTokenGetByHash :one
 SELECT tenant_id, id, family_id, user_id, token_hash, created_at, expires_at, rotated_at, revoked_at FROM refresh_tokens WHERE token_hash = $1
 `
@@ -239,6 +255,37 @@ func (q *Queries) RefreshTokenPurgeExpired(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const refreshTokenRevokeAllOfUser = `-- name: RefreshTokenRevokeAllOfUser :execrows
+UPDATE refresh_tokens SET revoked_at = now()
+WHERE user_id = $1 AND revoked_at IS NULL
+`
+
+// Revokes every session of a user in every tenant (their password changed). Runs in a system
+// transaction.
+func (q *Queries) RefreshTokenRevokeAllOfUser(ctx context.Context, userID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, refreshTokenRevokeAllOfUser, userID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const refreshTokenRevokeByUser = `-- name: RefreshTokenRevokeByUser :exec
+UPDATE refresh_tokens SET revoked_at = coalesce(revoked_at, now())
+WHERE tenant_id = $1 AND user_id = $2 AND revoked_at IS NULL
+`
+
+type RefreshTokenRevokeByUserParams struct {
+	TenantID uuid.UUID
+	UserID   uuid.UUID
+}
+
+// Revokes every session of a user in a tenant (they left it).
+func (q *Queries) RefreshTokenRevokeByUser(ctx context.Context, arg RefreshTokenRevokeByUserParams) error {
+	_, err := q.db.Exec(ctx, refreshTokenRevokeByUser, arg.TenantID, arg.UserID)
+	return err
 }
 
 const refreshTokenRevokeFamily = `-- name: RefreshTokenRevokeFamily :exec
@@ -336,4 +383,18 @@ func (q *Queries) SigningKeyList(ctx context.Context) ([]SigningKey, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const userSetPassword = `-- name: UserSetPassword :exec
+UPDATE users SET password_hash = $1 WHERE id = $2
+`
+
+type UserSetPasswordParams struct {
+	PasswordHash *string
+	ID           uuid.UUID
+}
+
+func (q *Queries) UserSetPassword(ctx context.Context, arg UserSetPasswordParams) error {
+	_, err := q.db.Exec(ctx, userSetPassword, arg.PasswordHash, arg.ID)
+	return err
 }

@@ -11,6 +11,53 @@ import (
 	"github.com/google/uuid"
 )
 
+const conversationBlockersOfDelete = `-- name: ConversationBlockersOfDelete :one
+SELECT
+    (SELECT count(*) FROM runs r
+     WHERE r.tenant_id = $1 AND r.conversation_id = $2
+       AND r.status IN ('QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL'))::bigint AS unended_runs,
+    (SELECT count(*) FROM approvals a JOIN runs r ON r.tenant_id = a.tenant_id AND r.id = a.run_id
+     WHERE a.tenant_id = $1 AND r.conversation_id = $2 AND a.status = 'PENDING')::bigint AS pending_approvals
+`
+
+type ConversationBlockersOfDeleteParams struct {
+	TenantID       uuid.UUID
+	ConversationID uuid.NullUUID
+}
+
+type ConversationBlockersOfDeleteRow struct {
+	UnendedRuns      int64
+	PendingApprovals int64
+}
+
+// What keeps a conversation from being deleted: its runs that have not ended, and its runs'
+// questions still waiting for a person (a rollback question outlives its run's end).
+func (q *Queries) ConversationBlockersOfDelete(ctx context.Context, arg ConversationBlockersOfDeleteParams) (ConversationBlockersOfDeleteRow, error) {
+	row := q.db.QueryRow(ctx, conversationBlockersOfDelete, arg.TenantID, arg.ConversationID)
+	var i ConversationBlockersOfDeleteRow
+	err := row.Scan(&i.UnendedRuns, &i.PendingApprovals)
+	return i, err
+}
+
+const conversationDelete = `-- name: ConversationDelete :execrows
+DELETE FROM conversations WHERE tenant_id = $1 AND id = $2
+`
+
+type ConversationDeleteParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Deletes a conversation with its messages, runs and their events, tool calls and approvals
+// (usage records stay).
+func (q *Queries) ConversationDelete(ctx context.Context, arg ConversationDeleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, conversationDelete, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const conversationGet = `-- name: ConversationGet :one
 SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind FROM conversations WHERE tenant_id = $1 AND id = $2
 `
@@ -390,6 +437,62 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (M
 		&i.Excluded,
 	)
 	return i, err
+}
+
+const messageListBefore = `-- name: MessageListBefore :many
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
+WHERE tenant_id = $1 AND conversation_id = $2
+  AND ($3::bigint = 0 OR position < $3::bigint)
+ORDER BY position DESC
+LIMIT $4
+`
+
+type MessageListBeforeParams struct {
+	TenantID       uuid.UUID
+	ConversationID uuid.UUID
+	BeforePosition int64
+	Lim            int32
+}
+
+// A conversation's last messages before a position (all of them when before is 0), newest
+// first: the page of messages(last:, before:).
+func (q *Queries) MessageListBefore(ctx context.Context, arg MessageListBeforeParams) ([]Message, error) {
+	rows, err := q.db.Query(ctx, messageListBefore,
+		arg.TenantID,
+		arg.ConversationID,
+		arg.BeforePosition,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Message{}
+	for rows.Next() {
+		var i Message
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.ConversationID,
+			&i.RunID,
+			&i.RunSeq,
+			&i.Position,
+			&i.Role,
+			&i.Content,
+			&i.Parts,
+			&i.TokenEstimate,
+			&i.LlmCallIndex,
+			&i.CreatedAt,
+			&i.Excluded,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const messageListContext = `-- name: MessageListContext :many

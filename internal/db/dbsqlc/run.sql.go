@@ -1667,6 +1667,37 @@ func (q *Queries) ToolCallFinish(ctx context.Context, arg ToolCallFinishParams) 
 	return i, err
 }
 
+const toolCallGet = `-- name: ToolCallGet :one
+SELECT tenant_id, id, run_id, message_id, call_id, turn, name, arguments, status, risk, output, error, created_at, finished_at FROM tool_calls WHERE tenant_id = $1 AND id = $2
+`
+
+type ToolCallGetParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+func (q *Queries) ToolCallGet(ctx context.Context, arg ToolCallGetParams) (ToolCall, error) {
+	row := q.db.QueryRow(ctx, toolCallGet, arg.TenantID, arg.ID)
+	var i ToolCall
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.RunID,
+		&i.MessageID,
+		&i.CallID,
+		&i.Turn,
+		&i.Name,
+		&i.Arguments,
+		&i.Status,
+		&i.Risk,
+		&i.Output,
+		&i.Error,
+		&i.CreatedAt,
+		&i.FinishedAt,
+	)
+	return i, err
+}
+
 const toolCallInsert = `-- name: ToolCallInsert :one
 INSERT INTO tool_calls (tenant_id, id, run_id, message_id, call_id, turn, name, arguments, status, risk)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)

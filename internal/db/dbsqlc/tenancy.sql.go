@@ -38,6 +38,35 @@ func (q *Queries) MembershipAcceptInvitation(ctx context.Context, arg Membership
 	return i, err
 }
 
+const membershipCountOwners = `-- name: MembershipCountOwners :one
+SELECT count(*) FROM memberships WHERE tenant_id = $1 AND role = 'OWNER' AND invite_token_hash IS NULL
+`
+
+// The tenant's owners who have joined (a pending invitation owns nothing yet).
+func (q *Queries) MembershipCountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, membershipCountOwners, tenantID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const membershipDelete = `-- name: MembershipDelete :execrows
+DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2
+`
+
+type MembershipDeleteParams struct {
+	TenantID uuid.UUID
+	UserID   uuid.UUID
+}
+
+func (q *Queries) MembershipDelete(ctx context.Context, arg MembershipDeleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, membershipDelete, arg.TenantID, arg.UserID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const membershipGet = `-- name: MembershipGet :one
 SELECT tenant_id, user_id, role, created_at, invite_token_hash FROM memberships WHERE tenant_id = $1 AND user_id = $2
 `
@@ -129,6 +158,125 @@ func (q *Queries) MembershipListByUser(ctx context.Context, userID uuid.UUID) ([
 	return items, nil
 }
 
+const membershipListPage = `-- name: MembershipListPage :many
+SELECT m.tenant_id, m.user_id, m.role, m.created_at, m.invite_token_hash, u.id, u.email, u.name, u.password_hash, u.is_platform_admin, u.created_at
+FROM memberships m
+JOIN users u ON u.id = m.user_id
+WHERE m.tenant_id = $1
+  AND ($2::uuid = '00000000-0000-0000-0000-000000000000' OR m.user_id > $2::uuid)
+ORDER BY m.user_id
+LIMIT $3
+`
+
+type MembershipListPageParams struct {
+	TenantID uuid.UUID
+	After    uuid.UUID
+	Lim      int32
+}
+
+type MembershipListPageRow struct {
+	Membership Membership
+	User       User
+}
+
+// The tenant's members (pending invitations included), oldest account first, after a user id.
+func (q *Queries) MembershipListPage(ctx context.Context, arg MembershipListPageParams) ([]MembershipListPageRow, error) {
+	rows, err := q.db.Query(ctx, membershipListPage, arg.TenantID, arg.After, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MembershipListPageRow{}
+	for rows.Next() {
+		var i MembershipListPageRow
+		if err := rows.Scan(
+			&i.Membership.TenantID,
+			&i.Membership.UserID,
+			&i.Membership.Role,
+			&i.Membership.CreatedAt,
+			&i.Membership.InviteTokenHash,
+			&i.User.ID,
+			&i.User.Email,
+			&i.User.Name,
+			&i.User.PasswordHash,
+			&i.User.IsPlatformAdmin,
+			&i.User.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const membershipListTenantsOfUser = `-- name: MembershipListTenantsOfUser :many
+SELECT t.id AS tenant_id, t.name AS tenant_name, m.role, m.created_at
+FROM memberships m
+JOIN tenants t ON t.id = m.tenant_id
+WHERE m.user_id = $1 AND m.invite_token_hash IS NULL
+ORDER BY m.created_at, m.tenant_id
+`
+
+type MembershipListTenantsOfUserRow struct {
+	TenantID   uuid.UUID
+	TenantName string
+	Role       string
+	CreatedAt  time.Time
+}
+
+// The tenants a user has joined, with their names, oldest membership first. Runs in a system
+// transaction: the rows are other tenants'.
+func (q *Queries) MembershipListTenantsOfUser(ctx context.Context, userID uuid.UUID) ([]MembershipListTenantsOfUserRow, error) {
+	rows, err := q.db.Query(ctx, membershipListTenantsOfUser, userID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MembershipListTenantsOfUserRow{}
+	for rows.Next() {
+		var i MembershipListTenantsOfUserRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.TenantName,
+			&i.Role,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const membershipSetRole = `-- name: MembershipSetRole :one
+UPDATE memberships SET role = $3 WHERE tenant_id = $1 AND user_id = $2 RETURNING tenant_id, user_id, role, created_at, invite_token_hash
+`
+
+type MembershipSetRoleParams struct {
+	TenantID uuid.UUID
+	UserID   uuid.UUID
+	Role     string
+}
+
+func (q *Queries) MembershipSetRole(ctx context.Context, arg MembershipSetRoleParams) (Membership, error) {
+	row := q.db.QueryRow(ctx, membershipSetRole, arg.TenantID, arg.UserID, arg.Role)
+	var i Membership
+	err := row.Scan(
+		&i.TenantID,
+		&i.UserID,
+		&i.Role,
+		&i.CreatedAt,
+		&i.InviteTokenHash,
+	)
+	return i, err
+}
+
 const tenantGetByID = `-- name: TenantGetByID :one
 SELECT id, name, plan, created_at FROM tenants WHERE id = $1
 `
@@ -164,6 +312,19 @@ func (q *Queries) TenantInsert(ctx context.Context, arg TenantInsertParams) (Ten
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const tenantLockForMembers = `-- name: TenantLockForMembers :one
+SELECT id FROM tenants WHERE id = $1 FOR UPDATE
+`
+
+// Locks the tenant's row: changes to its members (roles, removals) take it first, one at a
+// time, so that two of them cannot each leave the other's owner as the last one.
+func (q *Queries) TenantLockForMembers(ctx context.Context, id uuid.UUID) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, tenantLockForMembers, id)
+	var id_2 uuid.UUID
+	err := row.Scan(&id_2)
+	return id_2, err
 }
 
 const userClaim = `-- name: UserClaim :one

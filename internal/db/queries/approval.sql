@@ -41,3 +41,15 @@ LIMIT sqlc.arg(lim);
 -- name: ApprovalGetToolCall :one
 -- The tool call an approval asks about.
 SELECT * FROM tool_calls WHERE tenant_id = $1 AND id = $2;
+
+-- name: ApprovalListPage :many
+-- The tenant's approvals, newest first, of any status or of one; only those of user_id's runs
+-- when it is given.
+SELECT a.* FROM approvals a
+JOIN runs r ON r.tenant_id = a.tenant_id AND r.id = a.run_id
+WHERE a.tenant_id = $1
+  AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR a.id < sqlc.arg(after)::uuid)
+  AND (sqlc.narg(status)::text IS NULL OR a.status = sqlc.narg(status)::text)
+  AND (sqlc.narg(user_id)::uuid IS NULL OR r.user_id = sqlc.narg(user_id)::uuid)
+ORDER BY a.id DESC
+LIMIT sqlc.arg(lim);

@@ -53,3 +53,22 @@ WHERE tenant_id = $1 AND family_id = $2;
 -- Deletes refresh tokens expired for more than a week (kept that long for reuse forensics).
 -- Runs in a system transaction.
 DELETE FROM refresh_tokens WHERE expires_at < now() - interval '7 days';
+
+-- name: APIKeyRevokeByUser :exec
+-- Revokes every key a user made in a tenant (they left it).
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+WHERE tenant_id = $1 AND user_id = $2;
+
+-- name: RefreshTokenRevokeByUser :exec
+-- Revokes every session of a user in a tenant (they left it).
+UPDATE refresh_tokens SET revoked_at = coalesce(revoked_at, now())
+WHERE tenant_id = $1 AND user_id = $2 AND revoked_at IS NULL;
+
+-- name: RefreshTokenRevokeAllOfUser :execrows
+-- Revokes every session of a user in every tenant (their password changed). Runs in a system
+-- transaction.
+UPDATE refresh_tokens SET revoked_at = now()
+WHERE user_id = $1 AND revoked_at IS NULL;
+
+-- name: UserSetPassword :exec
+UPDATE users SET password_hash = sqlc.arg(password_hash) WHERE id = sqlc.arg(id);

@@ -75,6 +75,30 @@ WHERE tenant_id = $1 AND conversation_id = $2 AND position > sqlc.arg(after_posi
 ORDER BY position
 LIMIT sqlc.arg(lim);
 
+-- name: MessageListBefore :many
+-- A conversation's last messages before a position (all of them when before is 0), newest
+-- first: the page of messages(last:, before:).
+SELECT * FROM messages
+WHERE tenant_id = $1 AND conversation_id = $2
+  AND (sqlc.arg(before_position)::bigint = 0 OR position < sqlc.arg(before_position)::bigint)
+ORDER BY position DESC
+LIMIT sqlc.arg(lim);
+
+-- name: ConversationBlockersOfDelete :one
+-- What keeps a conversation from being deleted: its runs that have not ended, and its runs'
+-- questions still waiting for a person (a rollback question outlives its run's end).
+SELECT
+    (SELECT count(*) FROM runs r
+     WHERE r.tenant_id = $1 AND r.conversation_id = $2
+       AND r.status IN ('QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL'))::bigint AS unended_runs,
+    (SELECT count(*) FROM approvals a JOIN runs r ON r.tenant_id = a.tenant_id AND r.id = a.run_id
+     WHERE a.tenant_id = $1 AND r.conversation_id = $2 AND a.status = 'PENDING')::bigint AS pending_approvals;
+
+-- name: ConversationDelete :execrows
+-- Deletes a conversation with its messages, runs and their events, tool calls and approvals
+-- (usage records stay).
+DELETE FROM conversations WHERE tenant_id = $1 AND id = $2;
+
 -- name: MessageListContextOfConversation :many
 -- What the model sees of conversation conversation_id before the message of a run being
 -- started: MessageListContext of that run but its own message. Read in the batch that locks

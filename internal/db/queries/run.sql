@@ -140,6 +140,9 @@ RETURNING *;
 -- name: ToolCallListByRun :many
 SELECT * FROM tool_calls WHERE tenant_id = $1 AND run_id = $2 ORDER BY created_at, id;
 
+-- name: ToolCallGet :one
+SELECT * FROM tool_calls WHERE tenant_id = $1 AND id = $2;
+
 -- name: ToolCallFinish :one
 UPDATE tool_calls SET status = sqlc.arg(status)::text, output = sqlc.narg(output), error = sqlc.narg(error), finished_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status IN ('PENDING', 'RUNNING')

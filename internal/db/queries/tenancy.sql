@@ -47,3 +47,37 @@ ORDER BY m.created_at, m.tenant_id;
 SELECT u.* FROM users u
 JOIN memberships m ON m.user_id = u.id AND m.tenant_id = sqlc.arg(tenant_id)
 WHERE u.id = ANY(sqlc.arg(ids)::uuid[]);
+
+-- name: TenantLockForMembers :one
+-- Locks the tenant's row: changes to its members (roles, removals) take it first, one at a
+-- time, so that two of them cannot each leave the other's owner as the last one.
+SELECT id FROM tenants WHERE id = $1 FOR UPDATE;
+
+-- name: MembershipListPage :many
+-- The tenant's members (pending invitations included), oldest account first, after a user id.
+SELECT sqlc.embed(m), sqlc.embed(u)
+FROM memberships m
+JOIN users u ON u.id = m.user_id
+WHERE m.tenant_id = $1
+  AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR m.user_id > sqlc.arg(after)::uuid)
+ORDER BY m.user_id
+LIMIT sqlc.arg(lim);
+
+-- name: MembershipCountOwners :one
+-- The tenant's owners who have joined (a pending invitation owns nothing yet).
+SELECT count(*) FROM memberships WHERE tenant_id = $1 AND role = 'OWNER' AND invite_token_hash IS NULL;
+
+-- name: MembershipSetRole :one
+UPDATE memberships SET role = sqlc.arg(role) WHERE tenant_id = $1 AND user_id = $2 RETURNING *;
+
+-- name: MembershipDelete :execrows
+DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2;
+
+-- name: MembershipListTenantsOfUser :many
+-- The tenants a user has joined, with their names, oldest membership first. Runs in a system
+-- transaction: the rows are other tenants'.
+SELECT t.id AS tenant_id, t.name AS tenant_name, m.role, m.created_at
+FROM memberships m
+JOIN tenants t ON t.id = m.tenant_id
+WHERE m.user_id = $1 AND m.invite_token_hash IS NULL
+ORDER BY m.created_at, m.tenant_id;

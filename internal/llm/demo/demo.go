@@ -43,6 +43,9 @@ func New() *Provider { return &Provider{} }
 // Name implements llm.Provider.
 func (p *Provider) Name() string { return Name }
 
+// Models implements llm.ModelLister: the demo has one model, so "demo:anything-else" is refused.
+func (p *Provider) Models() []string { return []string{Model} }
+
 // Stream implements llm.Provider. It never touches the network; it fails only when ctx is done.
 func (p *Provider) Stream(ctx context.Context, req llm.Request) (llm.Stream, error) {
 	if err := ctx.Err(); err != nil {

@@ -10,7 +10,10 @@
 package providers
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agentry/agentry/internal/llm"
@@ -27,6 +30,7 @@ type Config struct {
 	OpenAIAPIKey     string // OPENAI_API_KEY
 	OpenAIBaseURL    string // OPENAI_BASE_URL
 	DefaultModel     string // AGENTRY_DEFAULT_MODEL, "provider:model"
+	SummaryModel     string // AGENTRY_SUMMARY_MODEL, "provider:model"
 	Development      bool   // AGENTRY_ENV=development: the demo provider is registered
 	// HTTPClient is used by the HTTP providers (default: one shared client without a timeout;
 	// calls are bounded by their context).
@@ -76,4 +80,35 @@ func DefaultModel(cfg Config) string {
 		return OpenAIDefault
 	}
 	return DemoDefault
+}
+
+// Check refuses a configuration whose AGENTRY_DEFAULT_MODEL or AGENTRY_SUMMARY_MODEL names a
+// model that r (the registry New built from cfg) cannot resolve: a provider without its key, a
+// demo model outside development, a demo model that does not exist. The error names the
+// variable and what to set; a process stops at start on it rather than fail every run.
+func Check(cfg Config, r *llm.Registry) error {
+	var errs []error
+	for _, v := range []struct{ name, ref string }{{"AGENTRY_DEFAULT_MODEL", cfg.DefaultModel}, {"AGENTRY_SUMMARY_MODEL", cfg.SummaryModel}} {
+		if v.ref == "" {
+			continue
+		}
+		_, _, err := r.Resolve(v.ref)
+		if err == nil {
+			continue
+		}
+		provider, _, _ := strings.Cut(v.ref, ":")
+		hint := ""
+		if _, ok := r.Provider(provider); !ok {
+			switch provider {
+			case anthropic.Name:
+				hint = ": set ANTHROPIC_API_KEY"
+			case openai.Name:
+				hint = ": set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server)"
+			case demo.Name:
+				hint = ": the demo model runs only with AGENTRY_ENV=development"
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s=%q: %s%s", v.name, v.ref, llm.Classify(err).Message, hint))
+	}
+	return errors.Join(errs...)
 }
