@@ -5,7 +5,7 @@ GOTESTFLAGS ?=
 export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentry?sslmode=disable
 export REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: help run test test-race generate verify lint bench bench-micro web build migrate services services-down
+.PHONY: help run serve worker test test-race generate verify lint bench bench-micro web build migrate services services-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -18,6 +18,12 @@ services-down: ## stop the services `make services` started
 
 run: services ## start local services if needed, migrate, run `agentry dev` (API + workers)
 	$(GO) run ./cmd/agentry dev
+
+serve: services migrate ## the API alone (`agentry serve` on :8080; health and metrics on :9091); run `make worker` beside it
+	$(GO) run ./cmd/agentry serve
+
+worker: services migrate ## the workers alone (`agentry worker`; health and metrics on :9090), beside `make serve`
+	$(GO) run ./cmd/agentry worker
 
 build: ## build bin/agentry
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/agentry ./cmd/agentry
@@ -47,7 +53,7 @@ lint: ## gofmt, go vet, and golangci-lint when installed
 	$(GO) vet ./...
 	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; ran gofmt and go vet only"; fi
 
-bench: services ## agentry bench: overhead against baselines, QUALITY.md's goals (BENCHFLAGS=--quick)
+bench: services ## agentry bench: overhead against baselines and the goals of docs/PERFORMANCE.md (BENCHFLAGS=--quick)
 	$(GO) run ./cmd/agentry bench $(BENCHFLAGS)
 
 bench-micro: services ## micro-benchmarks (go test -bench)

@@ -89,6 +89,7 @@ func TestTwoProcesses(t *testing.T) {
 		"AGENTRY_REDIS_PREFIX=" + cfg.RedisPrefix,
 		"AGENTRY_MASTER_KEY=" + base64.StdEncoding.EncodeToString(cfg.MasterKey),
 		"AGENTRY_HTTP_ADDR=127.0.0.1:0",
+		"AGENTRY_HEALTH_ADDR=127.0.0.1:0",
 		"AGENTRY_ENV=development",
 		"AGENTRY_RETRY_BASE_DELAY=50ms",
 		"AGENTRY_SHUTDOWN_TIMEOUT=5s",

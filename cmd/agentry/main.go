@@ -31,8 +31,9 @@ const usage = `agentry: a multi-tenant backend for running LLM agents.
 
 Usage:
   agentry dev                 migrate, then serve the API and work jobs in one process (laptops)
-  agentry serve               serve the API (/graphql, web app, health, metrics); inserts jobs only
-  agentry worker              work River jobs; serves only /livez, /readyz and /metrics
+  agentry serve               serve the API (/graphql, web app) on AGENTRY_HTTP_ADDR; inserts jobs only
+  agentry worker              work River jobs; no API
+                              (every process serves /livez, /readyz and /metrics on AGENTRY_HEALTH_ADDR)
   agentry migrate             apply app and River migrations (idempotent)
   agentry admin grant EMAIL   make a user a platform admin (admin revoke EMAIL undoes it)
   agentry tail --run ID       stream a run's events (replay, then live) to the terminal
@@ -79,18 +80,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "migrate":
 		return db.Migrate(ctx, cfg.DatabaseURL, log)
-	case "serve":
-		return serve(ctx, cfg, log, app.Mode{API: true})
-	case "worker":
-		return serve(ctx, cfg, log, app.Mode{Work: true})
+	case "serve", "worker":
+		if err := devDefaults(cfg, stderr); err != nil {
+			return err
+		}
+		if err := app.Check(cfg); err != nil {
+			return err
+		}
+		if err := db.CheckMigrated(ctx, cfg.DatabaseURL); err != nil {
+			return err
+		}
+		return serve(ctx, cfg, log, app.Mode{API: args[0] == "serve", Work: args[0] == "worker"})
 	case "dev":
 		if !cfg.IsDevelopment() {
 			return errors.New("agentry dev runs only with AGENTRY_ENV=development; use serve and worker")
 		}
-		if len(cfg.MasterKey) == 0 {
-			if cfg.MasterKey, err = devMasterKey(stderr); err != nil {
-				return err
-			}
+		if err := devDefaults(cfg, stderr); err != nil {
+			return err
 		}
 		if err := db.Migrate(ctx, cfg.DatabaseURL, log); err != nil {
 			return err
@@ -104,17 +110,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
 }
 
+// devDefaults fills in what development runs without: a master key, the one kept in
+// .data/dev-master-key (made on first use). Outside development it changes nothing (Validate
+// then asks for AGENTRY_MASTER_KEY).
+func devDefaults(cfg *config.Config, stderr io.Writer) error {
+	if !cfg.IsDevelopment() || len(cfg.MasterKey) > 0 {
+		return nil
+	}
+	key, err := devMasterKey(stderr)
+	if err != nil {
+		return fmt.Errorf("development master key (or set AGENTRY_MASTER_KEY): %w", err)
+	}
+	cfg.MasterKey = key
+	return nil
+}
+
 // devMasterKey returns the development master key kept in .data/dev-master-key, making it on
-// first use. It says so loudly: such a key is for laptops only.
+// first use. It says so loudly: such a key is for laptops only. Processes starting together
+// (make serve and make worker) agree on one key: a new key is written aside and linked into
+// place, so the first link wins and the others read it.
 func devMasterKey(stderr io.Writer) ([]byte, error) {
 	path := filepath.Join(".data", "dev-master-key")
-	if raw, err := os.ReadFile(path); err == nil {
-		key, err := config.ParseMasterKey(string(raw))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
+	if key, err := readDevKey(path); err == nil {
 		fmt.Fprintf(stderr, "\n*** DEVELOPMENT MASTER KEY in use (%s). Never use it in production: set AGENTRY_MASTER_KEY. ***\n\n", path)
 		return key, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
@@ -123,14 +144,41 @@ func devMasterKey(stderr io.Writer) ([]byte, error) {
 	if err := os.MkdirAll(".data", 0o700); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+	tmp, err := os.CreateTemp(".data", "dev-master-key-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, os.ErrExist) {
+		return devMasterKey(stderr) // another process made it first
+	} else if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(stderr, "\n*** GENERATED A DEVELOPMENT MASTER KEY in %s. It encrypts signing keys on this laptop only; never use it in production: set AGENTRY_MASTER_KEY. ***\n\n", path)
 	return key, nil
 }
 
-// serve runs the HTTP server and, in work mode, River, until ctx ends; then it shuts down
+func readDevKey(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key, err := config.ParseMasterKey(string(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return key, nil
+}
+
+// serve runs the process until ctx ends: the API on AGENTRY_HTTP_ADDR (mode.API), River
+// (mode.Work), and /livez, /readyz and /metrics on the health address. Then it shuts down
 // gracefully: stop accepting, finish in-flight requests, close WebSockets, soft-stop River
 // (running jobs get the shutdown timeout to finish, then are cancelled).
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, mode app.Mode) error {
@@ -140,19 +188,37 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, mode app.M
 	}
 	defer a.Close()
 
-	srv := &http.Server{
-		Addr:              cfg.HTTPAddr,
-		Handler:           a.Handler,
-		ReadHeaderTimeout: 10 * time.Second,
+	type listener struct {
+		name string // the variable naming its address
+		ln   net.Listener
+		srv  *http.Server
 	}
-	// Hijacked connections (WebSockets) are not tracked by Shutdown: close them explicitly, while
-	// ordinary in-flight requests finish.
-	if a.CloseSockets != nil {
-		srv.RegisterOnShutdown(a.CloseSockets)
+	var listeners []listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.ln.Close()
+		}
+	}()
+	listen := func(name, addr string, h http.Handler) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s=%s: %w", name, addr, err)
+		}
+		listeners = append(listeners, listener{name, ln, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}})
+		return nil
 	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on AGENTRY_HTTP_ADDR=%s: %w", cfg.HTTPAddr, err)
+	if mode.API {
+		if err := listen("AGENTRY_HTTP_ADDR", cfg.HTTPAddr, a.Handler); err != nil {
+			return err
+		}
+		// Hijacked connections (WebSockets) are not tracked by Shutdown: close them explicitly,
+		// while ordinary in-flight requests finish.
+		if a.CloseSockets != nil {
+			listeners[0].srv.RegisterOnShutdown(a.CloseSockets)
+		}
+	}
+	if err := listen("AGENTRY_HEALTH_ADDR", cfg.HealthAddrFor(mode.API), a.Health); err != nil {
+		return err
 	}
 	if mode.Work {
 		// Not ctx itself: cancelling Start's context is River's hard stop (running jobs are
@@ -161,9 +227,15 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, mode app.M
 			return fmt.Errorf("start River: %w", err)
 		}
 	}
-	log.InfoContext(ctx, "agentry listening", slog.String("addr", ln.Addr().String()), slog.Bool("api", mode.API), slog.Bool("worker", mode.Work), slog.String("env", string(cfg.Env)))
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(ln) }()
+	attrs := []any{slog.Bool("api", mode.API), slog.Bool("worker", mode.Work), slog.String("env", string(cfg.Env))}
+	for _, l := range listeners {
+		attrs = append(attrs, slog.String(strings.ToLower(strings.TrimPrefix(l.name, "AGENTRY_")), l.ln.Addr().String()))
+	}
+	log.InfoContext(ctx, "agentry listening", attrs...)
+	srvErr := make(chan error, len(listeners))
+	for _, l := range listeners {
+		go func() { srvErr <- l.srv.Serve(l.ln) }()
+	}
 
 	select {
 	case err := <-srvErr:
@@ -174,8 +246,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, mode app.M
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	for _, l := range listeners {
+		if err := l.srv.Shutdown(shutdownCtx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown (%s): %w", l.name, err))
+		}
 	}
 	if mode.Work {
 		if err := a.StopWork(shutdownCtx, 5*time.Second); err != nil {

@@ -76,6 +76,7 @@ func testEnv(t *testing.T, databaseURL string) map[string]string {
 		"AGENTRY_ENV":              "production",
 		"AGENTRY_MASTER_KEY":       masterKey(),
 		"AGENTRY_HTTP_ADDR":        freeAddr(t),
+		"AGENTRY_HEALTH_ADDR":      freeAddr(t),
 		"AGENTRY_SHUTDOWN_TIMEOUT": shutdownTimeout.String(),
 	}
 	if u := os.Getenv("REDIS_URL"); u != "" {
@@ -134,13 +135,14 @@ type process struct {
 	done   chan error
 	stdout *syncBuffer
 	stderr *syncBuffer
-	addr   string
+	addr   string // the API's
+	health string // /livez, /readyz and /metrics
 }
 
 func start(t *testing.T, env map[string]string, args ...string) *process {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &process{cancel: cancel, done: make(chan error, 1), stdout: &syncBuffer{}, stderr: &syncBuffer{}, addr: env["AGENTRY_HTTP_ADDR"]}
+	p := &process{cancel: cancel, done: make(chan error, 1), stdout: &syncBuffer{}, stderr: &syncBuffer{}, addr: env["AGENTRY_HTTP_ADDR"], health: env["AGENTRY_HEALTH_ADDR"]}
 	go func() { p.done <- run(ctx, args, getenv(env), p.stdout, p.stderr) }()
 	t.Cleanup(func() {
 		cancel()
@@ -156,7 +158,7 @@ func start(t *testing.T, env map[string]string, args ...string) *process {
 	return p
 }
 
-// waitReady polls /readyz until it answers 200.
+// waitReady polls /readyz on the health address until it answers 200.
 func (p *process) waitReady(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -168,7 +170,7 @@ func (p *process) waitReady(t *testing.T) {
 			t.Fatalf("process exited before it was ready: %v\nstderr:\n%s", err, p.stderr.String())
 		default:
 		}
-		res, err := client.Get("http://" + p.addr + "/readyz")
+		res, err := client.Get("http://" + p.health + "/readyz")
 		if err == nil {
 			_, _ = io.Copy(io.Discard, res.Body)
 			_ = res.Body.Close()
@@ -178,7 +180,7 @@ func (p *process) waitReady(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s/readyz never answered 200\nstderr:\n%s", p.addr, p.stderr.String())
+	t.Fatalf("%s/readyz never answered 200\nstderr:\n%s", p.health, p.stderr.String())
 }
 
 // stop cancels the process's context and requires run to return nil within the shutdown
@@ -350,8 +352,13 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	p := start(t, env, "serve")
 	p.waitReady(t)
 
-	// The API process serves /graphql.
+	// The API process serves /graphql; /metrics only on its health address.
 	token := p.signUp(t, "grace@example.com")
+	status, metrics := get(t, "http://"+p.health+"/metrics")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, metrics, "go_goroutines")
+	_, public := get(t, "http://"+p.addr+"/metrics")
+	require.NotContains(t, public, "go_goroutines", "the public listener answers with metrics")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -425,8 +432,28 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	}
 
 	// Nothing listens any more.
-	_, err = net.DialTimeout("tcp", p.addr, time.Second)
-	require.Error(t, err)
+	for _, addr := range []string{p.addr, p.health} {
+		_, err = net.DialTimeout("tcp", addr, time.Second)
+		require.Error(t, err, addr)
+	}
+}
+
+// get GETs url and returns the status code and the body.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	res, err := client.Get(url)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res.StatusCode, string(b)
+}
+
+func getStatus(t *testing.T, url string) int {
+	t.Helper()
+	status, _ := get(t, url)
+	return status
 }
 
 func TestWorkerShutsDownGracefully(t *testing.T) {
@@ -436,11 +463,11 @@ func TestWorkerShutsDownGracefully(t *testing.T) {
 	p := start(t, env, "worker")
 	p.waitReady(t)
 
-	// A worker serves health and metrics but not the API.
-	res, err := http.Get("http://" + p.addr + "/graphql")
-	require.NoError(t, err)
-	_ = res.Body.Close()
-	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	// A worker serves health and metrics on its health address, and no API anywhere.
+	require.Equal(t, http.StatusNotFound, getStatus(t, "http://"+p.health+"/graphql"))
+	require.Equal(t, http.StatusOK, getStatus(t, "http://"+p.health+"/metrics"))
+	_, err := net.DialTimeout("tcp", p.addr, time.Second)
+	require.Error(t, err, "a worker listens on AGENTRY_HTTP_ADDR")
 
 	// River is working: the periodic purge runs on start.
 	deadline := time.Now().Add(15 * time.Second)
@@ -452,7 +479,7 @@ func TestWorkerShutsDownGracefully(t *testing.T) {
 	require.Contains(t, p.stderr.String(), "stopped")
 
 	// Restart on the same database, then stop again: nothing is left running.
-	env["AGENTRY_HTTP_ADDR"] = freeAddr(t)
+	env["AGENTRY_HEALTH_ADDR"] = freeAddr(t)
 	p2 := start(t, env, "worker")
 	p2.waitReady(t)
 	p2.stop(t)
@@ -528,7 +555,7 @@ func TestDevMakesAndReusesMasterKey(t *testing.T) {
 	require.NoError(t, err)
 
 	// The second run reads the same key: the signing key sealed with it still opens.
-	env["AGENTRY_HTTP_ADDR"] = freeAddr(t)
+	env["AGENTRY_HTTP_ADDR"], env["AGENTRY_HEALTH_ADDR"] = freeAddr(t), freeAddr(t)
 	p2 := start(t, env, "dev")
 	p2.waitReady(t)
 	p2.signUp(t, "dev2@example.com")

@@ -76,6 +76,8 @@ type App struct {
 	RateLimits *usage.Limiter
 	Registry   *prometheus.Registry
 	Handler    http.Handler
+	// Health serves /livez, /readyz and /metrics on the health address (AGENTRY_HEALTH_ADDR).
+	Health http.Handler
 	// CloseSockets closes every open WebSocket subscription (graceful shutdown).
 	CloseSockets context.CancelFunc
 	// Eager works chat turns' jobs in this process when it also takes messages (nil otherwise);
@@ -84,17 +86,21 @@ type App struct {
 	stopListen func()
 }
 
+// Check returns the mistakes of cfg that New stops at before it connects anywhere: what
+// Validate refuses, and configured models that cannot answer (a process whose model cannot
+// answer stops at start instead of failing every run).
+func Check(cfg *config.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	pcfg := providerConfig(cfg)
+	return providers.Check(pcfg, providers.New(pcfg))
+}
+
 // New connects to Postgres and Redis and builds the services. The caller starts River (when
 // mode.Work) and serves Handler.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (*App, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	// The configured models must resolve before anything connects: a process whose model cannot
-	// answer stops now instead of failing every run.
-	pcfg := providerConfig(cfg)
-	registry := providers.New(pcfg)
-	if err := providers.Check(pcfg, registry); err != nil {
+	if err := Check(cfg); err != nil {
 		return nil, err
 	}
 	a := &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry()}
@@ -138,7 +144,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	pub := events.NewPublisher(a.Redis, cfg.RedisPrefix, log)
 	a.Runs = run.NewService(a.DB, pub, log)
 	a.Approvals = approval.NewService(a.DB, a.Runs, cfg.ApprovalTTL, log)
-	a.Models = registry
+	pcfg := providerConfig(cfg)
+	a.Models = providers.New(pcfg)
 	defModels := models{a.Models, providers.DefaultModel(pcfg)}
 	a.Chat = chat.NewService(a.DB, a.Runs, defModels, log)
 	a.Tasks = task.NewService(a.DB, a.Runs, defModels, log)
@@ -239,6 +246,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		opts.Web = web.Handler()
 	}
 	a.Handler = server.New(opts)
+	a.Health = server.Health(opts)
 	ok = true
 	return a, nil
 }

@@ -28,6 +28,9 @@ type Config struct {
 	RedisURL          string        // REDIS_URL
 	RedisPrefix       string        // AGENTRY_REDIS_PREFIX: namespaces Redis channels and keys (tests, a shared Redis)
 	HTTPAddr          string        // AGENTRY_HTTP_ADDR
+	// HealthAddr is AGENTRY_HEALTH_ADDR: where /livez, /readyz and /metrics listen; "" until set
+	// (HealthAddrFor gives each command's default).
+	HealthAddr string
 	Env               Environment   // AGENTRY_ENV
 	MasterKey         []byte        // AGENTRY_MASTER_KEY (32 bytes, base64 or hex); nil until set
 	AllowedOrigins    []string      // AGENTRY_ALLOWED_ORIGINS, comma separated
@@ -106,6 +109,9 @@ func Load(getenv Lookup) (*Config, error) {
 	}
 	if !strings.Contains(c.HTTPAddr, ":") {
 		bad("AGENTRY_HTTP_ADDR", c.HTTPAddr, "must be host:port, e.g. 127.0.0.1:8080")
+	}
+	if c.HealthAddr = getenv("AGENTRY_HEALTH_ADDR"); c.HealthAddr != "" && !strings.Contains(c.HealthAddr, ":") {
+		bad("AGENTRY_HEALTH_ADDR", c.HealthAddr, "must be host:port, e.g. 127.0.0.1:9090")
 	}
 	for _, v := range []struct{ name, value string }{{"AGENTRY_DEFAULT_MODEL", c.DefaultModel}, {"AGENTRY_SUMMARY_MODEL", c.SummaryModel}} {
 		if v.value != "" && !validModelRef(v.value) {
@@ -188,6 +194,25 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("AGENTRY_MASTER_KEY is required when AGENTRY_ENV=%s: set it to 32 random bytes, base64-encoded (openssl rand -base64 32)", c.Env)
 	}
 	return nil
+}
+
+// The health address of each command when AGENTRY_HEALTH_ADDR is not set: a worker's and an API
+// process's differ, so that one of each runs on a machine with the defaults.
+const (
+	DefaultWorkerHealthAddr = "127.0.0.1:9090" // agentry worker
+	DefaultAPIHealthAddr    = "127.0.0.1:9091" // agentry serve and agentry dev
+)
+
+// HealthAddrFor is the address of the health listener (/livez, /readyz, /metrics) of a process
+// that serves the API (api) or only works jobs: AGENTRY_HEALTH_ADDR, else the command's default.
+func (c *Config) HealthAddrFor(api bool) string {
+	switch {
+	case c.HealthAddr != "":
+		return c.HealthAddr
+	case api:
+		return DefaultAPIHealthAddr
+	}
+	return DefaultWorkerHealthAddr
 }
 
 // IsDevelopment reports whether development-only features (introspection, dev keys) are on.

@@ -3,12 +3,15 @@ package db
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -81,6 +84,65 @@ func MigrateSQL(ctx context.Context, sqlDB *sql.DB, url string, log *slog.Logger
 	}
 	for _, v := range res.Versions {
 		log.InfoContext(ctx, "applied river migration", slog.Int("version", v.Version))
+	}
+	return nil
+}
+
+// ErrNotMigrated is the error of CheckMigrated for a database behind this binary's migrations.
+var ErrNotMigrated = errors.New("run agentry migrate")
+
+// CheckMigrated returns an error wrapping ErrNotMigrated, which says to run `agentry migrate`,
+// when the database at url lacks some of agentry's or River's migrations: a process started on
+// it would otherwise fail at its first query. It only reads, as the URL's user.
+func CheckMigrated(ctx context.Context, url string) error {
+	sqlDB, err := sql.Open("pgx", url)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	defer sqlDB.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
+	if err != nil {
+		return fmt.Errorf("goose: %w", err)
+	}
+	sources := provider.ListSources()
+	want := sources[len(sources)-1].Version
+	store, err := database.NewStore(database.DialectPostgres, goose.DefaultTablename)
+	if err != nil {
+		return fmt.Errorf("goose: %w", err)
+	}
+	have := int64(0)
+	exists, err := store.(database.StoreExtender).TableExists(ctx, sqlDB)
+	if err != nil {
+		return fmt.Errorf("connect to Postgres (DATABASE_URL): %w", err)
+	}
+	if exists {
+		have, err = store.GetLatestVersion(ctx, sqlDB)
+		if err != nil && !errors.Is(err, database.ErrVersionNotFound) {
+			return fmt.Errorf("read the applied migrations: %w", err)
+		}
+	}
+	if have < want {
+		if have == 0 {
+			return fmt.Errorf("the database has none of agentry's tables: %w", ErrNotMigrated)
+		}
+		return fmt.Errorf("the database is at migration %d of %d: %w", have, want, ErrNotMigrated)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fmt.Errorf("river migration pool: %w", err)
+	}
+	defer pool.Close()
+	// Validate logs what is missing; the error says it.
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("river migrator: %w", err)
+	}
+	res, err := migrator.Validate(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("River's migrations: %w", err)
+	}
+	if !res.OK {
+		return fmt.Errorf("River's migrations are not all applied (%s): %w", strings.Join(res.Messages, "; "), ErrNotMigrated)
 	}
 	return nil
 }

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
@@ -51,17 +50,12 @@ type Options struct {
 	AllowedOrigins []string
 }
 
-// New returns agentry's root handler.
+// New returns agentry's root handler: the API, the web app, /livez and /readyz. /metrics is
+// not on it: it is on the health address's handler (Health).
 func New(o Options) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = io.WriteString(w, "ok\n")
-	})
+	mux.HandleFunc("GET /livez", livez)
 	mux.Handle("GET /readyz", readyz(o.Ready))
-	if o.Registry != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
-	}
 	if o.GraphQL != nil {
 		gql := authenticate(o.Auth, o.Log, limitBody(o.MaxBodyBytes, o.GraphQL))
 		mux.Handle("/graphql", cors(o.AllowedOrigins, gql))

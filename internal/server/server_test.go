@@ -168,21 +168,34 @@ func TestBodyLimitStopsBeforeGraphQL(t *testing.T) {
 }
 
 // TestOperationalEndpoints runs the whole app: /readyz checks the real Postgres and Redis and
-// /metrics exposes the runtime, process, HTTP and pool metrics.
+// /metrics, on the health address only, exposes the runtime, process, HTTP and pool metrics.
 func TestOperationalEndpoints(t *testing.T) {
 	t.Parallel()
 	env := apptest.Start(t, apptest.Options{NoWork: true})
+	health := httptest.NewServer(env.App.Health)
+	t.Cleanup(health.Close)
 	client := env.Server.Client()
-	fetch := func(path string) (*http.Response, string) {
+	fetchFrom := func(base, path string) (*http.Response, string) {
 		t.Helper()
-		res, err := client.Get(env.Server.URL + path)
+		res, err := client.Get(base + path)
 		require.NoError(t, err)
 		defer res.Body.Close()
 		b, err := io.ReadAll(res.Body)
 		require.NoError(t, err)
 		return res, string(b)
 	}
+	fetch := func(path string) (*http.Response, string) {
+		t.Helper()
+		return fetchFrom(env.Server.URL, path)
+	}
 
+	for _, base := range []string{env.Server.URL, health.URL} {
+		res, body := fetchFrom(base, "/livez")
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		require.Equal(t, "ok\n", body)
+		res, body = fetchFrom(base, "/readyz")
+		require.Equal(t, http.StatusOK, res.StatusCode, body)
+	}
 	res, body := fetch("/livez")
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Equal(t, "ok\n", body)
@@ -196,7 +209,10 @@ func TestOperationalEndpoints(t *testing.T) {
 	require.Empty(t, env.Do(t, "", `{ __typename }`, nil).Errors)
 	fetch("/no/such/page-8c1f")
 
-	res, body = fetch("/metrics")
+	// The API's listener does not answer with metrics: anyone can reach it.
+	_, body = fetch("/metrics")
+	require.NotContains(t, body, "go_goroutines")
+	res, body = fetchFrom(health.URL, "/metrics")
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	for _, want := range []string{
 		"go_goroutines ",

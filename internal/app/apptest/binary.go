@@ -55,6 +55,7 @@ func (e *Env) ProcessEnv(extra map[string]string) []string {
 		"AGENTRY_MASTER_KEY":   base64.StdEncoding.EncodeToString(c.MasterKey),
 		"AGENTRY_ENV":          string(c.Env),
 		"AGENTRY_HTTP_ADDR":    "127.0.0.1:0",
+		"AGENTRY_HEALTH_ADDR":  "127.0.0.1:0",
 	}
 	for k, v := range extra {
 		env[k] = v
