@@ -67,7 +67,9 @@ func TestRunErrorsSayWhatToDo(t *testing.T) {
 	s, _ := c.send(t, c.conversation(t, nil), "write and fail", nil)
 	r := c.waitRun(t, s.RunID, 20*time.Second)
 	require.Equal(t, "FAILED", r.Status)
-	var failed struct{ Run struct{ FailureClass, Error string } }
+	var failed struct {
+		Run struct{ FailureClass, Error string }
+	}
 	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { failureClass error } }`, map[string]any{"id": s.RunID}).Decode(t, &failed)
 	require.Equal(t, "TERMINAL", failed.Run.FailureClass)
 	require.Contains(t, failed.Run.Error, "anthropic 401")

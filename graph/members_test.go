@@ -206,7 +206,9 @@ func TestViewerMembershipsAndSwitchTenant(t *testing.T) {
 
 func sessViewerTenant(t *testing.T, env *apptest.Env, token string) string {
 	t.Helper()
-	var out struct{ Viewer struct{ Tenant struct{ ID string } } }
+	var out struct {
+		Viewer struct{ Tenant struct{ ID string } }
+	}
 	env.Do(t, token, sessViewerRole, nil).Decode(t, &out)
 	return out.Viewer.Tenant.ID
 }

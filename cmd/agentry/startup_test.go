@@ -149,7 +149,9 @@ func TestServeAndWorkerOnOneMachine(t *testing.T) {
 	var conv struct{ CreateConversation struct{ ID, Model string } }
 	api.graphql(t, token, `mutation { createConversation(input: {title: "two processes"}) { id model } }`, nil, &conv)
 	require.Equal(t, "demo:demo", conv.CreateConversation.Model)
-	var sent struct{ SendMessage struct{ Run struct{ ID string } } }
+	var sent struct {
+		SendMessage struct{ Run struct{ ID string } }
+	}
 	api.graphql(t, token, `mutation($c: ID!) { sendMessage(input: {conversationId: $c, content: "hello"}) { run { id } } }`,
 		map[string]any{"c": conv.CreateConversation.ID}, &sent)
 	var r struct{ Run struct{ Status string } }
@@ -159,7 +161,11 @@ func TestServeAndWorkerOnOneMachine(t *testing.T) {
 	}, 60*time.Second, 50*time.Millisecond)
 	var msgs struct {
 		Conversation struct {
-			Messages struct{ Edges []struct{ Node struct{ Role, Content string } } }
+			Messages struct {
+				Edges []struct {
+					Node struct{ Role, Content string }
+				}
+			}
 		}
 	}
 	api.graphql(t, token, `query($c: ID!) { conversation(id: $c) { messages { edges { node { role content } } } } }`,

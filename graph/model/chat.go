@@ -52,7 +52,9 @@ func UUIDCursor(kind string, cursor *string) (uuid.UUID, error) {
 }
 
 // IntCursor decodes an after cursor holding an integer (0 for the start).
-func IntCursor(kind string, cursor *string) (int64, error) { return IntCursorArg("after", kind, cursor) }
+func IntCursor(kind string, cursor *string) (int64, error) {
+	return IntCursorArg("after", kind, cursor)
+}
 
 // IntCursorArg decodes a cursor holding an integer given as argument arg (0 when omitted).
 func IntCursorArg(arg, kind string, cursor *string) (int64, error) {

@@ -23,14 +23,14 @@ const (
 
 // Config is the whole process configuration. The zero value is not usable; call Load.
 type Config struct {
-	DatabaseURL       string        // DATABASE_URL
-	DBRole            string        // AGENTRY_DB_ROLE: role the application pool switches to (SET ROLE); "" keeps the login role
-	RedisURL          string        // REDIS_URL
-	RedisPrefix       string        // AGENTRY_REDIS_PREFIX: namespaces Redis channels and keys (tests, a shared Redis)
-	HTTPAddr          string        // AGENTRY_HTTP_ADDR
+	DatabaseURL string // DATABASE_URL
+	DBRole      string // AGENTRY_DB_ROLE: role the application pool switches to (SET ROLE); "" keeps the login role
+	RedisURL    string // REDIS_URL
+	RedisPrefix string // AGENTRY_REDIS_PREFIX: namespaces Redis channels and keys (tests, a shared Redis)
+	HTTPAddr    string // AGENTRY_HTTP_ADDR
 	// HealthAddr is AGENTRY_HEALTH_ADDR: where /livez, /readyz and /metrics listen; "" until set
 	// (HealthAddrFor gives each command's default).
-	HealthAddr string
+	HealthAddr        string
 	Env               Environment   // AGENTRY_ENV
 	MasterKey         []byte        // AGENTRY_MASTER_KEY (32 bytes, base64 or hex); nil until set
 	AllowedOrigins    []string      // AGENTRY_ALLOWED_ORIGINS, comma separated
