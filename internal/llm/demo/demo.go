@@ -1,8 +1,11 @@
 // Package demo is an offline, deterministic llm.Provider so that agentry runs with no model key
-// (`make run`). Every reply starts with "[demo model] " so nobody mistakes it for a real model.
-// It echoes the user's last message; when tools are offered and the message asks to list files
-// (e.g. "list files"), it calls list_files once and then answers with the tool's result, so the
-// demo shows tool use. Replies stream word by word; usage is estimated at ~4 characters a token.
+// (`make run`) and every feature can be tried without one. Every reply starts with
+// "[demo model] " so nobody mistakes it for a real model. It understands a few plain-language
+// commands (Commands; "help" lists them): write, edit, read, delete and list files through the
+// workspace tools (so approvals, writes and rollback questions happen), fail a call with a given
+// failure class (retries, failed runs), stream slowly (pause, stop, cancel), and spawn a
+// sub-agent once that tool exists. Anything else is echoed with a word on what it can do.
+// Replies stream word by word; usage is estimated at ~4 characters a token.
 package demo
 
 import (
@@ -11,6 +14,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,10 +33,16 @@ const Label = "[demo model] "
 // ListFilesTool is the tool the demo calls when asked to list files.
 const ListFilesTool = "list_files"
 
+// SlowWordDelay paces a reply asked to "stream slowly".
+const SlowWordDelay = 250 * time.Millisecond
+
 // Provider is the demo model. The zero value is ready to use.
 type Provider struct {
 	// WordDelay paces the stream (0: no pause), to make streaming visible in a UI.
 	WordDelay time.Duration
+	// failedOnce holds the "fail ... once" commands that have failed (by failKey) until their
+	// retry passes them.
+	failedOnce sync.Map
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -46,70 +56,90 @@ func (p *Provider) Name() string { return Name }
 // Models implements llm.ModelLister: the demo has one model, so "demo:anything-else" is refused.
 func (p *Provider) Models() []string { return []string{Model} }
 
-// Stream implements llm.Provider. It never touches the network; it fails only when ctx is done.
+// Stream implements llm.Provider. It never touches the network; it fails when ctx is done and
+// when a "fail" command asks it to (before streaming anything).
 func (p *Provider) Stream(ctx context.Context, req llm.Request) (llm.Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(err)
 	}
-	return &stream{ctx: ctx, delay: p.WordDelay, events: Reply(req), stop: make(chan struct{})}, nil
+	a := respond(req, p.passOnce)
+	if a.fail != nil {
+		return nil, a.fail
+	}
+	delay := p.WordDelay
+	if a.slow {
+		delay = max(delay, SlowWordDelay)
+	}
+	return &stream{ctx: ctx, delay: delay, events: a.events(req), stop: make(chan struct{})}, nil
 }
 
-// Reply returns the events the demo streams for req: deterministic, the same request always
-// gives the same events.
-func Reply(req llm.Request) []llm.Event {
+// passOnce reports whether the "fail ... once" command of key has failed already (it passes
+// now, and would fail again for a conversation that asks again); otherwise it records the
+// failure about to happen.
+func (p *Provider) passOnce(key string) bool {
+	if _, failed := p.failedOnce.LoadAndDelete(key); failed {
+		return true
+	}
+	p.failedOnce.Store(key, true)
+	return false
+}
+
+// answer is what the demo does with a request: stream text and maybe call a tool, or fail.
+type answer struct {
+	text string
+	call *llm.Block
+	slow bool       // stream at SlowWordDelay
+	fail *llm.Error // fail the call instead
+}
+
+// events are the stream of a, with usage estimated for req.
+func (a answer) events(req llm.Request) []llm.Event {
 	var (
 		events []llm.Event
-		out    int
+		out    = len(a.text)
 	)
-	text, call := respond(req)
-	for _, w := range splitWords(text) {
+	for _, w := range splitWords(a.text) {
 		events = append(events, llm.Event{Type: llm.EventTextDelta, Text: w})
 	}
-	out += len(text)
 	stop := llm.StopEndTurn
-	if call != nil {
+	if a.call != nil {
 		events = append(events,
-			llm.Event{Type: llm.EventToolCallStart, Index: 1, ToolCallID: call.ID, ToolName: call.Name},
-			llm.Event{Type: llm.EventToolCallDelta, Index: 1, ArgsDelta: string(call.Input)},
+			llm.Event{Type: llm.EventToolCallStart, Index: 1, ToolCallID: a.call.ID, ToolName: a.call.Name},
+			llm.Event{Type: llm.EventToolCallDelta, Index: 1, ArgsDelta: string(a.call.Input)},
 		)
-		out += len(call.Name) + len(call.Input)
+		out += len(a.call.Name) + len(a.call.Input)
 		stop = llm.StopToolUse
 	}
-	events = append(events,
+	return append(events,
 		llm.Event{Type: llm.EventUsage, Usage: llm.Usage{InputTokens: inputTokens(req), OutputTokens: tokens(out)}},
 		llm.Event{Type: llm.EventDone, StopReason: stop},
 	)
-	return events
 }
 
-// respond decides the reply's text and, maybe, a tool call.
-func respond(req llm.Request) (string, *llm.Block) {
+// respond decides the answer to req: the commands of the user's last message, step by step
+// (one tool call per model call), or, for a message without commands, the echo (or the list of
+// files it asks for). passOnce decides "fail ... once" commands (see Provider.passOnce).
+func respond(req llm.Request, passOnce func(key string) bool) answer {
+	u := lastUserText(req.Messages)
+	if u >= 0 {
+		if cmds, ok := parseCommands(req.Messages[u].Text()); ok {
+			return runCommands(req, u, cmds, passOnce)
+		}
+	}
 	var last llm.Message
 	if n := len(req.Messages); n > 0 {
 		last = req.Messages[n-1]
 	}
 	// Answer a tool result.
-	for _, b := range last.Blocks {
-		if b.Type != llm.BlockToolResult {
-			continue
-		}
-		name := toolName(req.Messages, b.ToolUseID)
-		if b.IsError {
-			return Label + fmt.Sprintf("The %s tool failed: %s", name, excerpt(b.Content, 400)), nil
-		}
-		content := strings.TrimSpace(b.Content)
-		if content == "" {
-			return Label + fmt.Sprintf("The %s tool returned nothing: the workspace looks empty.", name), nil
-		}
-		lines := strings.Count(content, "\n") + 1
-		return Label + fmt.Sprintf("The %s tool returned %d line(s):\n%s\nThat is what I found. (An offline demo reply, not a real model.)", name, lines, excerpt(content, 1500)), nil
+	if a, ok := toolResultAnswer(req, last); ok {
+		return a
 	}
 
 	said := strings.TrimSpace(last.Text())
 	if last.Role == llm.RoleUser && wantsFiles(said) {
 		if spec, ok := offered(req.Tools, ListFilesTool); ok {
 			call := &llm.Block{Type: llm.BlockToolUse, ID: callID(req), Name: ListFilesTool, Input: listArgs(spec)}
-			return Label + "Let me list the files of the workspace.", call
+			return answer{text: Label + "Let me list the files of the workspace.", call: call}
 		}
 	}
 
@@ -132,9 +162,31 @@ func respond(req llm.Request) (string, *llm.Block) {
 	}
 	b.WriteString(" This is an offline demo reply, not a real model: set ANTHROPIC_API_KEY or OPENAI_API_KEY (or OPENAI_BASE_URL for a local server) to talk to one.")
 	if _, ok := offered(req.Tools, ListFilesTool); ok {
-		b.WriteString(" Ask me to \"list files\" to see a tool call.")
+		b.WriteString(` I can also show what agentry does: say "help" for my commands, such as "write notes.md: hello" (a write that asks for your approval), "read notes.md", "list files", "fail transient" (a retry) or "stream slowly" (time to pause, stop or cancel).`)
+	} else {
+		b.WriteString(` Say "help" for what I can do (this conversation has its tools off, so only "fail" and "stream slowly" work here).`)
 	}
-	return b.String(), nil
+	return answer{text: b.String()}
+}
+
+// toolResultAnswer answers the tool result in last, if it holds one.
+func toolResultAnswer(req llm.Request, last llm.Message) (answer, bool) {
+	for _, b := range last.Blocks {
+		if b.Type != llm.BlockToolResult {
+			continue
+		}
+		name := toolName(req.Messages, b.ToolUseID)
+		if b.IsError {
+			return answer{text: Label + fmt.Sprintf("The %s tool failed: %s", name, excerpt(b.Content, 400))}, true
+		}
+		content := strings.TrimSpace(b.Content)
+		if content == "" {
+			return answer{text: Label + fmt.Sprintf("The %s tool returned nothing: the workspace looks empty.", name)}, true
+		}
+		lines := strings.Count(content, "\n") + 1
+		return answer{text: Label + fmt.Sprintf("The %s tool returned %d line(s):\n%s\nThat is what I found. (An offline demo reply, not a real model.)", name, lines, excerpt(content, 1500))}, true
+	}
+	return answer{}, false
 }
 
 func wantsFiles(s string) bool {

@@ -117,3 +117,125 @@ func TestCancel(t *testing.T) {
 		t.Fatal("Stream with a cancelled context succeeded")
 	}
 }
+
+func spec(name string) llm.ToolSpec {
+	return llm.ToolSpec{Name: name, Parameters: []byte(`{"type":"object"}`)}
+}
+
+var workspaceTools = []llm.ToolSpec{spec("write_file"), spec("edit_file"), spec("read_file"), spec("delete_file"), listFiles}
+
+// step sends req to p and, when the answer calls a tool, appends the call and result to req.
+func step(t *testing.T, p llm.Provider, req *llm.Request, result string, isError bool) (llm.Response, error) {
+	t.Helper()
+	s, err := p.Stream(context.Background(), *req)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	resp, err := llm.Collect(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := resp.ToolCalls(); len(calls) == 1 {
+		req.Messages = append(req.Messages,
+			llm.Message{Role: llm.RoleAssistant, Blocks: resp.Blocks},
+			llm.Message{Role: llm.RoleUser, Blocks: []llm.Block{{Type: llm.BlockToolResult, ToolUseID: calls[0].ID, Content: result, IsError: isError}}},
+		)
+	}
+	return resp, nil
+}
+
+func TestCommandsRunInOrder(t *testing.T) {
+	p := demo.New()
+	req := llm.Request{Tools: workspaceTools, Messages: []llm.Message{user("write notes.md: hello\\nworld then edit notes.md: hello -> bye\nread notes.md then fail terminal")}}
+	want := []struct{ tool, args string }{
+		{"write_file", `{"content":"hello\nworld","path":"notes.md"}`},
+		{"edit_file", `{"new_string":"bye","old_string":"hello","path":"notes.md"}`},
+		{"read_file", `{"path":"notes.md"}`},
+	}
+	for _, w := range want {
+		resp, err := step(t, p, &req, "ok", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := resp.ToolCalls()
+		if len(calls) != 1 || calls[0].Name != w.tool || string(calls[0].Input) != w.args || !strings.HasPrefix(resp.Blocks[0].Text, demo.Label) {
+			t.Fatalf("want %s %s, got %+v", w.tool, w.args, resp)
+		}
+	}
+	_, err := step(t, p, &req, "", false)
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Class != llm.Terminal || e.Provider != "demo" || strings.Contains(err.Error(), "TERMINAL") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestCommandDeclinedEndsTheCommands(t *testing.T) {
+	p := demo.New()
+	req := llm.Request{Tools: workspaceTools, Messages: []llm.Message{user("delete notes.md then read notes.md")}}
+	if _, err := step(t, p, &req, "the user declined this call", true); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := step(t, p, &req, "", false)
+	if err != nil || len(resp.ToolCalls()) != 0 || !strings.Contains(resp.Blocks[0].Text, "declined") {
+		t.Fatalf("resp = %+v, %v", resp, err)
+	}
+}
+
+func TestFailOnce(t *testing.T) {
+	p := demo.New()
+	req := llm.Request{Tools: workspaceTools, Messages: []llm.Message{user("fail transient once then list files")}}
+	var e *llm.Error
+	if _, err := step(t, p, &req, "", false); !errors.As(err, &e) || e.Class != llm.Transient {
+		t.Fatalf("first attempt: %v", err)
+	}
+	resp, err := step(t, p, &req, "a.txt", false)
+	if err != nil || len(resp.ToolCalls()) != 1 {
+		t.Fatalf("the retry: %+v, %v", resp, err)
+	}
+	// Every command of "fail ... once" fails its first attempt, whoever asks.
+	again := llm.Request{Tools: workspaceTools, Messages: []llm.Message{user("fail recoverable once")}}
+	if _, err := step(t, p, &again, "", false); !errors.As(err, &e) || e.Class != llm.Recoverable {
+		t.Fatalf("recoverable: %v", err)
+	}
+	if resp, err := step(t, p, &again, "", false); err != nil || !strings.Contains(resp.Blocks[0].Text, "Done") {
+		t.Fatalf("recoverable retry: %+v, %v", resp, err)
+	}
+}
+
+func TestHelpSlowSpawnAndEcho(t *testing.T) {
+	p := demo.New()
+	help, _ := run(t, p, llm.Request{Messages: []llm.Message{user("help")}})
+	if !strings.Contains(help.Blocks[0].Text, demo.Commands) {
+		t.Fatalf("help = %q", help.Blocks[0].Text)
+	}
+	// A slow answer is long (read its start only: it takes a while).
+	s, err := p.Stream(context.Background(), llm.Request{Messages: []llm.Message{user("stream slowly")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start strings.Builder
+	for i := 0; i < 4 && s.Next(); i++ {
+		start.WriteString(s.Event().Text)
+	}
+	_ = s.Close()
+	if start.String() != demo.Label+"Here is" {
+		t.Fatalf("slow answer starts %q", start.String())
+	}
+	hook, _ := run(t, p, llm.Request{Tools: workspaceTools, Messages: []llm.Message{user("spawn a sub-agent: review the code")}})
+	if len(hook.ToolCalls()) != 0 || !strings.Contains(hook.Blocks[0].Text, "review the code") {
+		t.Fatalf("spawn without its tool = %+v", hook)
+	}
+	spawn, _ := run(t, p, llm.Request{Tools: append(workspaceTools, spec("spawn_subagent")), Messages: []llm.Message{user("spawn a sub-agent: review the code")}})
+	if calls := spawn.ToolCalls(); len(calls) != 1 || calls[0].Name != "spawn_subagent" || !strings.Contains(string(calls[0].Input), "review the code") {
+		t.Fatalf("spawn = %+v", spawn)
+	}
+	echo, _ := run(t, p, llm.Request{Tools: workspaceTools, Messages: []llm.Message{user("Tell me a story")}})
+	if !strings.Contains(echo.Blocks[0].Text, `"help"`) || !strings.Contains(echo.Blocks[0].Text, "write notes.md") {
+		t.Fatalf("echo = %q", echo.Blocks[0].Text)
+	}
+	// Without tools a write is answered in words.
+	off, _ := run(t, p, llm.Request{Messages: []llm.Message{user("write a.txt: x")}})
+	if len(off.ToolCalls()) != 0 || !strings.Contains(off.Blocks[0].Text, "agentic: false") {
+		t.Fatalf("tools off = %+v", off)
+	}
+}
