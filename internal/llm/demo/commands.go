@@ -198,22 +198,27 @@ func (a answer) withCall(req llm.Request, c command) answer {
 // slowText is the reply to "stream slowly": long enough to pause, stop or cancel it midway.
 const slowText = "Here is a slow answer, one word at a time, so that there is time to try what agentry does with a run that is still going: pauseRun parks it after its current step, stopRun lets it finish the step and end with a summary, and cancelRun stops it at once and closes this stream. Subscribers that join late still see every stored event. This is the offline demo model, not a real one, and this sentence is only here to take a while to stream."
 
-// lastUserText returns the index of the last message the user typed (not a tool result), or -1.
+// lastUserText returns the index of the last message in which the user wrote something, or
+// -1. Such a message may carry more than the user's newest words: a context joins a run's last
+// tool results, and messages sent while no answer came between, into one (userText reads the
+// newest).
 func lastUserText(msgs []llm.Message) int {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i]
-		if m.Role != llm.RoleUser || strings.TrimSpace(m.Text()) == "" {
-			continue
-		}
-		result := false
-		for _, b := range m.Blocks {
-			result = result || b.Type == llm.BlockToolResult
-		}
-		if !result {
+		if msgs[i].Role == llm.RoleUser && userText(msgs[i]) != "" {
 			return i
 		}
 	}
 	return -1
+}
+
+// userText is the newest text the user wrote in m: its last text block.
+func userText(m llm.Message) string {
+	for i := len(m.Blocks) - 1; i >= 0; i-- {
+		if b := m.Blocks[i]; b.Type == llm.BlockText && strings.TrimSpace(b.Text) != "" {
+			return strings.TrimSpace(b.Text)
+		}
+	}
+	return ""
 }
 
 func lastResultFailed(m llm.Message) bool {

@@ -122,7 +122,7 @@ func (a answer) events(req llm.Request) []llm.Event {
 func respond(req llm.Request, passOnce func(key string) bool) answer {
 	u := lastUserText(req.Messages)
 	if u >= 0 {
-		if cmds, ok := parseCommands(req.Messages[u].Text()); ok {
+		if cmds, ok := parseCommands(userText(req.Messages[u])); ok {
 			return runCommands(req, u, cmds, passOnce)
 		}
 	}
@@ -135,7 +135,7 @@ func respond(req llm.Request, passOnce func(key string) bool) answer {
 		return a
 	}
 
-	said := strings.TrimSpace(last.Text())
+	said := userText(last)
 	if last.Role == llm.RoleUser && wantsFiles(said) {
 		if spec, ok := offered(req.Tools, ListFilesTool); ok {
 			call := &llm.Block{Type: llm.BlockToolUse, ID: callID(req), Name: ListFilesTool, Input: listArgs(spec)}
