@@ -23,7 +23,11 @@ func TestDemoModelCommands(t *testing.T) {
 		t.Helper()
 		var out struct {
 			Conversation struct {
-				Messages struct{ Edges []struct{ Node struct{ Role, Content string } } }
+				Messages struct {
+					Edges []struct {
+						Node struct{ Role, Content string }
+					}
+				}
 			}
 		}
 		c.Do(t, c.s.AccessToken, `query($c: ID!) { conversation(id: $c) { messages(last: 1) { edges { node { role content } } } } }`,
@@ -35,7 +39,9 @@ func TestDemoModelCommands(t *testing.T) {
 	}
 	file := func(t *testing.T, path string) string {
 		t.Helper()
-		var out struct{ Workspace struct{ File *struct{ Content string } } }
+		var out struct {
+			Workspace struct{ File *struct{ Content string } }
+		}
 		c.Do(t, c.s.AccessToken, `query($p: String!) { workspace { file(path: $p) { content } } }`, map[string]any{"p": path}).Decode(t, &out)
 		if out.Workspace.File == nil {
 			return ""
