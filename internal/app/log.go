@@ -4,13 +4,16 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/server"
 )
 
 // NewLogger returns the process logger: JSON in production, text in development. Every record
-// logged with a context carries the request id and the actor's tenant and user.
+// logged with a context carries the request id and the actor's tenant and user. River's routine
+// reports (its producers' job counts every few seconds, its maintenance services' runs) are
+// logged at debug, so that they do not drown what happens.
 func NewLogger(w io.Writer, json bool, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
@@ -25,6 +28,12 @@ func NewLogger(w io.Writer, json bool, level slog.Level) *slog.Logger {
 type ctxHandler struct{ slog.Handler }
 
 func (h ctxHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo && routine(r.Message) {
+		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		r.Level = slog.LevelDebug
+	}
 	if id := server.RequestIDFrom(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
 	}
@@ -39,3 +48,8 @@ func (h ctxHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 }
 
 func (h ctxHandler) WithGroup(name string) slog.Handler { return ctxHandler{h.Handler.WithGroup(name)} }
+
+// routine reports whether msg is one of River's routine reports.
+func routine(msg string) bool {
+	return strings.HasSuffix(msg, ": Producer job counts") || strings.Contains(msg, ": Ran successfully")
+}
