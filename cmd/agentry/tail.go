@@ -154,8 +154,8 @@ func tailRun(ctx context.Context, base, token, runID string, after int, asJSON b
 // tailPrinter writes a run's events to a terminal: token deltas as running text, the others one
 // a line, and hints on what the run waits for.
 type tailPrinter struct {
-	w       io.Writer
-	json    bool
+	w      io.Writer
+	json   bool
 	inText bool // a line of deltas is open
 	queued bool // the last status event left the run QUEUED
 }

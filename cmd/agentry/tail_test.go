@@ -56,7 +56,9 @@ func sendTo(t *testing.T, env *apptest.Env, token, content string) (runID string
 	t.Helper()
 	var conv struct{ CreateConversation struct{ ID string } }
 	env.Do(t, token, `mutation { createConversation(input: {title: "tail"}) { id } }`, nil).Decode(t, &conv)
-	var sent struct{ SendMessage struct{ Run struct{ ID string } } }
+	var sent struct {
+		SendMessage struct{ Run struct{ ID string } }
+	}
 	env.Do(t, token, `mutation($c: ID!, $m: String!) { sendMessage(input: {conversationId: $c, content: $m}) { run { id } } }`,
 		map[string]any{"c": conv.CreateConversation.ID, "m": content}).Decode(t, &sent)
 	return sent.SendMessage.Run.ID
