@@ -20,7 +20,7 @@ import (
 	"github.com/agentry/agentry/internal/app/apptest"
 )
 
-// The GraphQL limits of QUALITY.md's Security section: depth, alias, token and fragment-expansion
+// The GraphQL edge's limits (ARCHITECTURE.md, quality bars): depth, alias, token and fragment-expansion
 // limits reject an operation before any resolver runs; the body size is capped; mutations are
 // POST-only; production has no introspection and no field suggestions; every error carries
 // extensions.code.

@@ -30,7 +30,7 @@ type Failure struct {
 	Error string
 }
 
-// Breaker limits (DESIGN.md section 5).
+// Breaker limits (internal/agent/ARCHITECTURE.md).
 const (
 	// ReflectAfterFailures consecutive tool errors force a reflection turn.
 	ReflectAfterFailures = 3

@@ -1,5 +1,5 @@
-// Package contextwin is the context window manager and the context builder (DESIGN.md
-// section 5).
+// Package contextwin is the context window manager and the context builder (ARCHITECTURE.md:
+// the executor).
 //
 // The manager (Manager.Apply) fits a conversation's history into the model's context: it
 // estimates tokens (about 4 characters per token, 1,000 per image), computes the budget (the

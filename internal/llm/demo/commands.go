@@ -21,7 +21,7 @@ const Commands = `I am the offline demo model. I understand these commands, one 
   list files                 list the workspace (list_files)
   fail transient|recoverable|terminal [once]
                              fail the model call with that failure class (once: only its first attempt)
-  stream slowly              answer slowly, to leave time for pauseRun, stopRun or cancelRun
+  stream slowly              answer slowly (each step after it), to leave time for pauseRun, stopRun or cancelRun
   spawn a sub-agent: GOAL    hand GOAL to a sub-agent (spawn_subagent, where it exists)
   help                       this list
 For example "write notes.md: hello then fail terminal" makes a change and then fails: the run
@@ -135,6 +135,10 @@ func runCommands(req llm.Request, u int, cmds []command, passOnce func(key strin
 	var a answer
 	calls := 0
 	for i, c := range cmds {
+		if c.slow {
+			a.slow = true // from here on, every answer to the message
+			continue
+		}
 		if c.tool != "" || (c.spawn != "" && offeredName(req.Tools, SpawnSubagentTool)) {
 			if calls < done {
 				calls++
@@ -152,8 +156,6 @@ func runCommands(req llm.Request, u int, cmds []command, passOnce func(key strin
 			}
 			return answer{fail: &llm.Error{Class: c.fail, Provider: Name,
 				Message: fmt.Sprintf("the demo model failed this call as asked (fail %s)", strings.ToLower(string(c.fail)))}}
-		case c.slow:
-			a.slow = true
 		case c.help:
 			return answer{text: Label + Commands, slow: a.slow}
 		case c.spawn != "":
@@ -190,6 +192,9 @@ func (a answer) withCall(req llm.Request, c command) answer {
 	a.text = Label + c.say
 	if c.spawn != "" {
 		a.text = Label + "Handing this to a sub-agent."
+	}
+	if a.slow {
+		a.text += " " + slowText
 	}
 	a.call = &llm.Block{Type: llm.BlockToolUse, ID: callID(req), Name: name, Input: input}
 	return a
