@@ -192,3 +192,21 @@ func TestValidateRequiresMasterKeyInProduction(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Validate())
 }
+
+// TestHealthAddresses: a worker's and an API process's health listeners have different
+// defaults, so that one of each starts on a machine with the default settings, and
+// AGENTRY_HEALTH_ADDR overrides both.
+func TestHealthAddresses(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9090", c.HealthAddrFor(false))
+	require.Equal(t, "127.0.0.1:9091", c.HealthAddrFor(true))
+	require.NotEqual(t, c.HTTPAddr, c.HealthAddrFor(true))
+	c, err = config.Load(env(map[string]string{"AGENTRY_HEALTH_ADDR": "0.0.0.0:9100"}))
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0:9100", c.HealthAddrFor(false))
+	require.Equal(t, "0.0.0.0:9100", c.HealthAddrFor(true))
+	_, err = config.Load(env(map[string]string{"AGENTRY_HEALTH_ADDR": "9100"}))
+	require.ErrorContains(t, err, "AGENTRY_HEALTH_ADDR")
+}

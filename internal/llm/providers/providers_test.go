@@ -74,3 +74,42 @@ func TestWiredProvidersWork(t *testing.T) {
 		t.Fatal("model ids not passed through")
 	}
 }
+
+func TestCheckNamesTheVariableAndTheFix(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  providers.Config
+		want []string // empty: no error
+	}{
+		{"nothing configured", providers.Config{}, nil},
+		{"default with its key", providers.Config{AnthropicAPIKey: "k", DefaultModel: "anthropic:claude-sonnet-4-5"}, nil},
+		{"demo in development", providers.Config{Development: true, DefaultModel: "demo:demo", SummaryModel: "demo:demo"}, nil},
+		{"default without its key", providers.Config{AnthropicAPIKey: "k", DefaultModel: "openai:gpt-4o"}, []string{"AGENTRY_DEFAULT_MODEL", "OPENAI_API_KEY"}},
+		{"summary without its key", providers.Config{OpenAIAPIKey: "k", SummaryModel: "anthropic:claude-haiku-4-5"}, []string{"AGENTRY_SUMMARY_MODEL", "ANTHROPIC_API_KEY"}},
+		{"demo in production", providers.Config{DefaultModel: "demo:demo"}, []string{"AGENTRY_DEFAULT_MODEL", "AGENTRY_ENV=development"}},
+		{"a demo model that does not exist", providers.Config{Development: true, DefaultModel: "demo:gpt-5"}, []string{"demo:gpt-5", "demo:demo"}},
+		{"an unknown provider", providers.Config{Development: true, SummaryModel: "mistral:small"}, []string{"AGENTRY_SUMMARY_MODEL", "not configured"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := providers.Check(c.cfg, providers.New(c.cfg))
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q does not say %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "TERMINAL") {
+				t.Errorf("%q names the failure class", err)
+			}
+		})
+	}
+}
