@@ -26,10 +26,6 @@ var idFields = map[string]string{
 	"decidedBy":      "User",
 }
 
-// IDFieldType returns the type whose global id key holds in event data and error extensions
-// ("" when key holds no id).
-func IDFieldType(key string) string { return idFields[key] }
-
 // GlobalIDValue returns v, the value of key in error extensions, as a global id when key names
 // an object and v is its uuid (as a uuid.UUID or a string); anything else is returned as is.
 func GlobalIDValue(key string, v any) any {

@@ -56,15 +56,9 @@ func (s *Service) DeleteConversation(ctx context.Context, id uuid.UUID) error {
 		return err
 	}
 	return s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: id})
-		if db.IsNoRows(err) {
-			return apperr.NotFoundf("conversation")
-		}
+		conv, err := ownedForUpdate(ctx, tx, a, id, "delete")
 		if err != nil {
 			return err
-		}
-		if conv.UserID != a.UserID && !a.Role.AtLeast(auth.RoleAdmin) {
-			return apperr.New(apperr.Forbidden, "only the conversation's owner or an admin may delete it")
 		}
 		b, err := tx.Q.ConversationBlockersOfDelete(ctx, dbsqlc.ConversationBlockersOfDeleteParams{TenantID: a.TenantID, ConversationID: uuid.NullUUID{UUID: id, Valid: true}})
 		if err != nil {

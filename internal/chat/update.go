@@ -51,18 +51,27 @@ func (s *Service) UpdateConversation(ctx context.Context, id uuid.UUID, p Conver
 	}
 	var out dbsqlc.Conversation
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: id})
-		if db.IsNoRows(err) {
-			return apperr.NotFoundf("conversation")
-		}
-		if err != nil {
+		if _, err := ownedForUpdate(ctx, tx, a, id, "change"); err != nil {
 			return err
-		}
-		if conv.UserID != a.UserID && !a.Role.AtLeast(auth.RoleAdmin) {
-			return apperr.New(apperr.Forbidden, "only the conversation's owner or an admin may change it")
 		}
 		out, err = tx.Q.ConversationUpdate(ctx, params)
 		return err
 	})
 	return out, err
+}
+
+// ownedForUpdate locks conversation id of a's tenant for a change (verb) that only its owner or
+// an admin may make: another member is FORBIDDEN, another tenant's conversation NOT_FOUND.
+func ownedForUpdate(ctx context.Context, tx *db.Tx, a auth.Actor, id uuid.UUID, verb string) (dbsqlc.Conversation, error) {
+	conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: id})
+	if db.IsNoRows(err) {
+		return conv, apperr.NotFoundf("conversation")
+	}
+	if err != nil {
+		return conv, err
+	}
+	if conv.UserID != a.UserID && !a.Role.AtLeast(auth.RoleAdmin) {
+		return conv, apperr.New(apperr.Forbidden, "only the conversation's owner or an admin may %s it", verb)
+	}
+	return conv, nil
 }

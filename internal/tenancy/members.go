@@ -40,11 +40,8 @@ func (s *Service) SetMemberRole(ctx context.Context, userID uuid.UUID, role auth
 	if err != nil {
 		return Member{}, err
 	}
-	if !role.Valid() {
-		return Member{}, apperr.Invalid("role", "must be one of OWNER, ADMIN, MEMBER, VIEWER")
-	}
-	if !a.Role.AtLeast(role) {
-		return Member{}, apperr.New(apperr.Forbidden, "cannot grant a role above your own (%s)", a.Role)
+	if err := grantable(a, role); err != nil {
+		return Member{}, err
 	}
 	var out Member
 	err = s.changeMember(ctx, a, userID, func(ctx context.Context, tx *db.Tx, m dbsqlc.Membership) error {
@@ -108,6 +105,17 @@ func (s *Service) changeMember(ctx context.Context, a auth.Actor, userID uuid.UU
 		}
 		return fn(ctx, tx, m)
 	})
+}
+
+// grantable refuses a role that is not one, or is above a's own.
+func grantable(a auth.Actor, role auth.Role) error {
+	if !role.Valid() {
+		return apperr.Invalid("role", "must be one of OWNER, ADMIN, MEMBER, VIEWER")
+	}
+	if !a.Role.AtLeast(role) {
+		return apperr.New(apperr.Forbidden, "cannot grant a role above your own (%s)", a.Role)
+	}
+	return nil
 }
 
 // lastOwner refuses to take the OWNER role from the tenant's only OWNER.

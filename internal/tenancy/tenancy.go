@@ -102,11 +102,8 @@ func (s *Service) AddMember(ctx context.Context, email string, role auth.Role) (
 	if err != nil {
 		return Member{}, err
 	}
-	if !role.Valid() {
-		return Member{}, apperr.Invalid("role", "must be one of OWNER, ADMIN, MEMBER, VIEWER")
-	}
-	if !a.Role.AtLeast(role) {
-		return Member{}, apperr.New(apperr.Forbidden, "cannot grant a role above your own (%s)", a.Role)
+	if err := grantable(a, role); err != nil {
+		return Member{}, err
 	}
 	var m Member
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
