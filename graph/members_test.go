@@ -185,6 +185,12 @@ func TestViewerMembershipsAndSwitchTenant(t *testing.T) {
 	require.Equal(t, "MEMBER", v.Viewer.Memberships[1].Role)
 	require.Equal(t, ada.UserID, v.Viewer.Memberships[1].User.ID)
 
+	// An API key belongs to its tenant: it sees that one only.
+	_, key := sessCreateKey(t, env, ada.AccessToken, "script", "MEMBER")
+	env.Do(t, key, `{ viewer { memberships { role tenant { id name } user { id } } } }`, nil).Decode(t, &v)
+	require.Len(t, v.Viewer.Memberships, 1)
+	require.Equal(t, ada.TenantID, v.Viewer.Memberships[0].Tenant.ID)
+
 	const switchTenant = `mutation($r: String!, $t: ID!) { switchTenant(refreshToken: $r, tenantId: $t) {
 		accessToken refreshToken viewer { role tenant { id } user { id email } } } }`
 	// A tenant Ada has not joined is NOT_FOUND, like a missing one, and spends nothing.

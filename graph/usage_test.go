@@ -266,7 +266,7 @@ func TestBudgetOverageAndActivity(t *testing.T) {
 	require.Equal(t, int64(20_100), data.SpentTokens)
 	require.Equal(t, int64(limit), data.TokenLimit)
 	require.Equal(t, "TENANT", data.Scope)
-	require.Equal(t, approvalUUID(t, "Run", s.RunID).String(), data.RunID)
+	require.Equal(t, s.RunID, data.RunID, "the run that caused it, by global id")
 
 	member := c.joinAsMember(t)
 	msub := apptest.Subscribe(t, c.Server.URL, member.token, `subscription { tenantActivity { seq type } }`, nil)

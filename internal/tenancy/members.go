@@ -139,7 +139,7 @@ type Membership struct {
 }
 
 // Memberships returns the tenants the caller has joined (pending invitations aside), oldest
-// first. Any authenticated caller; an API key's caller sees its user's tenants too.
+// first. An API key, which belongs to one tenant, sees that one only.
 func (s *Service) Memberships(ctx context.Context) ([]Membership, error) {
 	a, err := auth.Require(ctx, auth.RoleViewer)
 	if err != nil {
@@ -149,6 +149,9 @@ func (s *Service) Memberships(ctx context.Context) ([]Membership, error) {
 	err = s.db.InSystemTx(ctx, "viewer.memberships: list the caller's own tenants", func(ctx context.Context, tx *db.Tx) error {
 		rows, err := tx.Q.MembershipListTenantsOfUser(ctx, a.UserID)
 		for _, r := range rows {
+			if a.APIKeyID != uuid.Nil && r.TenantID != a.TenantID {
+				continue
+			}
 			out = append(out, Membership{TenantID: r.TenantID, TenantName: r.TenantName, Role: auth.Role(r.Role), JoinedAt: r.CreatedAt})
 		}
 		return err
