@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 
@@ -54,6 +55,20 @@ func memMembers(t *testing.T, env *apptest.Env, token string) map[string]memMemb
 func TestMembersRolesAndRemoval(t *testing.T) {
 	t.Parallel()
 	env := apptest.Start(t, apptest.Options{NoWork: true})
+	var (
+		mu      sync.Mutex
+		changed []uuid.UUID // the users OnMemberChange was told of
+	)
+	env.App.Tenancy.OnMemberChange = func(_, userID uuid.UUID) {
+		mu.Lock()
+		defer mu.Unlock()
+		changed = append(changed, userID)
+	}
+	changes := func() []uuid.UUID {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(changed)
+	}
 	owner := env.SignUp(t, "", "Acme")
 	adminAcct, memberAcct := env.SignUp(t, "", "Admin's own"), env.SignUp(t, "", "Member's own")
 	admin := memJoin(t, env, owner.AccessToken, adminAcct, owner.TenantID, "ADMIN")
@@ -109,6 +124,8 @@ func TestMembersRolesAndRemoval(t *testing.T) {
 	env.Do(t, admin.AccessToken, memSetRole, map[string]any{"u": memberAcct.UserID, "r": "VIEWER"}).Decode(t, &set)
 	require.Equal(t, "VIEWER", set.SetMemberRole.Role)
 	require.Equal(t, memberAcct.Email, set.SetMemberRole.User.Email)
+	memberUUID := approvalUUID(t, "User", memberAcct.UserID)
+	require.Equal(t, []uuid.UUID{memberUUID, memberUUID}, changes(), "told of each change, after it")
 	// Someone outside the tenant, or no one, is NOT_FOUND.
 	outsider := env.SignUp(t, "", "Elsewhere")
 	require.Equal(t, "NOT_FOUND", code(owner.AccessToken, memRemove, map[string]any{"u": outsider.UserID}))
@@ -148,6 +165,7 @@ func TestMembersRolesAndRemoval(t *testing.T) {
 	var removed struct{ RemoveMember bool }
 	env.Do(t, admin.AccessToken, memRemove, map[string]any{"u": memberAcct.UserID}).Decode(t, &removed)
 	require.True(t, removed.RemoveMember)
+	require.Equal(t, memberUUID, changes()[len(changes())-1])
 	require.Equal(t, "UNAUTHENTICATED", sessRefresh(t, env, member.RefreshToken).Code())
 	res = env.Do(t, memberKey, sessViewerRole, nil)
 	require.Equal(t, http.StatusUnauthorized, res.Status, "%s", res.Body)

@@ -87,7 +87,8 @@ func (s *Service) RemoveMember(ctx context.Context, userID uuid.UUID) error {
 }
 
 // changeMember runs fn on the membership of userID in a's tenant, with the tenant's member
-// changes serialised (its row locked) and an ADMIN kept off OWNERs.
+// changes serialised (its row locked) and an ADMIN kept off OWNERs; OnMemberChange follows
+// the commit.
 func (s *Service) changeMember(ctx context.Context, a auth.Actor, userID uuid.UUID, fn func(ctx context.Context, tx *db.Tx, m dbsqlc.Membership) error) error {
 	return s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		if _, err := tx.Q.TenantLockForMembers(ctx, a.TenantID); err != nil {
@@ -102,6 +103,9 @@ func (s *Service) changeMember(ctx context.Context, a auth.Actor, userID uuid.UU
 		}
 		if m.Role == string(auth.RoleOwner) && a.Role != auth.RoleOwner {
 			return apperr.New(apperr.Forbidden, "only an OWNER can change or remove an OWNER")
+		}
+		if s.OnMemberChange != nil {
+			tx.AfterCommit(func() { s.OnMemberChange(a.TenantID, userID) })
 		}
 		return fn(ctx, tx, m)
 	})

@@ -17,7 +17,13 @@ import (
 )
 
 // Service is the tenancy domain.
-type Service struct{ db *db.DB }
+type Service struct {
+	db *db.DB
+	// OnMemberChange, when set, runs once a member's role changed or they were removed
+	// (after the commit), with the member's tenant and user: what ends the sessions they hold
+	// open at once hooks in here. Nil: nothing runs.
+	OnMemberChange func(tenantID, userID uuid.UUID)
+}
 
 // NewService returns the tenancy service.
 func NewService(d *db.DB) *Service { return &Service{db: d} }
