@@ -161,6 +161,12 @@ func TestMessagesLastBefore(t *testing.T) {
 	require.Equal(t, "BAD_USER_INPUT", get(map[string]any{"f": 2, "l": 2}).Code)
 	require.Equal(t, "BAD_USER_INPUT", get(map[string]any{"b": "garbage"}).Code)
 	require.Equal(t, "BAD_USER_INPUT", get(map[string]any{"l": 101}).Code)
+
+	// A backward page costs its size, as a forward one does.
+	const pages = `{ conversations(first: 20) { edges { node { messages(%s: 100) { edges { node { content parts } } } } } } }`
+	res := env.Do(t, s.AccessToken, fmt.Sprintf(pages, "last"), nil)
+	require.Equal(t, "COMPLEXITY_LIMIT_EXCEEDED", res.Code(), "%s", res.Body)
+	require.Equal(t, "COMPLEXITY_LIMIT_EXCEEDED", env.Do(t, s.AccessToken, fmt.Sprintf(pages, "first"), nil).Code())
 }
 
 // TestDeleteConversation: deleteConversation removes a conversation whose runs have ended (its

@@ -60,6 +60,9 @@ func (s costedSchema) Complexity(ctx context.Context, typeName, field string, ch
 		if v, ok := intArg(args["first"]); ok && v >= 0 {
 			n = v
 		}
+		if v, ok := intArg(args["last"]); ok && v >= 0 && def.Arguments.ForName("last") != nil {
+			n = v // a connection paged backwards (messages)
+		}
 	case def.Type.Elem != nil && !strings.HasSuffix(typeName, "Connection"):
 		// A connection's edges are its page, counted at the field that returns the connection.
 		n = unpagedListSize
