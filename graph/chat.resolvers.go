@@ -188,7 +188,7 @@ func (r *subscriptionResolver) RunEvents(ctx context.Context, runID string, afte
 	if err != nil {
 		return nil, err
 	}
-	return eventStream(ctx, evs), nil
+	return forward(ctx, evs), nil
 }
 
 // ConversationEvents is the resolver for the conversationEvents field.
@@ -205,7 +205,7 @@ func (r *subscriptionResolver) ConversationEvents(ctx context.Context, conversat
 	if err != nil {
 		return nil, err
 	}
-	return eventStream(ctx, evs), nil
+	return forward(ctx, evs), nil
 }
 
 // Conversation returns generated.ConversationResolver implementation.

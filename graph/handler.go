@@ -12,7 +12,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/validator"
 	"github.com/vektah/gqlparser/v2/validator/rules"
@@ -35,6 +34,11 @@ type Limits struct {
 	MaxTokensAnonymous int
 	// MaxResponseBytes caps the data of one answer, default 8 MiB.
 	MaxResponseBytes int
+	// WSSubscriptions caps the subscriptions one WebSocket runs at once (default 100).
+	WSSubscriptions int
+	// WSSocketsPerUser caps the WebSockets one user (or API key) holds open on this process at
+	// once (default 20).
+	WSSocketsPerUser int
 }
 
 // HandlerOptions configure the GraphQL handler.
@@ -45,16 +49,15 @@ type HandlerOptions struct {
 	// AllowedOrigins are the browser origins allowed to open WebSockets (besides same-origin).
 	AllowedOrigins []string
 	Limits         Limits
-	// Registry receives the handler's metrics (nil: none).
-	Registry prometheus.Registerer
 	// Sockets, when it ends, closes every open WebSocket (graceful shutdown: http.Server's
 	// Shutdown does not track hijacked connections).
 	Sockets context.Context
 }
 
-// NewHandler returns the /graphql handler: POST, GET (queries only), WebSocket
+// NewHandler returns the /graphql handler: gqlgen's POST, GET (queries only), WebSocket
 // (graphql-transport-ws, authenticated in connection_init) and SSE transports, with depth,
-// alias, complexity and token limits enforced before any resolver runs.
+// alias, complexity and token limits enforced before any resolver runs, caps on a user's
+// sockets and a socket's subscriptions, and dataloaders per operation.
 func NewHandler(o HandlerOptions) http.Handler {
 	l := o.Limits
 	def := func(v *int, d int) {
@@ -68,6 +71,8 @@ func NewHandler(o HandlerOptions) http.Handler {
 	def(&l.MaxTokens, 10000)
 	def(&l.MaxTokensAnonymous, 2000)
 	def(&l.MaxResponseBytes, 8<<20)
+	def(&l.WSSubscriptions, 100)
+	def(&l.WSSocketsPerUser, 20)
 	if l.WSInitTimeout == 0 {
 		l.WSInitTimeout = 10 * time.Second
 	}
@@ -75,12 +80,13 @@ func NewHandler(o HandlerOptions) http.Handler {
 		l.WSPingInterval = 15 * time.Second
 	}
 	r := o.Resolver
-	srv := handler.New(newEventStreams(withCosts(generated.NewExecutableSchema(generated.Config{Resolvers: r})), o.Registry))
+	sockets := newSockets(l.WSSubscriptions, l.WSSocketsPerUser)
+	srv := handler.New(withCosts(generated.NewExecutableSchema(generated.Config{Resolvers: r})))
 	srv.AddTransport(transport.Websocket{
-		Implementation: wsImplementation{AcceptOptions: websocket.AcceptOptions{
+		Implementation: uniqueIDs{transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: originHosts(o.AllowedOrigins),
-		}},
-		InitFunc:              wsInit(r.Auth, o.Sockets),
+		}}},
+		InitFunc:              wsInit(r.Auth, sockets),
 		InitTimeout:           l.WSInitTimeout,
 		KeepAlivePingInterval: l.WSPingInterval,
 	})
@@ -88,6 +94,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.SSE{}) // before POST: both accept POST, SSE only with Accept: text/event-stream
 	srv.AddTransport(transport.POST{})
+	srv.Use(requireQuery{})
 	cache := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(cache)
 	srv.SetParserTokenLimit(l.MaxTokens)
@@ -107,10 +114,13 @@ func NewHandler(o HandlerOptions) http.Handler {
 	srv.SetErrorPresenter(errorPresenter(r.Log))
 	srv.SetRecoverFunc(recoverFunc(r.Log))
 	srv.AroundRootFields(rateLimit(r.RateLimits))
+	srv.AroundOperations(sockets.capSubscriptions(errorPresenter(r.Log)))
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-		return next(loader.With(ctx, loader.New(r.Tenancy)))
+		return next(loader.With(ctx, loader.New(loader.Services{
+			Tenancy: r.Tenancy, Runs: r.RunService, Chat: r.Chat, Tasks: r.Tasks, Approvals: r.Approvals,
+		})))
 	})
-	return explore(o.Development, srv)
+	return sockets.serve(o.Sockets, explore(o.Development, refusals(srv)))
 }
 
 // rulesWithoutSuggestions is gqlparser's default rule set with every rule that suggests names
@@ -128,10 +138,10 @@ func rulesWithoutSuggestions() *rules.Rules {
 	return r
 }
 
-// wsInit authenticates a WebSocket in connection_init ({"authorization": "Bearer <token>"}) and
-// bounds the connection's life by the credential's expiry: when an access token expires the
-// socket is closed.
-func wsInit(a *auth.Service, sockets context.Context) transport.WebsocketInitFunc {
+// wsInit authenticates a WebSocket in connection_init ({"authorization": "Bearer <token>"}),
+// counts it against its user's cap, and bounds the connection's life by the credential's expiry:
+// when an access token expires the socket is closed.
+func wsInit(a *auth.Service, sockets *sockets) transport.WebsocketInitFunc {
 	return func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		raw := p.Authorization()
 		if raw == "" {
@@ -147,16 +157,14 @@ func wsInit(a *auth.Service, sockets context.Context) transport.WebsocketInitFun
 		if err != nil {
 			return rejectWS(ctx), nil, errUnauthenticatedWS
 		}
-		ctx = auth.WithActor(ctx, actor)
-		if sockets != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			context.AfterFunc(sockets, cancel)
+		if err := sockets.admit(ctx, actor); err != nil {
+			return transport.WithWebsocketCloseCode(transport.AppendCloseReason(ctx, err.Error()), closeTooMany), nil, err
 		}
+		ctx = auth.WithActor(ctx, actor)
 		if !expires.IsZero() {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, expires)
-			_ = cancel // released when the deadline passes or the connection's context ends
+			onClose(ctx, cancel)
 		} else {
 			// API keys do not expire, but can be revoked: check again now and then, and close the
 			// socket once the key no longer authenticates.

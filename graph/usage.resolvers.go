@@ -92,5 +92,5 @@ func (r *subscriptionResolver) TenantActivity(ctx context.Context) (<-chan *mode
 	if err != nil {
 		return nil, err
 	}
-	return eventStream(ctx, evs), nil
+	return forward(ctx, evs), nil
 }

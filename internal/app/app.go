@@ -240,7 +240,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,
 			Limits:         graph.Limits{WSInitTimeout: cfg.WSInitTimeout},
-			Registry:       a.Registry,
 			Sockets:        sockets,
 		})
 		opts.Web = web.Handler()

@@ -70,84 +70,10 @@ type Event struct {
 	Phase          string          `json:"phase,omitempty"`
 	Data           json.RawMessage `json:"data"`
 	Timestamp      time.Time       `json:"timestamp"`
-
-	// shared is set by the hub on an event it delivers to more than one local subscriber:
-	// every one of them gets the same one. (A subscriber's own copy may differ in what the
-	// edge does not render, such as the ConversationID a run subscription fills in; what it
-	// renders must be the same for all.)
-	shared *Shared
 }
 
 // Durable reports whether e is stored in Postgres (has a seq).
 func (e Event) Durable() bool { return e.Seq > 0 }
-
-// Shared is the scratch space of the local subscribers of one event delivered by the hub: nil
-// for an event read from Postgres or delivered to only one local subscriber.
-func (e Event) Shared() *Shared { return e.shared }
-
-// Shared holds what the local subscribers of one delivered event would each compute the same
-// way, computed once: the edge's renderings of the event, by the shape a subscriber asked for
-// (a hundred subscribers of a run asking for the same fields cost one rendering, not a
-// hundred). Its methods work on a nil *Shared, which shares nothing.
-type Shared struct {
-	mu      sync.Mutex
-	renders map[string]*rendering // by shape
-}
-
-type rendering struct {
-	ready chan struct{} // closed by Rendered
-	b     []byte        // nil: the renderer had nothing to share
-}
-
-// Rendering returns the rendering of the event for shape. When no subscriber has rendered it
-// yet, mine is true: the caller renders it and must then call Rendered. Callers arriving
-// meanwhile wait for that rendering (or until ctx ends: nil, false); when the renderer has
-// nothing to share, each renders its own (nil, true).
-func (s *Shared) Rendering(ctx context.Context, shape string) (b []byte, mine bool) {
-	if s == nil {
-		return nil, true
-	}
-	s.mu.Lock()
-	r := s.renders[shape]
-	if r == nil {
-		if s.renders == nil {
-			s.renders = map[string]*rendering{}
-		}
-		s.renders[shape] = &rendering{ready: make(chan struct{})}
-		s.mu.Unlock()
-		return nil, true
-	}
-	s.mu.Unlock()
-	select {
-	case <-r.ready:
-	case <-ctx.Done():
-		return nil, false
-	}
-	if r.b == nil {
-		return nil, true
-	}
-	return r.b, false
-}
-
-// Rendered ends the rendering for shape that Rendering gave the caller: b (which must not
-// change afterwards) goes to the callers waiting and to later ones; nil shares nothing.
-func (s *Shared) Rendered(shape string, b []byte) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.renders[shape]
-	if r == nil {
-		return
-	}
-	select {
-	case <-r.ready: // a caller rendering its own after a renderer shared nothing
-	default:
-		r.b = b
-		close(r.ready)
-	}
-}
 
 // New is an event to append: its type, optional phase and data (marshalled to JSON).
 type New struct {

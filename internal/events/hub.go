@@ -205,16 +205,13 @@ func (h *Hub) deliver(evs []Event) {
 	defer h.subsMu.Unlock()
 	subs := h.tenants[evs[0].TenantID]
 	for _, ev := range evs {
-		// Each event's subscribers are matched once; an event going to more than one gets a
-		// Shared for them. Events go out in order, so each subscriber gets them in order.
+		// Each event's subscribers are matched once. Events go out in order, so each subscriber
+		// gets them in order.
 		to := h.to[:0]
 		for s := range subs {
 			if s.match == nil || s.match(ev) {
 				to = append(to, s)
 			}
-		}
-		if len(to) > 1 {
-			ev.shared = &Shared{}
 		}
 		for _, s := range to {
 			select {
