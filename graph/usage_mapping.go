@@ -56,11 +56,12 @@ func (r *Resolver) budgetNode(ctx context.Context, id uuid.UUID) (model.Node, er
 	return &model.Budget{Row: b}, nil
 }
 
-// Mutations limited per client IP, and those that make the agent spend (limited per tenant and
-// per API key).
+// Mutations limited per client IP, those that make the agent spend (limited per tenant and per
+// API key), and those that create something (limited per user, or per API key).
 var (
-	authMutations  = map[string]bool{"logIn": true, "signUp": true}
-	spendMutations = map[string]bool{"sendMessage": true, "runTask": true, "resolveApproval": true, "resumeRun": true, "resolveRollback": true}
+	authMutations   = map[string]bool{"logIn": true, "signUp": true}
+	spendMutations  = map[string]bool{"sendMessage": true, "runTask": true, "resolveApproval": true, "resumeRun": true, "resolveRollback": true}
+	createMutations = map[string]bool{"createConversation": true, "createApiKey": true, "addMember": true, "createTask": true, "createSnapshot": true}
 )
 
 // rateLimit is the one place rate limits apply: before the resolver of a limited root mutation
@@ -88,6 +89,10 @@ func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
 				return spendAhead(ctx, rc, wait, next)
 			}
 			err = l.Spend(ctx, a)
+		case createMutations[name]:
+			if a, ok := auth.ActorFrom(ctx); ok {
+				err = l.Create(ctx, a)
+			}
 		}
 		if err != nil {
 			graphql.AddError(ctx, gqlerror.WrapPath(ast.Path{ast.PathName(rc.Field.Alias)}, err))

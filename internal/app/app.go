@@ -153,7 +153,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Chat.SetAdmission(a.Usage)
 	a.Tasks.SetAdmission(a.Usage)
 	a.RateLimits = usage.NewLimiter(usage.LimiterOptions{
-		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Log: log,
+		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Create: cfg.RateLimitCreate, Log: log,
 	})
 	a.Tools = tool.NewRegistry()
 	for _, t := range tool.MemoryTools() {
@@ -239,8 +239,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,
-			Limits:         graph.Limits{WSInitTimeout: cfg.WSInitTimeout},
-			Sockets:        sockets,
+			Limits: graph.Limits{
+				WSInitTimeout: cfg.WSInitTimeout, WSSubscriptions: cfg.WSMaxSubscriptions, WSSocketsPerUser: cfg.WSMaxSocketsPerUser,
+			},
+			Sockets: sockets,
 		})
 		opts.Web = web.Handler()
 	}

@@ -163,8 +163,11 @@ func setUp(ctx context.Context, o Options) (_ *env, err error) {
 		"AGENTRY_ACCESS_TOKEN_TTL": "3h",
 		// The limiter runs on every mutation, as in production, with limits the bench never
 		// reaches (an operator sizing them for this load).
-		"AGENTRY_RATE_LIMIT_SPEND": "1000000/s burst 1000000",
-		"AGENTRY_RATE_LIMIT_AUTH":  "1000/s burst 1000",
+		"AGENTRY_RATE_LIMIT_SPEND":  "1000000/s burst 1000000",
+		"AGENTRY_RATE_LIMIT_AUTH":   "1000/s burst 1000",
+		"AGENTRY_RATE_LIMIT_CREATE": "1000000/s burst 1000000",
+		// FANOUT's subscribers are one user's sockets.
+		"AGENTRY_WS_MAX_SOCKETS_PER_USER": "100000",
 	}
 	for k, v := range o.AppEnv {
 		vars[k] = v

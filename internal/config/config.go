@@ -61,6 +61,15 @@ type Config struct {
 	// RateLimitAuth overrides the per-IP limit of logIn and signUp (AGENTRY_RATE_LIMIT_AUTH); nil
 	// keeps the default.
 	RateLimitAuth *RateLimit
+	// RateLimitCreate overrides the per-user limit of mutations that create something
+	// (AGENTRY_RATE_LIMIT_CREATE); nil keeps the default.
+	RateLimitCreate *RateLimit
+	// WSMaxSubscriptions caps the subscriptions one WebSocket runs at once
+	// (AGENTRY_WS_MAX_SUBSCRIPTIONS, default 100).
+	WSMaxSubscriptions int
+	// WSMaxSocketsPerUser caps the WebSockets one user holds open on one API process
+	// (AGENTRY_WS_MAX_SOCKETS_PER_USER, default 20).
+	WSMaxSocketsPerUser int
 }
 
 // Lookup reads one variable; it matches os.Getenv.
@@ -174,12 +183,19 @@ func Load(getenv Lookup) (*Config, error) {
 			bad("AGENTRY_RATE_LIMIT_SPEND", raw, err.Error())
 		}
 	}
-	if raw := getenv("AGENTRY_RATE_LIMIT_AUTH"); raw != "" {
-		l, err := ParseRateLimit(raw)
-		if err != nil {
-			bad("AGENTRY_RATE_LIMIT_AUTH", raw, err.Error())
+	c.WSMaxSubscriptions = int(integer("AGENTRY_WS_MAX_SUBSCRIPTIONS", 100, 1, 100_000))
+	c.WSMaxSocketsPerUser = int(integer("AGENTRY_WS_MAX_SOCKETS_PER_USER", 20, 1, 100_000))
+	for _, v := range []struct {
+		name string
+		to   **RateLimit
+	}{{"AGENTRY_RATE_LIMIT_AUTH", &c.RateLimitAuth}, {"AGENTRY_RATE_LIMIT_CREATE", &c.RateLimitCreate}} {
+		if raw := getenv(v.name); raw != "" {
+			l, err := ParseRateLimit(raw)
+			if err != nil {
+				bad(v.name, raw, err.Error())
+			}
+			*v.to = &l
 		}
-		c.RateLimitAuth = &l
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))

@@ -46,6 +46,10 @@ var Plans = map[string]Plan{
 // DefaultAuthLimit limits logIn and signUp per client IP.
 var DefaultAuthLimit = config.RateLimit{Rate: 20, Burst: 20, Period: time.Minute}
 
+// DefaultCreateLimit limits the mutations that create something (conversations, API keys,
+// members, tasks, snapshots) per user, and per API key for a caller using one.
+var DefaultCreateLimit = config.RateLimit{Rate: 2, Burst: 20, Period: time.Second}
+
 // limiterTimeout bounds one Redis round trip of the limiter: an unreachable Redis must fail a
 // request fast, not hang it.
 const limiterTimeout = 500 * time.Millisecond
@@ -65,7 +69,9 @@ type LimiterOptions struct {
 	Spend map[string]config.RateLimit
 	// Auth overrides DefaultAuthLimit; nil keeps it.
 	Auth *config.RateLimit
-	Log  *slog.Logger
+	// Create overrides DefaultCreateLimit; nil keeps it.
+	Create *config.RateLimit
+	Log    *slog.Logger
 }
 
 // Limiter applies GCRA rate limits (go-redis/redis_rate) to the mutations that spend, per
@@ -79,6 +85,7 @@ type Limiter struct {
 	db     *db.DB
 	spend  map[string]config.RateLimit
 	auth   config.RateLimit
+	create config.RateLimit
 	log    *slog.Logger
 
 	mu    sync.Mutex
@@ -102,10 +109,13 @@ type planEntry struct {
 
 // NewLimiter returns a limiter.
 func NewLimiter(o LimiterOptions) *Limiter {
-	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, log: o.Log,
+	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, create: DefaultCreateLimit, log: o.Log,
 		plans: map[uuid.UUID]planEntry{}, room: map[string]roomEntry{}}
 	if o.Auth != nil {
 		l.auth = *o.Auth
+	}
+	if o.Create != nil {
+		l.create = *o.Create
 	}
 	l.UseRedis(o.Redis)
 	return l
@@ -212,16 +222,32 @@ func (l *Limiter) Auth(ctx context.Context, ip string) error {
 	return err
 }
 
+// Create admits one mutation of the actor that creates something: the API key's bucket for a
+// caller using one, the user's otherwise. An unreachable Redis refuses it, as Spend does.
+func (l *Limiter) Create(ctx context.Context, a auth.Actor) error {
+	if l.create.Off {
+		return nil
+	}
+	key := "create:user:" + a.UserID.String()
+	if a.APIKeyID != uuid.Nil {
+		key = "create:key:" + a.APIKeyID.String()
+	}
+	if err := l.allow(ctx, key, l.create); err != nil {
+		return l.closed(ctx, err)
+	}
+	return nil
+}
+
 // errUnavailable marks a limiter that could not reach Redis.
 var errUnavailable = errors.New("rate limiter unavailable")
 
-// closed turns a Redis failure into the fail-closed answer of spending mutations.
+// closed turns a Redis failure into the fail-closed answer of spending and creating mutations.
 func (l *Limiter) closed(ctx context.Context, err error) error {
 	if apperr.CodeOf(err) == apperr.RateLimited {
 		return err
 	}
-	l.log.WarnContext(ctx, "rate limiter unavailable: refusing a spending mutation", slog.Any("error", err))
-	return apperr.New(apperr.RateLimited, "rate limiting is unavailable (its store cannot be reached), so operations that spend are refused; try again shortly").
+	l.log.WarnContext(ctx, "rate limiter unavailable: refusing a limited mutation", slog.Any("error", err))
+	return apperr.New(apperr.RateLimited, "rate limiting is unavailable (its store cannot be reached), so operations that spend or create are refused; try again shortly").
 		With("retryAfter", 1)
 }
 

@@ -61,8 +61,9 @@ func Start(t testing.TB, o Options) *Env {
 		"AGENTRY_REDIS_PREFIX":     fmt.Sprintf("test%d-%d:", time.Now().UnixNano(), seq.Add(1)),
 		"AGENTRY_RETRY_BASE_DELAY": "50ms",
 		// Tests drive the API far faster than a plan allows; rate-limit tests turn them back on.
-		"AGENTRY_RATE_LIMIT_SPEND": "off",
-		"AGENTRY_RATE_LIMIT_AUTH":  "off",
+		"AGENTRY_RATE_LIMIT_SPEND":  "off",
+		"AGENTRY_RATE_LIMIT_AUTH":   "off",
+		"AGENTRY_RATE_LIMIT_CREATE": "off",
 	}
 	if u := os.Getenv("REDIS_URL"); u != "" {
 		env["REDIS_URL"] = u
