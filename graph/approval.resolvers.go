@@ -9,13 +9,14 @@ import (
 	"context"
 
 	"github.com/agentry/agentry/graph/generated"
+	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/approval"
 )
 
 // Run is the resolver for the run field.
 func (r *approvalResolver) Run(ctx context.Context, obj *model.Approval) (*model.Run, error) {
-	row, err := r.RunService.Get(ctx, obj.Row.RunID)
+	row, err := loader.From(ctx).Run(ctx, obj.Row.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +68,7 @@ func (r *queryResolver) Approvals(ctx context.Context, status *model.ApprovalSta
 
 // Approvals is the resolver for the approvals field.
 func (r *runResolver) Approvals(ctx context.Context, obj *model.Run) ([]*model.Approval, error) {
-	rows, err := r.Resolver.Approvals.ListByRun(ctx, obj.Row.ID)
+	rows, err := loader.From(ctx).Approvals(ctx, obj.Row.ID)
 	if err != nil {
 		return nil, err
 	}

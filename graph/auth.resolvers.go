@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/agentry/agentry/graph/generated"
+	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
@@ -189,7 +190,7 @@ func (r *queryResolver) Members(ctx context.Context, first *int, after *string) 
 // Name is the resolver for the name field.
 func (r *tenantResolver) Name(ctx context.Context, obj *model.Tenant) (string, error) {
 	if obj.Row == nil {
-		t, err := r.Tenancy.TenantByID(ctx, obj.TenantID)
+		t, err := loader.From(ctx).Tenant(ctx, obj.TenantID)
 		if err != nil {
 			return "", err
 		}

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/agentry/agentry/graph/generated"
+	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
@@ -72,7 +73,7 @@ func (r *messageResolver) Run(ctx context.Context, obj *model.Message) (*model.R
 	if !obj.Row.RunID.Valid {
 		return nil, nil
 	}
-	row, err := r.RunService.Get(ctx, obj.Row.RunID.UUID)
+	row, err := loader.From(ctx).Run(ctx, obj.Row.RunID.UUID)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/agentry/agentry/graph/generated"
+	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/run"
@@ -84,7 +85,7 @@ func (r *runResolver) Conversation(ctx context.Context, obj *model.Run) (*model.
 	if !obj.Row.ConversationID.Valid {
 		return nil, nil
 	}
-	c, err := r.Chat.Conversation(ctx, obj.Row.ConversationID.UUID)
+	c, err := loader.From(ctx).Conversation(ctx, obj.Row.ConversationID.UUID)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +121,7 @@ func (r *runResolver) Events(ctx context.Context, obj *model.Run, afterSeq *int,
 
 // ToolCalls is the resolver for the toolCalls field.
 func (r *runResolver) ToolCalls(ctx context.Context, obj *model.Run) ([]*model.ToolCall, error) {
-	rows, err := r.RunService.ToolCalls(ctx, obj.Row.ID)
+	rows, err := loader.From(ctx).ToolCalls(ctx, obj.Row.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -241,7 +241,8 @@ func subGo(t *testing.T, wg *sync.WaitGroup, name string, fn func(tb testing.TB)
 func TestRunEventsReconnectChurn(t *testing.T) {
 	t.Parallel()
 	const subscribers, resumes = 50, 3
-	c := newChatEnv(t, "anthropic")
+	// One user's 50 sockets, past the default cap of 20 per user.
+	c := newChatEnvWith(t, "anthropic", map[string]string{"AGENTRY_WS_MAX_SOCKETS_PER_USER": "100"})
 	gate := make(chan struct{})
 	openGate := sync.OnceFunc(func() { close(gate) })
 	t.Cleanup(openGate)

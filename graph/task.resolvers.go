@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/agentry/agentry/graph/generated"
+	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/google/uuid"
 )
@@ -97,7 +98,7 @@ func (r *runResolver) Task(ctx context.Context, obj *model.Run) (*model.Task, er
 	if !obj.Row.TaskID.Valid {
 		return nil, nil
 	}
-	t, err := r.Resolver.Tasks.Get(ctx, obj.Row.TaskID.UUID)
+	t, err := loader.From(ctx).Task(ctx, obj.Row.TaskID.UUID)
 	if err != nil {
 		return nil, err
 	}

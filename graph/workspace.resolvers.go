@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/agentry/agentry/graph/generated"
+	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/workspace"
 )
@@ -88,7 +89,7 @@ func (r *snapshotResolver) Run(ctx context.Context, obj *model.Snapshot) (*model
 	if !obj.Row.RunID.Valid {
 		return nil, nil
 	}
-	run, err := r.RunService.Get(ctx, obj.Row.RunID.UUID)
+	run, err := loader.From(ctx).Run(ctx, obj.Row.RunID.UUID)
 	if err != nil {
 		return nil, err
 	}

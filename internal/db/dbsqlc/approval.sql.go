@@ -326,6 +326,53 @@ func (q *Queries) ApprovalListByRun(ctx context.Context, arg ApprovalListByRunPa
 	return items, nil
 }
 
+const approvalListByRuns = `-- name: ApprovalListByRuns :many
+SELECT tenant_id, id, run_id, tool_call_id, kind, status, tool_name, args_hash, question, data, note, created_at, expires_at, decided_at, decided_by FROM approvals WHERE tenant_id = $1 AND run_id = ANY($2::uuid[])
+ORDER BY run_id, created_at, id
+`
+
+type ApprovalListByRunsParams struct {
+	TenantID uuid.UUID
+	RunIds   []uuid.UUID
+}
+
+// The approvals of the tenant's runs among run_ids, each run's oldest first.
+func (q *Queries) ApprovalListByRuns(ctx context.Context, arg ApprovalListByRunsParams) ([]Approval, error) {
+	rows, err := q.db.Query(ctx, approvalListByRuns, arg.TenantID, arg.RunIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Approval{}
+	for rows.Next() {
+		var i Approval
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.RunID,
+			&i.ToolCallID,
+			&i.Kind,
+			&i.Status,
+			&i.ToolName,
+			&i.ArgsHash,
+			&i.Question,
+			&i.Data,
+			&i.Note,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.DecidedAt,
+			&i.DecidedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const approvalListDue = `-- name: ApprovalListDue :many
 SELECT tenant_id, id FROM approvals
 WHERE status = 'PENDING' AND expires_at <= $1::timestamptz

@@ -303,6 +303,54 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 	return items, nil
 }
 
+const conversationListByIDs = `-- name: ConversationListByIDs :many
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind FROM conversations WHERE tenant_id = $1 AND id = ANY($2::uuid[])
+`
+
+type ConversationListByIDsParams struct {
+	TenantID uuid.UUID
+	Ids      []uuid.UUID
+}
+
+// The tenant's conversations among ids (a batch for the GraphQL conversation loader).
+func (q *Queries) ConversationListByIDs(ctx context.Context, arg ConversationListByIDsParams) ([]Conversation, error) {
+	rows, err := q.db.Query(ctx, conversationListByIDs, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Conversation{}
+	for rows.Next() {
+		var i Conversation
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.ProjectID,
+			&i.UserID,
+			&i.Title,
+			&i.Mode,
+			&i.Model,
+			&i.SystemPrompt,
+			&i.Agentic,
+			&i.Summary,
+			&i.SummarizedThrough,
+			&i.ActiveRunID,
+			&i.MessageCount,
+			&i.RunCount,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Kind,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const conversationNextPositions = `-- name: ConversationNextPositions :one
 UPDATE conversations SET
     message_count = message_count + $3::bigint,

@@ -978,6 +978,70 @@ func (q *Queries) RunListByConversation(ctx context.Context, arg RunListByConver
 	return items, nil
 }
 
+const runListByIDs = `-- name: RunListByIDs :many
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND id = ANY($2::uuid[])
+`
+
+type RunListByIDsParams struct {
+	TenantID uuid.UUID
+	Ids      []uuid.UUID
+}
+
+// The tenant's runs among ids (a batch for the GraphQL run loader).
+func (q *Queries) RunListByIDs(ctx context.Context, arg RunListByIDsParams) ([]Run, error) {
+	rows, err := q.db.Query(ctx, runListByIDs, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Run{}
+	for rows.Next() {
+		var i Run
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.UserID,
+			&i.Kind,
+			&i.Status,
+			&i.ConversationID,
+			&i.ConversationSeq,
+			&i.TriggerMessageID,
+			&i.IdempotencyKey,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.Turns,
+			&i.LlmCalls,
+			&i.FailureClass,
+			&i.Error,
+			&i.TerminationReason,
+			&i.InputTokens,
+			&i.OutputTokens,
+			&i.CostMicros,
+			&i.LastSeq,
+			&i.JobID,
+			&i.LeaseOwner,
+			&i.LeaseExpiresAt,
+			&i.CancelRequested,
+			&i.CreatedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.StopRequested,
+			&i.PauseRequested,
+			&i.ConsecutiveFailures,
+			&i.Backtracks,
+			&i.MustReflect,
+			&i.TaskID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runListExpiredLeases = `-- name: RunListExpiredLeases :many
 SELECT tenant_id, id, job_id FROM runs
 WHERE status = 'RUNNING' AND lease_expires_at < now()
@@ -1761,6 +1825,52 @@ type ToolCallListByRunParams struct {
 
 func (q *Queries) ToolCallListByRun(ctx context.Context, arg ToolCallListByRunParams) ([]ToolCall, error) {
 	rows, err := q.db.Query(ctx, toolCallListByRun, arg.TenantID, arg.RunID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ToolCall{}
+	for rows.Next() {
+		var i ToolCall
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.RunID,
+			&i.MessageID,
+			&i.CallID,
+			&i.Turn,
+			&i.Name,
+			&i.Arguments,
+			&i.Status,
+			&i.Risk,
+			&i.Output,
+			&i.Error,
+			&i.CreatedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const toolCallListByRuns = `-- name: ToolCallListByRuns :many
+SELECT tenant_id, id, run_id, message_id, call_id, turn, name, arguments, status, risk, output, error, created_at, finished_at FROM tool_calls WHERE tenant_id = $1 AND run_id = ANY($2::uuid[])
+ORDER BY run_id, created_at, id
+`
+
+type ToolCallListByRunsParams struct {
+	TenantID uuid.UUID
+	RunIds   []uuid.UUID
+}
+
+// The tool calls of the tenant's runs among run_ids, each run's in the order they were made.
+func (q *Queries) ToolCallListByRuns(ctx context.Context, arg ToolCallListByRunsParams) ([]ToolCall, error) {
+	rows, err := q.db.Query(ctx, toolCallListByRuns, arg.TenantID, arg.RunIds)
 	if err != nil {
 		return nil, err
 	}

@@ -299,6 +299,53 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]Task, err
 	return items, nil
 }
 
+const taskListByIDs = `-- name: TaskListByIDs :many
+SELECT tenant_id, id, project_id, title, description, acceptance_criteria, tags, source, status, priority, type, slug, complexity, created_by, created_at, updated_at FROM tasks WHERE tenant_id = $1 AND id = ANY($2::uuid[])
+`
+
+type TaskListByIDsParams struct {
+	TenantID uuid.UUID
+	Ids      []uuid.UUID
+}
+
+// The tenant's tasks among ids (a batch for the GraphQL task loader).
+func (q *Queries) TaskListByIDs(ctx context.Context, arg TaskListByIDsParams) ([]Task, error) {
+	rows, err := q.db.Query(ctx, taskListByIDs, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Task{}
+	for rows.Next() {
+		var i Task
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.ProjectID,
+			&i.Title,
+			&i.Description,
+			&i.AcceptanceCriteria,
+			&i.Tags,
+			&i.Source,
+			&i.Status,
+			&i.Priority,
+			&i.Type,
+			&i.Slug,
+			&i.Complexity,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskProjectLock = `-- name: TaskProjectLock :one
 SELECT tenant_id, id, name, description, is_default, created_at FROM projects WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
 `

@@ -12,6 +12,11 @@ SELECT * FROM approvals WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
 -- name: ApprovalListByRun :many
 SELECT * FROM approvals WHERE tenant_id = $1 AND run_id = $2 ORDER BY created_at, id;
 
+-- name: ApprovalListByRuns :many
+-- The approvals of the tenant's runs among run_ids, each run's oldest first.
+SELECT * FROM approvals WHERE tenant_id = sqlc.arg(tenant_id) AND run_id = ANY(sqlc.arg(run_ids)::uuid[])
+ORDER BY run_id, created_at, id;
+
 -- name: ApprovalLatestByToolCall :one
 -- The newest approval asked about a tool call.
 SELECT * FROM approvals WHERE tenant_id = $1 AND tool_call_id = $2 ORDER BY created_at DESC, id DESC LIMIT 1;

@@ -15,6 +15,10 @@ RETURNING *;
 -- name: ConversationGet :one
 SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2;
 
+-- name: ConversationListByIDs :many
+-- The tenant's conversations among ids (a batch for the GraphQL conversation loader).
+SELECT * FROM conversations WHERE tenant_id = sqlc.arg(tenant_id) AND id = ANY(sqlc.arg(ids)::uuid[]);
+
 -- name: ConversationGetOfRun :one
 -- The conversation of run run_id (no row for a run without one).
 SELECT c.* FROM conversations c

@@ -33,6 +33,10 @@ SELECT * FROM r;
 -- name: RunGet :one
 SELECT * FROM runs WHERE tenant_id = $1 AND id = $2;
 
+-- name: RunListByIDs :many
+-- The tenant's runs among ids (a batch for the GraphQL run loader).
+SELECT * FROM runs WHERE tenant_id = sqlc.arg(tenant_id) AND id = ANY(sqlc.arg(ids)::uuid[]);
+
 -- name: RunGetForUpdate :one
 SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
 
@@ -142,6 +146,11 @@ SELECT * FROM tool_calls WHERE tenant_id = $1 AND run_id = $2 ORDER BY created_a
 
 -- name: ToolCallGet :one
 SELECT * FROM tool_calls WHERE tenant_id = $1 AND id = $2;
+
+-- name: ToolCallListByRuns :many
+-- The tool calls of the tenant's runs among run_ids, each run's in the order they were made.
+SELECT * FROM tool_calls WHERE tenant_id = sqlc.arg(tenant_id) AND run_id = ANY(sqlc.arg(run_ids)::uuid[])
+ORDER BY run_id, created_at, id;
 
 -- name: ToolCallFinish :one
 UPDATE tool_calls SET status = sqlc.arg(status)::text, output = sqlc.narg(output), error = sqlc.narg(error), finished_at = now()

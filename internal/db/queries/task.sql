@@ -16,6 +16,10 @@ RETURNING *;
 -- name: TaskGet :one
 SELECT * FROM tasks WHERE tenant_id = $1 AND id = $2;
 
+-- name: TaskListByIDs :many
+-- The tenant's tasks among ids (a batch for the GraphQL task loader).
+SELECT * FROM tasks WHERE tenant_id = sqlc.arg(tenant_id) AND id = ANY(sqlc.arg(ids)::uuid[]);
+
 -- name: TaskGetForUpdate :one
 SELECT * FROM tasks WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
 
