@@ -55,7 +55,9 @@ func queuedRun(t *testing.T, e *apptest.Env, s apptest.Session) string {
 	t.Helper()
 	var conv struct{ CreateConversation struct{ ID string } }
 	e.Do(t, s.AccessToken, `mutation { createConversation(input: {title: "t"}) { id } }`, nil).Decode(t, &conv)
-	var sent struct{ SendMessage struct{ Run struct{ ID string } } }
+	var sent struct {
+		SendMessage struct{ Run struct{ ID string } }
+	}
 	e.Do(t, s.AccessToken, `mutation($c: ID!) { sendMessage(input: {conversationId: $c, content: "hi"}) { run { id } } }`,
 		map[string]any{"c": conv.CreateConversation.ID}).Decode(t, &sent)
 	return sent.SendMessage.Run.ID
@@ -248,7 +250,9 @@ func TestCreatingMutationsAreRateLimited(t *testing.T) {
 	require.LessOrEqual(t, len(created), 20+int(2*elapsed.Seconds())+1, "burst 20, then 2 a second, over %s", elapsed)
 
 	var list struct {
-		Conversations struct{ Edges []struct{ Node struct{ ID string } } }
+		Conversations struct {
+			Edges []struct{ Node struct{ ID string } }
+		}
 	}
 	e.Do(t, s.AccessToken, `{ conversations(first: 100) { edges { node { id } } } }`, nil).Decode(t, &list)
 	var stored []string
