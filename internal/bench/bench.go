@@ -41,8 +41,13 @@ type Options struct {
 	RedisURL    string
 	// Quick runs one short round per measure (about a minute in all).
 	Quick bool
-	// Scale multiplies every measuring window (tests use a small one); 0 means 1.
-	Scale float64
+	// Window multiplies every measuring window (tests use a small one); 0 means 1.
+	Window float64
+	// ScaleMeasures runs the scale measures (SUBS-CHURN) instead of the performance ones.
+	ScaleMeasures bool
+	// Connections is SUBS-CHURN's count of WebSockets opened and closed (default 100,000;
+	// quick 10,000).
+	Connections int
 	// Rounds of baseline and agentry per measure (default 3, quick 1).
 	Rounds int
 	// Tenants signed up for the real path (default 8): conversations and sockets spread over
@@ -68,8 +73,14 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Scale <= 0 {
-		o.Scale = 1
+	if o.Window <= 0 {
+		o.Window = 1
+	}
+	if o.Connections <= 0 {
+		o.Connections = 100_000
+		if o.Quick {
+			o.Connections = 10_000
+		}
 	}
 	if o.Rounds <= 0 {
 		o.Rounds = 3
@@ -91,20 +102,20 @@ func (o *Options) defaults() {
 	}
 }
 
-// window returns a measuring window: full in a full run, quick otherwise, times Scale, and
+// window returns a measuring window: full in a full run, quick otherwise, times Window, and
 // at least minWindow.
 func (o *Options) window(full, quick time.Duration) time.Duration {
 	d := full
 	if o.Quick {
 		d = quick
 	}
-	return max(time.Duration(float64(d)*o.Scale), minWindow)
+	return max(time.Duration(float64(d)*o.Window), minWindow)
 }
 
 // floor is the shortest window of a measure whose operations take long: d, or half of it in a
 // scaled-down run (the harness's own test).
 func (o *Options) floor(d time.Duration) time.Duration {
-	if o.Scale < 1 {
+	if o.Window < 1 {
 		return d / 2
 	}
 	return d
@@ -206,8 +217,10 @@ func Main(ctx context.Context, args []string, databaseURL, redisURL string, stdo
 	fs.BoolVar(&o.Quick, "quick", false, "one short round per measure (about a minute)")
 	fs.IntVar(&o.Rounds, "rounds", 0, "rounds of baseline and agentry per measure (default 3, quick 1)")
 	fs.IntVar(&o.Tenants, "tenants", 0, "tenants on the real path (default 8)")
-	fs.Float64Var(&o.Scale, "scale", 0, "multiply every measuring window (default 1)")
-	only := fs.String("only", "", "comma-separated measures to run (Q-LAT,E2E-TPUT,TTFT-ADD,TOK-TPUT,GQL-TPUT,FANOUT,BUDGET,COUNTERS)")
+	fs.Float64Var(&o.Window, "window", 0, "multiply every measuring window (default 1)")
+	fs.BoolVar(&o.ScaleMeasures, "scale", false, "run the scale measures (SUBS-CHURN) instead of the performance ones")
+	fs.IntVar(&o.Connections, "connections", 0, "SUBS-CHURN: WebSockets opened and closed (default 100000, quick 10000)")
+	only := fs.String("only", "", "comma-separated measures to run (Q-LAT,E2E-TPUT,TTFT-ADD,TOK-TPUT,GQL-TPUT,FANOUT,BUDGET,COUNTERS; with --scale SUBS-CHURN)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of each measure's last agentry segment to this directory")
 	fs.BoolVar(&o.LogStatements, "log-statements", false, "make Postgres log every statement on the bench database (diagnostics)")
 	if err := fs.Parse(args); err != nil {
@@ -257,10 +270,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	measures := []struct {
+	type measure struct {
 		id  string
 		run func(context.Context, *env, *Report) error
-	}{
+	}
+	measures := []measure{
 		{"GQL-TPUT", measureGQL},
 		{"Q-LAT", measureQLat},
 		{"E2E-TPUT", measureE2E},
@@ -269,6 +283,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"TTFT-ADD", measureTTFT},
 		{"TOK-TPUT", measureTokens},
 		{"FANOUT", measureFanout},
+	}
+	if o.ScaleMeasures {
+		measures = []measure{{"SUBS-CHURN", measureChurn}}
 	}
 	for _, m := range measures {
 		if !o.runs(m.id) {

@@ -34,7 +34,7 @@ func TestBenchHarness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	rep, err := Run(ctx, Options{DatabaseURL: dbURL, RedisURL: redisURL, Quick: true, Scale: 0.1, Tenants: 2,
+	rep, err := Run(ctx, Options{DatabaseURL: dbURL, RedisURL: redisURL, Quick: true, Window: 0.1, Tenants: 2,
 		Clients: 8, Subscribers: []int{1, 10}, Progress: &progress})
 	require.NoError(t, err, "progress:\n%s", progress.String())
 	t.Log(progress.String())

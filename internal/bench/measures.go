@@ -225,7 +225,7 @@ func measureE2E(ctx context.Context, e *env, rep *Report) error {
 			})
 			return err
 		})
-	if err == nil && e.o.Scale >= 1 {
+	if err == nil && e.o.Window >= 1 {
 		// Where the CPU goes (independent of what else the machine runs): a closed-loop
 		// round at lower concurrency, CPU of this process and of the database's backends.
 		before := e.cpu(ctx)
@@ -369,7 +369,7 @@ func measureCounters(ctx context.Context, e *env, rep *Report) error {
 	if e.o.Quick {
 		turns = 150
 	}
-	turns = max(int(float64(turns)*min(e.o.Scale, 1)), 20)
+	turns = max(int(float64(turns)*min(e.o.Window, 1)), 20)
 	convs, err := e.conversations(ctx, clients*4, fmt.Sprintf("bench-t%d", tokens))
 	if err != nil {
 		return err
