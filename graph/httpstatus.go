@@ -27,11 +27,6 @@ import (
 // gqlgen's transports set a status only when they refuse a request before executing it; an
 // executed operation's answer (always 200) passes through untouched.
 
-// refusedKey marks a request's context with the refusal its parameters caused (requireQuery).
-type refusedKey struct{}
-
-type refusal struct{ invalidParams bool }
-
 // refusals serves next with the statuses and bodies above for POST and GET requests; others
 // (WebSocket upgrades, SSE streams) pass through.
 func refusals(next http.Handler) http.Handler {
@@ -41,9 +36,8 @@ func refusals(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rf := &refusal{}
-		rw := &refusedWriter{ResponseWriter: w, refusal: rf}
-		next.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), refusedKey{}, rf)))
+		rw := &refusedWriter{ResponseWriter: w}
+		next.ServeHTTP(rw, r)
 		rw.finish()
 	})
 }
@@ -59,25 +53,22 @@ var _ interface {
 
 func (requireQuery) ExtensionName() string                   { return "RequireQuery" }
 func (requireQuery) Validate(graphql.ExecutableSchema) error { return nil }
-func (requireQuery) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+func (requireQuery) MutateOperationParameters(_ context.Context, p *graphql.RawParams) *gqlerror.Error {
 	if strings.TrimSpace(p.Query) != "" {
 		return nil
 	}
-	if rf, ok := ctx.Value(refusedKey{}).(*refusal); ok {
-		rf.invalidParams = true
-	}
 	// The code gqlgen gives this refusal ("no operation provided").
-	return &gqlerror.Error{
-		Message:    `the request has no query: send {"query": "..."} (POST) or ?query=... (GET)`,
-		Extensions: map[string]any{"code": errcode.ValidationFailed},
-	}
+	return &gqlerror.Error{Message: noQuery, Extensions: map[string]any{"code": errcode.ValidationFailed}}
 }
+
+// noQuery is requireQuery's message, by which refusedWriter knows the request's parameters were
+// invalid.
+const noQuery = `the request has no query: send {"query": "..."} (POST) or ?query=... (GET)`
 
 // refusedWriter holds back the answer of a request gqlgen refused (it set a status) to correct
 // it in finish; any other answer goes through as it is written.
 type refusedWriter struct {
 	http.ResponseWriter
-	refusal *refusal
 	status  int  // the status gqlgen set; 0 while none was
 	passing bool // the answer is going through as written
 	body    bytes.Buffer
@@ -106,20 +97,23 @@ func (w *refusedWriter) finish() {
 	if w.status == 0 || w.passing {
 		return
 	}
-	code := w.status
+	code, body := w.status, w.body.Bytes()
+	var fields map[string]json.RawMessage
+	var errs []struct{ Message string }
+	if json.Unmarshal(body, &fields) == nil {
+		_ = json.Unmarshal(fields["errors"], &errs)
+		if string(fields["data"]) == "null" {
+			delete(fields, "data")
+			if b, err := json.Marshal(fields); err == nil {
+				body = b
+			}
+		}
+	}
 	switch {
-	case w.refusal.invalidParams:
+	case len(errs) == 1 && errs[0].Message == noQuery:
 		code = http.StatusBadRequest
 	case code == http.StatusUnprocessableEntity && strings.HasPrefix(w.Header().Get("Content-Type"), "application/json"):
 		code = http.StatusOK
-	}
-	body := w.body.Bytes()
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) == nil && string(fields["data"]) == "null" {
-		delete(fields, "data")
-		if b, err := json.Marshal(fields); err == nil {
-			body = b
-		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 	_, _ = w.ResponseWriter.Write(body)

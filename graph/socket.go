@@ -28,6 +28,8 @@ const (
 	// closeDuplicateID closes a socket that starts an operation under the id of one still in
 	// flight, as graphql-transport-ws requires ("4409: Subscriber for <id> already exists").
 	closeDuplicateID = 4409
+	// maxCloseReason is the longest reason a close frame carries.
+	maxCloseReason = 123
 )
 
 // sockets are the WebSockets this handler serves. It counts them per user (admit), counts each
@@ -179,12 +181,6 @@ func (ss *sockets) capSubscriptions(present graphql.ErrorPresenterFunc) graphql.
 	}
 }
 
-// implementation wraps the transport's WebSocket implementation so that its sockets enforce
-// graphql-transport-ws's unique operation ids.
-func (ss *sockets) implementation(impl transport.WebsocketImplementation) transport.WebsocketImplementation {
-	return uniqueIDs{impl}
-}
-
 // uniqueIDs accepts sockets whose connections close with 4409 when a client starts an
 // operation under the id of one still in flight: gqlgen's transport would run both under one
 // id, and the first could no longer be completed.
@@ -257,7 +253,11 @@ func (c *idConn) NextReader() (int, io.Reader, error) {
 		}
 		c.s.mu.Unlock()
 		if msg.Type == "subscribe" && inFlight {
-			_ = c.WebsocketConn.WriteClose(closeDuplicateID, "Subscriber for "+msg.ID+" already exists")
+			reason := "Subscriber for " + msg.ID + " already exists"
+			if len(reason) > maxCloseReason { // a close frame's reason has room for 123 bytes
+				reason = "Subscriber for this id already exists"
+			}
+			_ = c.WebsocketConn.WriteClose(closeDuplicateID, reason)
 			return typ, nil, transport.ErrWebsocketClosed
 		}
 	}
