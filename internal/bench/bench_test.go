@@ -70,3 +70,34 @@ func TestBenchHarness(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(raw), `"checks"`))
 }
+
+// TestScaleHarness runs the scale measures with a few connections: SUBS-CHURN reports the heap
+// and the goroutines before and after.
+func TestScaleHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a whole agentry against Postgres and Redis")
+	}
+	dbURL := os.Getenv("DATABASE_URL")
+	if dbURL == "" {
+		dbURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	redisURL := os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := Run(ctx, Options{DatabaseURL: dbURL, RedisURL: redisURL, Quick: true, ScaleMeasures: true, Connections: 300,
+		Tenants: 1, Progress: &progress})
+	require.NoError(t, err, "progress:\n%s", progress.String())
+	var names []string
+	for _, c := range rep.Checks {
+		require.Equal(t, "SUBS-CHURN", c.Measure)
+		require.Positive(t, c.Baseline, "%s", c.Name)
+		require.Positive(t, c.Agentry, "%s", c.Name)
+		require.Contains(t, []string{"pass", "fail"}, c.Status)
+		names = append(names, c.Name)
+	}
+	require.Equal(t, []string{"SUBS-CHURN heap", "SUBS-CHURN goroutines"}, names)
+}
