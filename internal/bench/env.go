@@ -166,8 +166,10 @@ func setUp(ctx context.Context, o Options) (_ *env, err error) {
 		"AGENTRY_RATE_LIMIT_SPEND":  "1000000/s burst 1000000",
 		"AGENTRY_RATE_LIMIT_AUTH":   "1000/s burst 1000",
 		"AGENTRY_RATE_LIMIT_CREATE": "1000000/s burst 1000000",
-		// FANOUT's subscribers are one user's sockets.
+		// FANOUT's subscribers are one user's sockets; a tenant's conversations are watched
+		// through one socket.
 		"AGENTRY_WS_MAX_SOCKETS_PER_USER": "100000",
+		"AGENTRY_WS_MAX_SUBSCRIPTIONS":    "100000",
 	}
 	for k, v := range o.AppEnv {
 		vars[k] = v
