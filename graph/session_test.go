@@ -201,7 +201,9 @@ func TestRefreshRotationAndReuse(t *testing.T) {
 	// The family keeps rotating while the newest token is used.
 	second := sessDecodeAuth(t, sessRefresh(t, env, first.RefreshToken), "refreshSession")
 
-	// Reusing a spent token fails and revokes the family: the newest token dies with it.
+	// Reusing a spent token after the grace window fails and revokes the family: the newest
+	// token dies with it.
+	sessAgeRotations(t, env)
 	res := sessRefresh(t, env, first.RefreshToken)
 	require.Equal(t, "UNAUTHENTICATED", res.Code(), "%s", res.Body)
 	res = sessRefresh(t, env, second.RefreshToken)
@@ -219,6 +221,23 @@ func TestRefreshRotationAndReuse(t *testing.T) {
 	}
 }
 
+// sessAgeRotations moves every spent refresh token's rotation past the grace window, as if
+// it had been spent a minute ago.
+func sessAgeRotations(t *testing.T, env *apptest.Env) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, env.OwnerURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SELECT set_config('app.system', 'on', false)`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `UPDATE refresh_tokens SET rotated_at = rotated_at - interval '1 minute' WHERE rotated_at IS NOT NULL`)
+	require.NoError(t, err)
+}
+
+// Two tabs (or two requests of one tab) refreshing one session at the same moment both stay
+// logged in: every concurrent refresh of one token answers with the same new refresh token,
+// and the family lives on.
 func TestRefreshConcurrentSameToken(t *testing.T) {
 	t.Parallel()
 	env := apptest.Start(t, apptest.Options{NoWork: true})
@@ -246,20 +265,47 @@ func TestRefreshConcurrentSameToken(t *testing.T) {
 	close(start)
 	wg.Wait()
 
-	ok, unauth := 0, 0
+	refreshTokens := map[string]bool{}
 	for i, r := range results {
 		require.NoError(t, r.err, "request %d", i)
-		switch r.res.Code() {
-		case "":
-			ok++
-		case "UNAUTHENTICATED":
-			unauth++
-		default:
-			t.Fatalf("request %d: unexpected answer %s", i, r.res.Body)
-		}
+		require.Empty(t, r.res.Code(), "request %d: %s", i, r.res.Body)
+		p := sessDecodeAuth(t, r.res, "refreshSession")
+		require.Equal(t, "OWNER", sessRole(t, env, p.AccessToken), "request %d's access token", i)
+		refreshTokens[p.RefreshToken] = true
 	}
-	require.Equal(t, 1, ok, "exactly one concurrent refresh must win")
-	require.Equal(t, n-1, unauth)
+	require.Len(t, refreshTokens, 1, "concurrent refreshes of one token must answer with one new refresh token")
+	var next string
+	for tok := range refreshTokens {
+		next = tok
+	}
+	require.NotEqual(t, s.RefreshToken, next)
+
+	// The session goes on from the new token.
+	third := sessDecodeAuth(t, sessRefresh(t, env, next), "refreshSession")
+
+	// Within the window, a token whose successor is spent is a reuse all the same: it revokes
+	// the family.
+	res := sessRefresh(t, env, s.RefreshToken)
+	require.Equal(t, "UNAUTHENTICATED", res.Code(), "%s", res.Body)
+	res = sessRefresh(t, env, third.RefreshToken)
+	require.Equal(t, "UNAUTHENTICATED", res.Code(), "the family survived a reuse: %s", res.Body)
+}
+
+// A spent token presented again after the grace window revokes its family even when its
+// successor is unspent.
+func TestRefreshReuseAfterGrace(t *testing.T) {
+	t.Parallel()
+	env := apptest.Start(t, apptest.Options{NoWork: true})
+	s := env.SignUp(t, "", "")
+	first := sessDecodeAuth(t, sessRefresh(t, env, s.RefreshToken), "refreshSession")
+	again := sessDecodeAuth(t, sessRefresh(t, env, s.RefreshToken), "refreshSession")
+	require.Equal(t, first.RefreshToken, again.RefreshToken, "a repeat within the grace window answers with the same token")
+
+	sessAgeRotations(t, env)
+	res := sessRefresh(t, env, s.RefreshToken)
+	require.Equal(t, "UNAUTHENTICATED", res.Code(), "%s", res.Body)
+	res = sessRefresh(t, env, first.RefreshToken)
+	require.Equal(t, "UNAUTHENTICATED", res.Code(), "the unspent successor survived a reuse: %s", res.Body)
 }
 
 func TestLogOutRevokesRefreshToken(t *testing.T) {

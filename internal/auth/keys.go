@@ -5,7 +5,9 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -151,6 +153,16 @@ func (k *Keys) publicKey(ctx context.Context, kid string) (ed25519.PublicKey, bo
 	defer k.mu.RUnlock()
 	pub, ok = k.public[kid]
 	return pub, ok
+}
+
+// successor is the refresh token that rotating token yields: an HMAC of it under a key derived
+// from the master key, so that only this service can tell a token's successor.
+func (k *Keys) successor(token string) string {
+	kdf := hmac.New(sha256.New, k.masterKey)
+	kdf.Write([]byte("agentry refresh-token successor v1"))
+	mac := hmac.New(sha256.New, kdf.Sum(nil))
+	mac.Write([]byte(token))
+	return refreshTokenPrefix + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
 func (k *Keys) seal(plain, ad []byte) ([]byte, error) {

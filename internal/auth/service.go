@@ -195,8 +195,13 @@ func (s *Service) LogIn(ctx context.Context, email, password string, tenantID uu
 	return sess, err
 }
 
+// startSession stores a new refresh token of family and issues an access token beside it.
 func (s *Service) startSession(ctx context.Context, tx *db.Tx, a Actor, family uuid.UUID) (Session, error) {
-	refresh := newRefreshToken()
+	return s.startSessionWith(ctx, tx, a, family, newRefreshToken())
+}
+
+// startSessionWith is startSession with the refresh token given (a rotation's successor).
+func (s *Service) startSessionWith(ctx context.Context, tx *db.Tx, a Actor, family uuid.UUID, refresh string) (Session, error) {
 	err := tx.Q.RefreshTokenInsert(ctx, dbsqlc.RefreshTokenInsertParams{
 		TenantID: a.TenantID, ID: uuid.Must(uuid.NewV7()), FamilyID: family, UserID: a.UserID,
 		TokenHash: hashSecret(refresh), ExpiresAt: time.Now().Add(RefreshTokenTTL),
@@ -232,34 +237,76 @@ func (s *Service) findRefresh(ctx context.Context, token string) (dbsqlc.Refresh
 	return row, nil
 }
 
+// refreshGrace is how long after a refresh token is spent that presenting it again still
+// answers with the session its first use made (the same refresh token, a fresh access token):
+// two tabs or two requests that refresh one session at the same moment both stay logged in.
+const refreshGrace = 10 * time.Second
+
 // Refresh rotates a refresh token: the presented token is spent and a new one of the same
-// family returned with a new access token. Presenting a spent token revokes the whole family
-// (it was stolen, or raced), so exactly one of several concurrent refreshes succeeds.
+// family returned with a new access token. The new token is derived from the spent one (an
+// HMAC under the master key), so a repeat within refreshGrace answers with the same token while
+// that one is unspent. Presenting a spent token later, or after its successor was spent, revokes
+// the whole family (it was stolen).
 func (s *Service) Refresh(ctx context.Context, token string) (Session, error) {
+	next := s.tokens.keys.successor(token)
 	var sess Session
-	err := s.spend(ctx, token, func(ctx context.Context, tx *db.Tx, spent dbsqlc.RefreshToken) error {
-		m, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: spent.TenantID, UserID: spent.UserID})
-		if db.IsNoRows(err) || (err == nil && m.InviteTokenHash != nil) {
-			return errBadRefresh
-		}
+	err := s.spendOr(ctx, token, func(ctx context.Context, tx *db.Tx, spent dbsqlc.RefreshToken) error {
+		actor, err := s.sessionActor(ctx, tx, spent)
 		if err != nil {
-			return fmt.Errorf("load membership: %w", err)
+			return err
 		}
-		user, err := tx.Q.UserGetByID(ctx, spent.UserID)
-		if err != nil {
-			return fmt.Errorf("load user: %w", err)
-		}
-		actor := Actor{UserID: spent.UserID, TenantID: spent.TenantID, Role: Role(m.Role), PlatformAdmin: user.IsPlatformAdmin}
-		sess, err = s.startSession(ctx, tx, actor, spent.FamilyID)
+		sess, err = s.startSessionWith(ctx, tx, actor, spent.FamilyID, next)
 		return err
+	}, func(ctx context.Context, tx *db.Tx, current dbsqlc.RefreshToken) (bool, error) {
+		if time.Since(*current.RotatedAt) >= refreshGrace {
+			return false, nil
+		}
+		succ, err := tx.Q.RefreshTokenGetByHash(ctx, hashSecret(next))
+		if err != nil || succ.FamilyID != current.FamilyID || succ.RotatedAt != nil || succ.RevokedAt != nil || !succ.ExpiresAt.After(time.Now()) {
+			return false, nil
+		}
+		actor, err := s.sessionActor(ctx, tx, current)
+		if err != nil {
+			return true, err
+		}
+		access, exp, err := s.tokens.Issue(ctx, actor)
+		if err != nil {
+			return true, err
+		}
+		sess = Session{AccessToken: access, RefreshToken: next, ExpiresAt: exp, Actor: actor}
+		return true, nil
 	})
 	return sess, err
+}
+
+// sessionActor is who a refresh token's session acts as now: its user with their current role
+// in its tenant. A membership that ended (or is still an unproven invitation) ends the session.
+func (s *Service) sessionActor(ctx context.Context, tx *db.Tx, tok dbsqlc.RefreshToken) (Actor, error) {
+	m, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: tok.TenantID, UserID: tok.UserID})
+	if db.IsNoRows(err) || (err == nil && m.InviteTokenHash != nil) {
+		return Actor{}, errBadRefresh
+	}
+	if err != nil {
+		return Actor{}, fmt.Errorf("load membership: %w", err)
+	}
+	user, err := tx.Q.UserGetByID(ctx, tok.UserID)
+	if err != nil {
+		return Actor{}, fmt.Errorf("load user: %w", err)
+	}
+	return Actor{UserID: tok.UserID, TenantID: tok.TenantID, Role: Role(m.Role), PlatformAdmin: user.IsPlatformAdmin}, nil
 }
 
 // spend marks a live refresh token used and runs then in the same transaction (of the token's
 // tenant). A token already spent revokes its whole family and is UNAUTHENTICATED, as is a
 // missing, expired or revoked one.
 func (s *Service) spend(ctx context.Context, token string, then func(ctx context.Context, tx *db.Tx, spent dbsqlc.RefreshToken) error) error {
+	return s.spendOr(ctx, token, then, nil)
+}
+
+// spendOr is spend where repeat, when set, is first asked about a token already spent (and not
+// revoked): when it answers true the presentation is a repeat it answered, not a reuse.
+func (s *Service) spendOr(ctx context.Context, token string, then func(ctx context.Context, tx *db.Tx, spent dbsqlc.RefreshToken) error,
+	repeat func(ctx context.Context, tx *db.Tx, current dbsqlc.RefreshToken) (bool, error)) error {
 	row, err := s.findRefresh(ctx, token)
 	if err != nil {
 		return err
@@ -269,9 +316,15 @@ func (s *Service) spend(ctx context.Context, token string, then func(ctx context
 		spent, err := tx.Q.RefreshTokenRotate(ctx, dbsqlc.RefreshTokenRotateParams{TenantID: row.TenantID, ID: row.ID})
 		if db.IsNoRows(err) {
 			current, err := tx.Q.RefreshTokenGetByHash(ctx, row.TokenHash)
-			if err == nil && current.RotatedAt != nil && current.RevokedAt == nil {
-				reused = true
+			if err != nil || current.RotatedAt == nil || current.RevokedAt != nil {
+				return errBadRefresh
 			}
+			if repeat != nil {
+				if answered, err := repeat(ctx, tx, current); answered || err != nil {
+					return err
+				}
+			}
+			reused = true
 			return errBadRefresh
 		}
 		if err != nil {
