@@ -1,0 +1,37 @@
+export function money(micros: number | null | undefined): string {
+  const v = (micros ?? 0) / 1_000_000;
+  if (v === 0) return '$0';
+  if (v < 0.01) return `$${v.toFixed(4)}`;
+  return `$${v.toFixed(2)}`;
+}
+
+export function tokens(n: number | null | undefined): string {
+  const v = n ?? 0;
+  if (v >= 1_000_000) return `${(v / 1_000_000).toFixed(1)}M`;
+  if (v >= 10_000) return `${(v / 1000).toFixed(1)}k`;
+  return v.toLocaleString('en-US');
+}
+
+export function time(iso: string | null | undefined): string {
+  if (!iso) return '';
+  const d = new Date(iso);
+  return d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+export function dateTime(iso: string | null | undefined): string {
+  if (!iso) return '';
+  const d = new Date(iso);
+  return d.toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+}
+
+export function duration(from?: string | null, to?: string | null): string {
+  if (!from) return '';
+  const ms = (to ? Date.parse(to) : Date.now()) - Date.parse(from);
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+export function shortId(id: string): string {
+  return id.length > 10 ? id.slice(-8) : id;
+}

@@ -1,0 +1,63 @@
+import { useMemo, useState } from 'react';
+import { useQuery } from 'urql';
+import { BucketTable, CostChart, TokensChart, fillDays } from '../components/charts';
+import { ErrorBox, Loading } from '../components/ui';
+import { session } from '../lib/client';
+import { PlatformUsage } from '../lib/ops';
+import { rangeOf } from './Usage';
+
+export function AdminPage() {
+  const [days, setDays] = useState(30);
+  const { from, to } = useMemo(() => rangeOf(days), [days]);
+  const [q] = useQuery({ query: PlatformUsage, variables: { from: from.toISOString(), to: to.toISOString() }, pause: !session.viewer?.platformAdmin });
+  if (!session.viewer?.platformAdmin) {
+    return (
+      <div className="page">
+        <div className="notice">Platform administration is for platform admins (made with “agentry admin grant EMAIL”).</div>
+      </div>
+    );
+  }
+  const d = q.data;
+  return (
+    <div className="page" style={{ maxWidth: 1280 }}>
+      <div className="row">
+        <h1 style={{ margin: 0 }}>Platform</h1>
+        <span className="spacer" />
+        <a href="/admin/jobs/" target="_blank" rel="noreferrer">
+          Jobs (River UI)
+        </a>
+        <select aria-label="Range" value={days} onChange={(e) => setDays(Number(e.target.value))}>
+          <option value={7}>Last 7 days</option>
+          <option value={30}>Last 30 days</option>
+          <option value={90}>Last 90 days</option>
+        </select>
+      </div>
+      <ErrorBox error={q.error} />
+      {!d && q.fetching && <Loading what="platform usage" />}
+      {d && (
+        <>
+          <div className="grid cols-2" style={{ marginTop: '1rem' }}>
+            <div className="card">
+              <h3 style={{ marginTop: 0 }}>Tokens per day, all tenants</h3>
+              <TokensChart data={fillDays(d.byDay, from, to)} />
+            </div>
+            <div className="card">
+              <h3 style={{ marginTop: 0 }}>Cost per day, all tenants</h3>
+              <CostChart data={fillDays(d.byDay, from, to)} />
+            </div>
+          </div>
+          <div className="grid cols-2" style={{ marginTop: '1rem' }}>
+            <div className="card">
+              <h3 style={{ marginTop: 0 }}>Tenants</h3>
+              <BucketTable rows={d.byTenant} label="Tenant" />
+            </div>
+            <div className="card">
+              <h3 style={{ marginTop: 0 }}>Models</h3>
+              <BucketTable rows={d.byModel} label="Model" />
+            </div>
+          </div>
+        </>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,211 @@
+import { useState } from 'react';
+import { Link, useParams } from 'react-router';
+import { useQuery } from 'urql';
+import { Badge, Empty, ErrorBox, Json, Loading } from '../components/ui';
+import { dateTime, duration, money, time, tokens } from '../lib/format';
+import { RunPage as RunPageQuery, Runs } from '../lib/ops';
+import type { RunKind, RunStatus } from '../gql/graphql';
+
+const STATUSES: RunStatus[] = ['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
+const KINDS: RunKind[] = ['CHAT_TURN', 'TASK', 'ROUTINE', 'SUBAGENT', 'TEAM'];
+
+export function RunsPage() {
+  const [status, setStatus] = useState<RunStatus | ''>('');
+  const [kind, setKind] = useState<RunKind | ''>('');
+  const [after, setAfter] = useState<string | null>(null);
+  const [q] = useQuery({ query: Runs, variables: { status: status ? [status] : null, kind: kind ? [kind] : null, after } });
+  const runs = q.data?.runs.edges.map((e) => e.node) ?? [];
+  return (
+    <div className="page">
+      <h1>Runs</h1>
+      <div className="row" style={{ marginBottom: '1rem' }}>
+        <label className="check">
+          Status
+          <select aria-label="Status filter" value={status} onChange={(e) => { setStatus(e.target.value as RunStatus | ''); setAfter(null); }}>
+            <option value="">any</option>
+            {STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {s.replace('_', ' ').toLowerCase()}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label className="check">
+          Kind
+          <select aria-label="Kind filter" value={kind} onChange={(e) => { setKind(e.target.value as RunKind | ''); setAfter(null); }}>
+            <option value="">any</option>
+            {KINDS.map((k) => (
+              <option key={k} value={k}>
+                {k.replace('_', ' ').toLowerCase()}
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <ErrorBox error={q.error} />
+      {q.fetching && !q.data && <Loading what="runs" />}
+      {q.data && runs.length === 0 && (
+        <Empty title="No runs match.">
+          Runs appear when you send a message in <Link to="/chat">Chat</Link> or run a <Link to="/tasks">task</Link>.
+        </Empty>
+      )}
+      {runs.length > 0 && (
+        <div className="card table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th>Run</th>
+                <th>Status</th>
+                <th className="hide-phone">Kind</th>
+                <th className="num hide-phone">Turns</th>
+                <th className="num">Tokens</th>
+                <th className="num">Cost</th>
+                <th className="hide-phone">Started</th>
+              </tr>
+            </thead>
+            <tbody>
+              {runs.map((r) => (
+                <tr key={r.id}>
+                  <td>
+                    <Link to={`/runs/${encodeURIComponent(r.id)}`}>{r.conversation?.title || r.kind.replace('_', ' ').toLowerCase()}</Link>
+                    {r.terminationReason && <div className="muted small">{r.terminationReason.replace(/_/g, ' ')}</div>}
+                  </td>
+                  <td>
+                    <Badge value={r.status} />
+                  </td>
+                  <td className="hide-phone">{r.kind.replace('_', ' ').toLowerCase()}</td>
+                  <td className="num hide-phone">{r.turns}</td>
+                  <td className="num">{tokens(r.inputTokens + r.outputTokens)}</td>
+                  <td className="num">{money(r.costMicros)}</td>
+                  <td className="hide-phone">{dateTime(r.createdAt)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {q.data?.runs.pageInfo.hasNextPage && (
+            <div className="row end" style={{ marginTop: '0.5rem' }}>
+              <button onClick={() => setAfter(q.data?.runs.pageInfo.endCursor ?? null)}>Older runs</button>
+            </div>
+          )}
+        </div>
+      )}
+    </div>
+  );
+}
+
+export function RunPage() {
+  const { id = '' } = useParams();
+  const [q] = useQuery({ query: RunPageQuery, variables: { id } });
+  const run = q.data?.run;
+  if (q.error && !run) return <div className="page"><ErrorBox error={q.error} /></div>;
+  if (!run) return <div className="page">{q.fetching ? <Loading what="the run" /> : <Empty title="This run does not exist." />}</div>;
+  return (
+    <div className="page" data-testid="run-page">
+      <div className="row">
+        <h1 style={{ margin: 0 }}>{run.conversation?.title || run.task?.title || 'Run'}</h1>
+        <Badge value={run.status} />
+        <span className="spacer" />
+        {run.conversation && <Link to={`/chat/${encodeURIComponent(run.conversation.id)}`}>Open the conversation</Link>}
+      </div>
+      <p className="muted small">
+        {run.kind.replace('_', ' ').toLowerCase()} · by {run.user.email} · started {dateTime(run.startedAt ?? run.createdAt)} · {duration(run.startedAt ?? run.createdAt, run.finishedAt)} · attempt {run.attempt} of {run.maxAttempts}
+      </p>
+      {(run.error || run.failureClass || run.terminationReason) && (
+        <div className={run.status === 'COMPLETED' ? 'success' : run.status === 'CANCELLED' ? 'notice' : 'error'} style={{ marginBottom: '1rem' }}>
+          {run.failureClass && <strong>{run.failureClass.toLowerCase()} failure. </strong>}
+          {run.terminationReason && <>Ended: {run.terminationReason.replace(/_/g, ' ')}. </>}
+          {run.error}
+        </div>
+      )}
+      <div className="grid cols-4">
+        <Stat label="Turns" value={String(run.turns)} />
+        <Stat label="Input tokens" value={tokens(run.inputTokens)} />
+        <Stat label="Output tokens" value={tokens(run.outputTokens)} />
+        <Stat label="Cost" value={money(run.costMicros)} />
+      </div>
+      <h2>Tool calls</h2>
+      {run.toolCalls.length === 0 ? (
+        <p className="muted">No tool calls.</p>
+      ) : (
+        <div className="grid">
+          {run.toolCalls.map((c) => (
+            <details className="tool" key={c.id} data-testid="tool-card">
+              <summary>
+                <span className="name">{c.name}</span>
+                <Badge value={c.status} />
+                <span className="muted small">risk {c.risk}</span>
+              </summary>
+              <div className="body">
+                <Json value={c.arguments} />
+                {c.output && <pre>{c.output}</pre>}
+                {c.error && <pre className="error">{c.error}</pre>}
+              </div>
+            </details>
+          ))}
+        </div>
+      )}
+      <h2>Approvals</h2>
+      {run.approvals.length === 0 ? (
+        <p className="muted">No approvals.</p>
+      ) : (
+        <div className="card table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th>Kind</th>
+                <th>Status</th>
+                <th>Tool</th>
+                <th>Asked</th>
+              </tr>
+            </thead>
+            <tbody>
+              {run.approvals.map((a) => (
+                <tr key={a.id}>
+                  <td>{a.kind.replace('_', ' ')}</td>
+                  <td>
+                    <Badge value={a.status} />
+                  </td>
+                  <td>{a.toolCall?.name ?? '—'}</td>
+                  <td>{dateTime(a.createdAt)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <h2>Event timeline</h2>
+      <div className="card">
+        <ol className="timeline" data-testid="timeline">
+          {run.events.map((e) => (
+            <li key={e.seq} title={JSON.stringify(e.data)}>
+              <span className="seq">{e.seq}</span>
+              <span className="t">{time(e.timestamp)}</span>
+              <span className={`type${/failed|cancelled|timed_out/.test(e.type) ? ' bad' : ''}`}>
+                {e.type}
+                {summary(e.type, e.data) && <span className="muted"> · {summary(e.type, e.data)}</span>}
+              </span>
+            </li>
+          ))}
+        </ol>
+      </div>
+    </div>
+  );
+}
+
+function summary(type: string, data: unknown): string {
+  const d = (data ?? {}) as Record<string, unknown>;
+  if (type.startsWith('tool.')) return String(d.name ?? d.tool ?? '');
+  if (type === 'usage.recorded') return `${d.inputTokens ?? '?'} in / ${d.outputTokens ?? '?'} out`;
+  if (type.startsWith('execution.') && d.terminationReason) return String(d.terminationReason);
+  if (type === 'approval.requested') return String(d.kind ?? '');
+  return '';
+}
+
+export function Stat({ label, value }: { label: string; value: string }) {
+  return (
+    <div className="card stat">
+      <div className="label">{label}</div>
+      <div className="value">{value}</div>
+    </div>
+  );
+}
