@@ -44,7 +44,7 @@ export function CostChart({ data }: { data: Bucket[] }) {
       <BarChart data={data} margin={{ top: 8, right: 8, left: 0, bottom: 0 }}>
         <CartesianGrid strokeDasharray="3 3" stroke="var(--border)" vertical={false} />
         <XAxis dataKey="key" tick={axis} tickFormatter={(k: string) => k.slice(5)} />
-        <YAxis tick={axis} tickFormatter={(v: number) => money(v)} width={56} />
+        <YAxis tick={axis} tickFormatter={(v: number) => (v === 0 ? '$0' : `$${Number((v / 1_000_000).toPrecision(2))}`)} width={56} />
         <Tooltip contentStyle={{ background: 'var(--panel)', border: '1px solid var(--border)' }} formatter={(v) => money(Number(v))} />
         <Bar dataKey="costMicros" name="cost" fill="#f59e0b" isAnimationActive={false} />
       </BarChart>

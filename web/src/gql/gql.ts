@@ -27,6 +27,7 @@ type Documents = {
     "\n  mutation UpdateConversation($id: ID!, $input: UpdateConversationInput!) {\n    updateConversation(id: $id, input: $input) { id title mode model agentic }\n  }\n": typeof types.UpdateConversationDocument,
     "\n  mutation SendMessage($input: SendMessageInput!) {\n    sendMessage(input: $input) {\n      message { id role content parts createdAt run { id } }\n      run { ...RunSummary }\n    }\n  }\n": typeof types.SendMessageDocument,
     "\n  subscription RunEvents($runId: ID!, $afterSeq: Int) {\n    runEvents(runId: $runId, afterSeq: $afterSeq) { seq runId type phase data timestamp }\n  }\n": typeof types.RunEventsDocument,
+    "\n  subscription ConversationEvents($id: ID!) {\n    conversationEvents(conversationId: $id) { seq runId type phase data timestamp }\n  }\n": typeof types.ConversationEventsDocument,
     "\n  mutation CancelRun($id: ID!) { cancelRun(id: $id) { id status } }\n": typeof types.CancelRunDocument,
     "\n  mutation PauseRun($id: ID!) { pauseRun(id: $id) { id status } }\n": typeof types.PauseRunDocument,
     "\n  mutation ResumeRun($id: ID!) { resumeRun(id: $id) { id status } }\n": typeof types.ResumeRunDocument,
@@ -69,6 +70,7 @@ const documents: Documents = {
     "\n  mutation UpdateConversation($id: ID!, $input: UpdateConversationInput!) {\n    updateConversation(id: $id, input: $input) { id title mode model agentic }\n  }\n": types.UpdateConversationDocument,
     "\n  mutation SendMessage($input: SendMessageInput!) {\n    sendMessage(input: $input) {\n      message { id role content parts createdAt run { id } }\n      run { ...RunSummary }\n    }\n  }\n": types.SendMessageDocument,
     "\n  subscription RunEvents($runId: ID!, $afterSeq: Int) {\n    runEvents(runId: $runId, afterSeq: $afterSeq) { seq runId type phase data timestamp }\n  }\n": types.RunEventsDocument,
+    "\n  subscription ConversationEvents($id: ID!) {\n    conversationEvents(conversationId: $id) { seq runId type phase data timestamp }\n  }\n": types.ConversationEventsDocument,
     "\n  mutation CancelRun($id: ID!) { cancelRun(id: $id) { id status } }\n": types.CancelRunDocument,
     "\n  mutation PauseRun($id: ID!) { pauseRun(id: $id) { id status } }\n": types.PauseRunDocument,
     "\n  mutation ResumeRun($id: ID!) { resumeRun(id: $id) { id status } }\n": types.ResumeRunDocument,
@@ -164,6 +166,10 @@ export function graphql(source: "\n  mutation SendMessage($input: SendMessageInp
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  subscription RunEvents($runId: ID!, $afterSeq: Int) {\n    runEvents(runId: $runId, afterSeq: $afterSeq) { seq runId type phase data timestamp }\n  }\n"): (typeof documents)["\n  subscription RunEvents($runId: ID!, $afterSeq: Int) {\n    runEvents(runId: $runId, afterSeq: $afterSeq) { seq runId type phase data timestamp }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  subscription ConversationEvents($id: ID!) {\n    conversationEvents(conversationId: $id) { seq runId type phase data timestamp }\n  }\n"): (typeof documents)["\n  subscription ConversationEvents($id: ID!) {\n    conversationEvents(conversationId: $id) { seq runId type phase data timestamp }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

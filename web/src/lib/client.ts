@@ -68,6 +68,10 @@ export const session = new Session({
   clearTimer: (t) => window.clearTimeout(t as number),
 });
 
+// A reloaded page has a refresh token but no access token: get one at once, while the app's
+// first render and its queries are being prepared.
+if (session.canResume) session.renew().catch(() => undefined);
+
 // Tests read how many renewals the page made.
 (window as unknown as { __agentrySession: Session }).__agentrySession = session;
 

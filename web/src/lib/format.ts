@@ -15,13 +15,13 @@ export function tokens(n: number | null | undefined): string {
 export function time(iso: string | null | undefined): string {
   if (!iso) return '';
   const d = new Date(iso);
-  return d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  return d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
 }
 
 export function dateTime(iso: string | null | undefined): string {
   if (!iso) return '';
   const d = new Date(iso);
-  return d.toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  return d.toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false });
 }
 
 export function duration(from?: string | null, to?: string | null): string {
@@ -34,4 +34,21 @@ export function duration(from?: string | null, to?: string | null): string {
 
 export function shortId(id: string): string {
   return id.length > 10 ? id.slice(-8) : id;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The UUID inside an id: event data names objects by UUID or by global id (base64url of
+ * "Type:uuid"), so the two are compared by this.
+ */
+export function uuidOf(id: string): string {
+  if (UUID.test(id)) return id.toLowerCase();
+  try {
+    const s = atob(id.replace(/-/g, '+').replace(/_/g, '/'));
+    const u = s.slice(s.indexOf(':') + 1);
+    return UUID.test(u) ? u.toLowerCase() : id;
+  } catch {
+    return id;
+  }
 }

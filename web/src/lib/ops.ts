@@ -131,6 +131,12 @@ export const RunEvents = graphql(`
   }
 `);
 
+export const ConversationEvents = graphql(`
+  subscription ConversationEvents($id: ID!) {
+    conversationEvents(conversationId: $id) { seq runId type phase data timestamp }
+  }
+`);
+
 export const CancelRun = graphql(`
   mutation CancelRun($id: ID!) { cancelRun(id: $id) { id status } }
 `);

@@ -5,9 +5,10 @@ import { Markdown } from '../components/Markdown';
 import { Badge, Empty, ErrorBox, Json, Loading } from '../components/ui';
 import { draftText, emptyEvents, eventsReducer, runEnded, type RunEventLike, type RunView } from '../lib/events';
 import { errorText } from '../lib/errors';
-import { dateTime, duration, money, time, tokens } from '../lib/format';
+import { dateTime, duration, money, time, tokens, uuidOf } from '../lib/format';
 import {
   CancelRun,
+  ConversationEvents,
   ConversationView,
   Conversations,
   CreateConversation,
@@ -51,7 +52,7 @@ export function ChatPage() {
     <div className={`chat${showList ? ' show-list' : ''}${showActivity ? ' show-activity' : ''}${creating || !id ? ' no-activity' : ''}`} data-testid="chat-page">
       <aside className="convlist" aria-label="Conversations">
         <div className="head">
-          <input type="search" placeholder="Search conversations" value={search} onChange={(e) => setSearch(e.target.value)} aria-label="Search conversations" />
+          <input type="search" placeholder="Search" value={search} onChange={(e) => setSearch(e.target.value)} aria-label="Search conversations" />
           <button className="primary" onClick={() => setCreating(true)} title="New conversation">
             New
           </button>
@@ -177,6 +178,15 @@ function NewConversation({ first, onCancel, onCreated, onShowList }: { first: bo
   );
 }
 
+/** Live events of every run of the conversation (token deltas from a run's first one on). */
+function ConversationStream({ id, onEvent }: { id: string; onEvent: (e: RunEventLike) => void }) {
+  useSubscription({ query: ConversationEvents, variables: { id } }, (_prev: unknown, data) => {
+    onEvent(data.conversationEvents as RunEventLike);
+    return data;
+  });
+  return null;
+}
+
 /** Subscribes to one run's events (stored ones after afterSeq, then live) while mounted. */
 function RunStream({ runId, afterSeq, onEvent }: { runId: string; afterSeq: number; onEvent: (e: RunEventLike) => void }) {
   const [start] = useState(afterSeq); // resubscribing with a moving afterSeq would restart the stream
@@ -298,10 +308,11 @@ function Thread({
     if (refetchTimer.current !== null) window.clearTimeout(refetchTimer.current);
   }, []);
 
+  const known = useRef(new Set<string>());
   const onEvent = useCallback(
     (e: RunEventLike) => {
       dispatch({ type: 'event', event: e });
-      if (e.seq > 0 && e.type !== 'usage.recorded' && e.type !== 'context.window.applied') refresh();
+      if ((e.seq > 0 && e.type !== 'usage.recorded' && e.type !== 'context.window.applied') || !known.current.has(e.runId)) refresh();
     },
     [refresh],
   );
@@ -313,6 +324,7 @@ function Thread({
     return [...extraRuns.filter((r) => !ids.has(r.id)), ...listed];
   }, [conv, extraRuns]);
   const runById = useMemo(() => new Map(runs.map((r) => [r.id, r])), [runs]);
+  known.current = new Set(runs.map((r) => r.id));
   const activeRun = runs.find((r) => isActive(r.status) && !runEnded(events.runs[r.id]));
   const latest = runs[0];
   // Follow every run that has not ended, and the latest one (its events fill the activity panel).
@@ -347,14 +359,14 @@ function Thread({
   }
 
   const persisted = conv.messages.edges.map((e) => e.node);
-  const persistedIds = new Set(persisted.map((m) => m.id));
+  const persistedIds = new Set(persisted.map((m) => uuidOf(m.id)));
   // Replies seen as events but not yet in the stored list, and drafts still streaming.
   const live: { key: string; runId: string; text: string; streaming: boolean; gap: boolean; stopped: boolean }[] = [];
   for (const r of [...runs].reverse()) {
     const v: RunView | undefined = events.runs[r.id];
     if (!v) continue;
     for (const c of Object.values(v.completed).sort((a, b) => a.callIndex - b.callIndex)) {
-      if (!persistedIds.has(c.messageId)) live.push({ key: `${r.id}:c${c.callIndex}`, runId: r.id, text: c.content, streaming: false, gap: false, stopped: false });
+      if (!persistedIds.has(uuidOf(c.messageId))) live.push({ key: `${r.id}:c${c.callIndex}`, runId: r.id, text: c.content, streaming: false, gap: false, stopped: false });
     }
     const ended = runEnded(v) || !isActive(r.status);
     for (const d of Object.values(v.drafts).sort((a, b) => a.callIndex - b.callIndex)) {
@@ -382,6 +394,7 @@ function Thread({
           }}
           data-testid="messages"
         >
+          <ConversationStream id={id} onEvent={onEvent} />
           {streamed.map((rid) => (
             <RunStream key={rid} runId={rid} afterSeq={events.runs[rid]?.lastSeq ?? 0} onEvent={onEvent} />
           ))}
@@ -402,7 +415,7 @@ function Thread({
                   <div className="attach-chips">
                     {files.map((f, i) => (
                       <span className="chip" key={i}>
-                        📎 {f.name ?? f.media_type ?? 'file'}
+                        {f.name ?? f.media_type ?? 'file'}
                       </span>
                     ))}
                   </div>
@@ -418,10 +431,8 @@ function Thread({
           {live.map((l) => (
             <div key={l.key} className="msg assistant" data-role="ASSISTANT" data-testid={l.streaming ? 'streaming' : 'message'}>
               <div className="who">Agent</div>
-              <div className={l.streaming ? 'cursor' : ''}>
-                {l.gap && <span className="gap">… </span>}
-                <Markdown className="bubble" text={l.text} />
-              </div>
+              {l.gap && <span className="gap">…</span>}
+              <Markdown className={`bubble${l.streaming ? ' cursor' : ''}`} text={l.text} />
               {l.stopped && <span className="muted small">Stopped before the reply was complete.</span>}
             </div>
           ))}
@@ -457,7 +468,7 @@ function Thread({
           onControl={refresh}
         />
       </section>
-      <ActivityPanel run={latest} view={latest ? events.runs[latest.id] : undefined} onClose={() => setShowActivity(false)} />
+      <ActivityPanel run={latest} view={latest ? events.runs[latest.id] : undefined} model={conv.model} onClose={() => setShowActivity(false)} />
     </>
   );
 }
@@ -513,9 +524,6 @@ function ThreadHead({
         </>
       )}
       <span className="spacer" />
-      <span className="badge hide-phone" title="Model">
-        {conv.model}
-      </span>
       <select aria-label="Context mode" value={conv.mode} onChange={(e) => void save({ mode: e.target.value as ContextMode })} className="small">
         {MODES.map((m) => (
           <option key={m} value={m}>
@@ -536,7 +544,7 @@ function ToolCard({ name, args, call }: { name: string; args: unknown; call?: Ru
   return (
     <details className="tool" data-testid="tool-card" data-tool={name}>
       <summary>
-        <span>🛠</span>
+        <span className="tool-icon" aria-hidden="true">⚙</span>
         <span className="name">{name}</span>
         <Badge value={status} />
         {call && <span className="muted small">risk {call.risk}</span>}
@@ -778,7 +786,7 @@ function Composer({
           <div className="attach-chips">
             {files.map((f, i) => (
               <span className="chip" key={i}>
-                📎 {f.filename} <span className="muted">{Math.ceil(f.size / 1024)} KB</span>
+                {f.filename} <span className="muted">{Math.ceil(f.size / 1024)} KB</span>
                 <button type="button" className="link small" aria-label={`Remove ${f.filename}`} onClick={() => setFiles(files.filter((_, j) => j !== i))}>
                   ✕
                 </button>
@@ -790,7 +798,7 @@ function Composer({
         <ErrorBox error={res.error} />
         <div className="controls">
           <button type="button" className="small" onClick={() => inputRef.current?.click()} title="Attach text, PDF or image files">
-            📎 Attach
+            + Attach
           </button>
           <input
             ref={inputRef}
@@ -825,7 +833,7 @@ function Composer({
 
 const BAD = /failed|cancelled|timed_out|backtracked|exceeded/;
 
-function ActivityPanel({ run, view, onClose }: { run?: RunSummaryFragment; view?: RunView; onClose: () => void }) {
+function ActivityPanel({ run, view, model, onClose }: { run?: RunSummaryFragment; view?: RunView; model: string; onClose: () => void }) {
   return (
     <aside className="activity" aria-label="Activity" data-testid="activity">
       <div className="row">
@@ -844,6 +852,7 @@ function ActivityPanel({ run, view, onClose }: { run?: RunSummaryFragment; view?
             <Badge value={run.status} />
             <span className="muted small">{duration(run.startedAt ?? run.createdAt, run.finishedAt)}</span>
           </div>
+          {model && <div className="muted small">Model: {model}</div>}
           <div className="stats">
             <div>
               <span className="muted small">Turns</span>

@@ -58,7 +58,7 @@ export function UsagePage() {
             <Stat label="Model calls" value={String(t.calls)} />
             <Stat label="Tokens" value={tokens(t.tokens)} />
             <Stat label="Cost" value={money(t.cost)} />
-            <Stat label="Runs shown" value={String(d.activity.edges.length)} />
+            <Stat label="Cost per call" value={t.calls ? money(Math.round(t.cost / t.calls)) : '—'} />
           </div>
           <div data-testid="usage-totals" data-calls={t.calls} data-tokens={t.tokens} data-cost={t.cost} hidden />
           <div className="grid cols-2" style={{ marginTop: '1rem' }}>

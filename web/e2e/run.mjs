@@ -1,0 +1,375 @@
+// The web app's acceptance scenarios, in headless Chromium (playwright-core, Debian's browser)
+// against a running agentry (AGENTRY_URL) whose model is scripted by web/browser_test.go.
+// Screenshots go to SCREENSHOTS at desktop (1280x800) and phone (390x844) sizes.
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
+import { join } from 'node:path';
+
+const base = process.env.AGENTRY_URL;
+const shots = process.env.SCREENSHOTS ?? 'e2e/screenshots';
+const only = process.env.SCENARIOS ? new Set(process.env.SCENARIOS.split(',')) : null;
+if (!base) throw new Error('AGENTRY_URL is not set');
+mkdirSync(shots, { recursive: true });
+
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+const PASSWORD = 'correct horse battery';
+const run = Date.now().toString(36);
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+});
+
+let passed = 0;
+let failed = 0;
+const errors = [];
+
+async function scenario(name, fn) {
+  if (only && !only.has(name)) return;
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed++;
+    console.log(`ok    ${name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL  ${name} (${Date.now() - t0} ms): ${e?.stack ?? e}`);
+    errors.push(name);
+  }
+}
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(`assertion failed: ${msg}`);
+}
+
+async function gql(token, query, variables = {}) {
+  const res = await fetch(`${base}/graphql`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await res.json();
+  if (body.errors) throw new Error(`GraphQL: ${JSON.stringify(body.errors)}`);
+  return body.data;
+}
+
+/** A page's current access token (renewed first when needed), as the app itself would use. */
+async function tokenOf(page) {
+  return page.evaluate(() => window.__agentrySession.token());
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(shots, `${name}-desktop.png`) });
+  const size = page.viewportSize();
+  await page.setViewportSize(PHONE);
+  // Two frames: the layout, and charts that re-measure in a ResizeObserver callback, catch up.
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  await page.screenshot({ path: join(shots, `${name}-phone.png`) });
+  await page.setViewportSize(size ?? DESKTOP);
+}
+
+async function newUser(label) {
+  const context = await browser.newContext({ viewport: DESKTOP, colorScheme: 'light' });
+  const page = await context.newPage();
+  page.on('pageerror', (e) => console.log(`  [${label} page error] ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error') console.log(`  [${label} console] ${m.text()}`);
+  });
+  const email = `${label}-${run}@example.com`;
+  await page.goto(`${base}/signup`);
+  await page.getByLabel('Your name').fill(label[0].toUpperCase() + label.slice(1));
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByLabel('Organisation').fill(`${label}'s org`);
+  await page.getByRole('button', { name: 'Sign up' }).click();
+  await page.getByText('Start your first conversation').waitFor();
+  return { context, page, email };
+}
+
+async function newConversation(page, title) {
+  await page.goto(`${base}/chat`);
+  const form = page.getByRole('form', { name: 'New conversation' });
+  await form.getByLabel('Title').fill(title);
+  await form.getByRole('button', { name: 'Start conversation' }).click();
+  await page.waitForURL(/\/chat\/.+/);
+  await page.getByText('No messages yet').waitFor();
+  return decodeURIComponent(page.url().split('/chat/')[1]);
+}
+
+async function send(page, text) {
+  await page.getByLabel('Message', { exact: true }).fill(text);
+  await page.getByRole('button', { name: 'Send' }).click();
+}
+
+/** The text of the conversation's messages area. */
+async function messagesText(page) {
+  return page.getByTestId('messages').innerText();
+}
+
+function count(haystack, needle) {
+  return haystack.split(needle).length - 1;
+}
+
+const slowAnswer = Array.from({ length: 60 }, (_, i) => `word${i + 1}`).join(' ') + ' THE END.';
+
+let alice;
+let aliceConv;
+let failedRunId;
+
+await scenario('sign up', async () => {
+  alice = await newUser('alice');
+  assert((await alice.page.url()).includes('/chat'), 'after sign-up the chat opens');
+});
+
+await scenario('send a message and see it stream', async () => {
+  const { page } = alice;
+  aliceConv = await newConversation(page, 'Streaming demo');
+  await send(page, 'Please stream an answer');
+  const streaming = page.getByTestId('streaming');
+  await streaming.waitFor();
+  const first = await streaming.innerText();
+  // More text arrives while the reply streams, before it is complete.
+  await page.waitForFunction(
+    (n) => {
+      const el = document.querySelector('[data-testid="streaming"]');
+      return el && el.textContent.length > n + 10;
+    },
+    first.length,
+  );
+  await shot(page, 'chat-streaming');
+  await page.getByText('That is all for now.').waitFor();
+  await page.getByTestId('streaming').waitFor({ state: 'detached' });
+  const text = await messagesText(page);
+  assert(count(text, 'That is all for now.') === 1, 'the answer shows once');
+  assert((await page.locator('.messages pre code').count()) >= 1, 'the code block is rendered');
+  assert((await page.locator('.messages strong', { hasText: 'streamed' }).count()) === 1, 'markdown is rendered');
+});
+
+await scenario('approve a tool call from its card; the file appears in the workspace', async () => {
+  const { page } = alice;
+  await send(page, 'Please write the plan file');
+  const card = page.getByTestId('approval-card');
+  await card.waitFor();
+  const cardText = await card.innerText();
+  assert(cardText.includes('write_file') && cardText.includes('notes/plan.md') && cardText.includes('1. Sign up'), `the card shows the exact arguments: ${cardText}`);
+  await shot(page, 'chat-approval');
+  await card.getByRole('button', { name: 'Approve' }).click();
+  await page.getByText('Done: I wrote notes/plan.md.').waitFor();
+  const tool = page.locator('[data-testid="tool-card"][data-tool="write_file"]').first();
+  await tool.locator('summary').click();
+  await tool.getByText('completed').first().waitFor();
+  await tool.scrollIntoViewIfNeeded();
+  await shot(page, 'chat-tool-card');
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await shot(page, 'chat-tool-card-dark');
+  await page.emulateMedia({ colorScheme: 'light' });
+
+  // A second version of the file, for the history and the diff.
+  await send(page, 'Now update the plan');
+  await page.getByTestId('approval-card').getByRole('button', { name: 'Approve' }).click();
+  await page.getByText('Done: I updated notes/plan.md.').waitFor();
+
+  await page.goto(`${base}/workspace`);
+  await page.getByRole('button', { name: 'plan.md' }).click();
+  await page.getByTestId('file-content').getByText('3. Ship it').waitFor();
+  await page.getByTestId('diff').getByText('+3. Ship it').waitFor();
+  await shot(page, 'workspace-diff');
+});
+
+await scenario('cancel a streaming turn', async () => {
+  const { page } = alice;
+  await page.goto(`${base}/chat/${encodeURIComponent(aliceConv)}`);
+  await send(page, 'Answer slowly');
+  await page.getByTestId('streaming').getByText('word3').waitFor();
+  await page.getByTestId('run-controls').getByRole('button', { name: 'Cancel' }).click();
+  await page.getByText(/Run cancelled/).waitFor();
+  await page.getByTestId('run-controls').waitFor({ state: 'detached' });
+  const text = await messagesText(page);
+  assert(!text.includes('THE END.'), 'the cancelled reply did not run to its end');
+});
+
+await scenario('reload mid-stream: the full answer, exactly once', async () => {
+  const { page } = alice;
+  await newConversation(page, 'Reload demo');
+  await send(page, 'Answer slowly please');
+  await page.getByTestId('streaming').getByText('word5').waitFor();
+  await page.reload();
+  await page.getByText('THE END.').waitFor({ timeout: 30_000 });
+  await page.getByTestId('streaming').waitFor({ state: 'detached' });
+  const replies = await page.locator('[data-testid="message"][data-role="ASSISTANT"]').allInnerTexts();
+  const full = replies.filter((r) => r.includes('THE END.'));
+  assert(full.length === 1, `one reply with the end, got ${full.length}`);
+  assert(full[0].includes(slowAnswer), `the reply is whole: ${full[0]}`);
+  assert(count(await messagesText(page), 'word7 ') === 1, 'no word is repeated');
+});
+
+await scenario("a failed run's rollback card restores the files", async () => {
+  const { page } = alice;
+  await newConversation(page, 'Rollback demo');
+  await send(page, 'Please break things');
+  await page.getByTestId('approval-card').getByRole('button', { name: 'Approve' }).click();
+  const card = page.getByTestId('rollback-card');
+  await card.waitFor({ timeout: 30_000 });
+  const token = await tokenOf(page);
+  let ws = await gql(token, '{ workspace { files { path } } }');
+  assert(ws.workspace.files.some((f) => f.path === 'src/broken.txt'), 'the failed run wrote its file');
+  await card.getByRole('button', { name: 'Roll back' }).click();
+  await card.waitFor({ state: 'detached' });
+  ws = await gql(token, '{ workspace { files { path } } }');
+  assert(!ws.workspace.files.some((f) => f.path === 'src/broken.txt'), 'the rollback removed the file');
+  assert(ws.workspace.files.some((f) => f.path === 'notes/plan.md'), 'files of other runs stay');
+  await page.goto(`${base}/workspace`);
+  await page.getByRole('button', { name: 'plan.md' }).waitFor();
+  assert((await page.getByRole('button', { name: 'broken.txt' }).count()) === 0, 'the workspace page no longer lists it');
+
+  const runs = await gql(token, '{ runs(first: 10, status: [FAILED]) { edges { node { id } } } }');
+  failedRunId = runs.runs.edges[0]?.node.id;
+  assert(failedRunId, 'the failed run is listed');
+  await page.goto(`${base}/runs/${encodeURIComponent(failedRunId)}`);
+  await page.getByTestId('run-page').getByText('terminal failure', { exact: false }).waitFor();
+  await shot(page, 'run-page');
+});
+
+await scenario('settings out of range are refused in the form', async () => {
+  const { page } = alice;
+  await page.goto(`${base}/settings`);
+  const form = page.getByRole('form', { name: 'Agent settings' });
+  await form.getByLabel('Timeout (seconds)').fill('5');
+  await form.getByLabel('Approval threshold').fill('101');
+  await form.getByRole('button', { name: 'Save settings' }).click();
+  await form.getByText('Must be between 30 and 3,600.').waitFor();
+  await form.getByText('Must be between 0 and 100.').waitFor();
+  assert((await form.getByText('Saved.').count()) === 0, 'nothing was saved');
+  const s = await gql(await tokenOf(page), '{ agentSettings { timeoutSeconds approvalThreshold } }');
+  assert(s.agentSettings.timeoutSeconds === 300 && s.agentSettings.approvalThreshold === 50, 'the server still has the defaults');
+  await form.getByLabel('Timeout (seconds)').fill('600');
+  await form.getByLabel('Approval threshold').fill('60');
+  await form.getByRole('button', { name: 'Save settings' }).click();
+  await form.getByText('Saved.').waitFor();
+  const after = await gql(await tokenOf(page), '{ agentSettings { timeoutSeconds } }');
+  assert(after.agentSettings.timeoutSeconds === 600, 'a valid value is saved');
+});
+
+await scenario("the usage page shows the turns just made, equal to usageSummary's", async () => {
+  const { page } = alice;
+  await page.goto(`${base}/usage`);
+  const totals = page.getByTestId('usage-totals');
+  await totals.waitFor({ state: 'attached' });
+  const shown = {
+    calls: Number(await totals.getAttribute('data-calls')),
+    tokens: Number(await totals.getAttribute('data-tokens')),
+    cost: Number(await totals.getAttribute('data-cost')),
+  };
+  const now = new Date();
+  const to = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1));
+  const from = new Date(to.getTime() - 7 * 86_400_000);
+  const d = await gql(await tokenOf(page), 'query($f: Time!, $t: Time!) { usageSummary(from: $f, to: $t, groupBy: DAY) { calls inputTokens outputTokens costMicros } }', {
+    f: from.toISOString(),
+    t: to.toISOString(),
+  });
+  const api = d.usageSummary.reduce(
+    (a, b) => ({ calls: a.calls + b.calls, tokens: a.tokens + b.inputTokens + b.outputTokens, cost: a.cost + b.costMicros }),
+    { calls: 0, tokens: 0, cost: 0 },
+  );
+  assert(api.calls >= 5, `the turns made are metered (${api.calls} calls)`);
+  assert(JSON.stringify(shown) === JSON.stringify(api), `page ${JSON.stringify(shown)} = usageSummary ${JSON.stringify(api)}`);
+  await page.getByText('Model calls').waitFor();
+  await page.locator('.recharts-surface').first().waitFor();
+  await shot(page, 'usage');
+});
+
+await scenario("a second tenant's user sees none of it", async () => {
+  const bob = await newUser('bob');
+  const { page } = bob;
+  await page.getByText('No conversations yet.').waitFor();
+  await page.goto(`${base}/chat/${encodeURIComponent(aliceConv)}`);
+  await page.getByText(/does not exist|Not found/).first().waitFor();
+  assert(!(await page.locator('body').innerText()).includes('That is all for now.'), "alice's messages are not shown");
+  await page.goto(`${base}/runs`);
+  await page.getByText('No runs match.').waitFor();
+  if (failedRunId) {
+    await page.goto(`${base}/runs/${encodeURIComponent(failedRunId)}`);
+    await page.getByText(/does not exist|Not found/).first().waitFor();
+  }
+  await page.goto(`${base}/workspace`);
+  await page.getByText('The workspace is empty.').waitFor();
+  await page.goto(`${base}/usage`);
+  const totals = page.getByTestId('usage-totals');
+  await totals.waitFor({ state: 'attached' });
+  assert((await totals.getAttribute('data-calls')) === '0', 'no usage of another tenant');
+  await bob.context.close();
+});
+
+await scenario('the access token is renewed without a logout', async () => {
+  const { page } = alice;
+  await page.goto(`${base}/chat/${encodeURIComponent(aliceConv)}`);
+  const before = await page.evaluate(() => window.__agentrySession.renewals);
+  // Tokens live 20 s here: wait for two more renewals by the page's own timer.
+  await page.waitForFunction((n) => window.__agentrySession.renewals >= n + 2, before, { timeout: 90_000 });
+  assert(page.url().includes('/chat/'), 'still in the app, not at the login page');
+  await send(page, 'Hello again');
+  await page.getByText('Hello from the test model.').last().waitFor();
+  const runs = await gql(await tokenOf(page), '{ viewer { user { email } } }');
+  assert(runs.viewer.user.email === alice.email, 'the renewed token is good');
+});
+
+await scenario('budgets: initial JS under 300 KB gzip, chat page first paint under 1.5 s (cold cache)', async () => {
+  // A session of its own (another refresh-token family), in a context with an empty cache.
+  const login = await gql(null, 'mutation($in: LogInInput!) { logIn(input: $in) { refreshToken viewer { role platformAdmin user { id email name } tenant { id name } } } }', {
+    in: { email: alice.email, password: PASSWORD },
+  });
+  const p = login.logIn;
+  const viewer = {
+    userId: p.viewer.user.id,
+    email: p.viewer.user.email,
+    name: p.viewer.user.name,
+    tenantId: p.viewer.tenant.id,
+    tenantName: p.viewer.tenant.name,
+    role: p.viewer.role,
+    platformAdmin: p.viewer.platformAdmin,
+  };
+  const context = await browser.newContext({ viewport: DESKTOP });
+  await context.addInitScript(
+    ([rt, v]) => {
+      if (!window.localStorage.getItem('agentry.refreshToken')) {
+        window.localStorage.setItem('agentry.refreshToken', rt);
+        window.localStorage.setItem('agentry.viewer', v);
+      }
+    },
+    [p.refreshToken, JSON.stringify(viewer)],
+  );
+  const page = await context.newPage();
+  const scripts = [];
+  page.on('response', async (r) => {
+    if (r.request().resourceType() === 'script') scripts.push(r);
+  });
+  await page.goto(`${base}/chat/${encodeURIComponent(aliceConv)}`);
+  await page.getByTestId('message').first().waitFor();
+  const timing = await page.evaluate(() => {
+    const fcp = performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? null;
+    return { rendered: performance.now(), fcp };
+  });
+  let gz = 0;
+  const files = [];
+  for (const r of scripts) {
+    const body = await r.body();
+    const n = gzipSync(body, { level: 9 }).length;
+    gz += n;
+    files.push(`${r.url().split('/').pop()} ${(n / 1024).toFixed(1)} KB`);
+  }
+  console.log(`      initial JS: ${(gz / 1024).toFixed(1)} KB gzip in ${scripts.length} files (${files.join(', ')})`);
+  console.log(`      chat page: first contentful paint ${timing.fcp?.toFixed(0)} ms, messages rendered ${timing.rendered.toFixed(0)} ms after navigation start`);
+  assert(gz < 300 * 1024, 'initial JS under 300 KB gzip');
+  assert(timing.fcp !== null && timing.fcp < 1500, 'chat page first rendered (first contentful paint) within 1.5 s');
+  await context.close();
+});
+
+await browser.close();
+console.log(`${passed} passed, ${failed} failed`);
+if (failed) {
+  console.log(`failed: ${errors.join('; ')}`);
+  process.exit(1);
+}
