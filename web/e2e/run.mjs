@@ -310,8 +310,17 @@ await scenario('the access token is renewed without a logout', async () => {
   // Tokens live 20 s here: wait for two more renewals by the page's own timer.
   await page.waitForFunction((n) => window.__agentrySession.renewals >= n + 2, before, { timeout: 90_000 });
   assert(page.url().includes('/chat/'), 'still in the app, not at the login page');
+  // A file dropped on the composer goes with the message (after the renewals, on the fresh token).
+  const dt = await page.evaluateHandle(() => {
+    const d = new DataTransfer();
+    d.items.add(new File(['# Notes\nremember the milk\n'], 'notes.md', { type: 'text/markdown' }));
+    return d;
+  });
+  await page.locator('.composer').dispatchEvent('drop', { dataTransfer: dt });
+  await page.locator('.composer .chip', { hasText: 'notes.md' }).waitFor();
   await send(page, 'Hello again');
   await page.getByText('Hello from the test model.').last().waitFor();
+  await page.getByTestId('attachment').filter({ hasText: 'notes.md' }).waitFor();
   const runs = await gql(await tokenOf(page), '{ viewer { user { email } } }');
   assert(runs.viewer.user.email === alice.email, 'the renewed token is good');
 });

@@ -5,6 +5,8 @@ export interface ErrorInfo {
   code: string;
   message: string;
   field?: string;
+  /** Seconds to wait before retrying (RATE_LIMITED). */
+  retryAfter?: number;
 }
 
 export function errorInfo(e: CombinedError | null | undefined): ErrorInfo | null {
@@ -12,13 +14,19 @@ export function errorInfo(e: CombinedError | null | undefined): ErrorInfo | null
   const g = e.graphQLErrors[0];
   if (g) {
     const ext = (g.extensions ?? {}) as Record<string, unknown>;
-    return { code: String(ext.code ?? 'INTERNAL'), message: g.message, field: ext.field as string | undefined };
+    return {
+      code: String(ext.code ?? 'INTERNAL'),
+      message: g.message,
+      field: ext.field as string | undefined,
+      retryAfter: typeof ext.retryAfter === 'number' ? ext.retryAfter : undefined,
+    };
   }
   if (e.networkError) return { code: 'NETWORK', message: e.networkError.message };
   return { code: 'INTERNAL', message: e.message };
 }
 
-function retryAfter(message: string): string {
+function retryAfter(message: string, seconds?: number): string {
+  if (seconds !== undefined) return seconds < 90 ? `in ${Math.max(1, Math.ceil(seconds))} seconds` : `in ${Math.ceil(seconds / 60)} minutes`;
   const m = /(\d+(?:\.\d+)?)\s*(ms|s|seconds?|m|minutes?)\b/.exec(message);
   if (!m) return 'in a moment';
   return `in ${m[1]} ${m[2].startsWith('m') && m[2] !== 'ms' ? 'minutes' : m[2] === 'ms' ? 'ms' : 'seconds'}`;
@@ -41,7 +49,7 @@ export function errorText(e: CombinedError | ErrorInfo | null | undefined): stri
     case 'BUDGET_EXCEEDED':
       return `The budget is used up: ${msg}. Ask an admin to raise it, or try again when the budget's period starts over.`;
     case 'RATE_LIMITED':
-      return `Too many requests: ${msg}. Try again ${retryAfter(msg)}.`;
+      return `Too many requests right now. Try again ${retryAfter(msg, info.retryAfter)}. (${msg})`;
     case 'CONFLICT':
       return `That cannot be done now: ${msg}`;
     case 'NETWORK':

@@ -262,6 +262,17 @@ function partsOf(parts: unknown): Part[] {
   return [];
 }
 
+/** The names of the files a message carried: text and PDF attachments, and images. */
+function attachmentNames(parts: Part[]): string[] {
+  const out: string[] = [];
+  for (const p of parts) {
+    if (p.type === 'image') out.push(`image (${p.media_type ?? 'image'})`);
+    const m = p.type === 'text' && p.text ? /^<attachment filename="((?:[^"\\]|\\.)*)"/.exec(p.text) : null;
+    if (m) out.push(m[1].replace(/\\(.)/g, '$1'));
+  }
+  return out;
+}
+
 function sameJSON(a: unknown, b: unknown): boolean {
   const norm = (v: unknown) => {
     if (typeof v === 'string') {
@@ -406,7 +417,7 @@ function Thread({
             const run = m.run ? runById.get(m.run.id) : undefined;
             const parts = partsOf(m.parts);
             const toolUses = parts.filter((p) => p.type === 'tool_use');
-            const files = parts.filter((p) => p.type === 'image' || p.type === 'document' || p.type === 'file');
+            const files = attachmentNames(parts);
             return (
               <div key={m.id} className={`msg ${m.role === 'USER' ? 'user' : 'assistant'}`} data-role={m.role} data-testid="message">
                 <div className="who">{m.role === 'USER' ? 'You' : 'Agent'}</div>
@@ -414,8 +425,8 @@ function Thread({
                 {files.length > 0 && (
                   <div className="attach-chips">
                     {files.map((f, i) => (
-                      <span className="chip" key={i}>
-                        {f.name ?? f.media_type ?? 'file'}
+                      <span className="chip" key={i} data-testid="attachment">
+                        {f}
                       </span>
                     ))}
                   </div>

@@ -3,7 +3,7 @@ import { useMutation, useQuery } from 'urql';
 import { Badge, Empty, ErrorBox, Loading } from '../components/ui';
 import { session } from '../lib/client';
 import { dateTime } from '../lib/format';
-import { AddMember, ApiKeys, CreateApiKey, RevokeApiKey, Settings, UpdateSettings } from '../lib/ops';
+import { AcceptInvitation, AddMember, ApiKeys, CreateApiKey, RevokeApiKey, Settings, UpdateSettings } from '../lib/ops';
 import type { AgentSettingsInput, ContextStrategy, Personality, Role, Verbosity } from '../gql/graphql';
 
 /** The server's ranges and defaults (internal/settings), mirrored so the form refuses what the server would. */
@@ -46,7 +46,12 @@ export function SettingsPage() {
       </div>
       {tab === 'agent' && <AgentSettings />}
       {tab === 'keys' && (admin ? <Keys /> : <div className="notice">Only owners and admins manage API keys.</div>)}
-      {tab === 'members' && (admin ? <Members /> : <div className="notice">Only owners and admins add members.</div>)}
+      {tab === 'members' && (
+        <>
+          {admin ? <Members /> : <div className="notice">Only owners and admins add members.</div>}
+          <AcceptInvite />
+        </>
+      )}
     </div>
   );
 }
@@ -324,5 +329,37 @@ function Members() {
         </div>
       ))}
     </div>
+  );
+}
+
+function AcceptInvite() {
+  const [token, setToken] = useState('');
+  const [res, accept] = useMutation(AcceptInvitation);
+  const [done, setDone] = useState(false);
+  return (
+    <form
+      className="card"
+      style={{ marginTop: '1rem', display: 'flex', flexDirection: 'column', gap: '0.5rem' }}
+      aria-label="Accept an invitation"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setDone(false);
+        const r = await accept({ token: token.trim() });
+        if (r.data?.acceptInvitation) {
+          setDone(true);
+          setToken('');
+        }
+      }}
+    >
+      <strong>Accept an invitation to another organisation</strong>
+      <div className="row">
+        <input aria-label="Invitation token" required value={token} onChange={(e) => setToken(e.target.value)} placeholder="Invitation token" style={{ flex: 1 }} />
+        <button type="submit" disabled={res.fetching}>
+          Accept
+        </button>
+      </div>
+      <ErrorBox error={res.error} />
+      {done && <div className="success">Accepted. Log out and log in to that organisation to work in it.</div>}
+    </form>
   );
 }
