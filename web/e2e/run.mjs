@@ -321,6 +321,9 @@ await scenario('the access token is renewed without a logout', async () => {
   await send(page, 'Hello again');
   await page.getByText('Hello from the test model.').last().waitFor();
   await page.getByTestId('attachment').filter({ hasText: 'notes.md' }).waitFor();
+  // The run's events reached the activity panel: the WebSocket reconnected with a fresh token
+  // (the server closes it when the token it opened with expires).
+  await page.getByTestId('timeline').getByText('execution.completed').waitFor();
   const runs = await gql(await tokenOf(page), '{ viewer { user { email } } }');
   assert(runs.viewer.user.email === alice.email, 'the renewed token is good');
 });

@@ -14,14 +14,16 @@ import type { TypedDocumentNode as DocumentNode } from '@graphql-typed-document-
  * Learn more about it here: https://the-guild.dev/graphql/codegen/plugins/presets/preset-client#reducing-bundle-size
  */
 type Documents = {
-    "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n": typeof types.SignUpDocument,
-    "\n  mutation LogIn($input: LogInInput!) {\n    logIn(input: $input) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n": typeof types.LogInDocument,
-    "\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n": typeof types.RefreshSessionDocument,
+    "\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": typeof types.AuthPayloadFieldsFragmentDoc,
+    "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      ...AuthPayloadFields\n    }\n  }\n": typeof types.SignUpDocument,
+    "\n  mutation LogIn($input: LogInInput!) {\n    logIn(input: $input) {\n      ...AuthPayloadFields\n    }\n  }\n": typeof types.LogInDocument,
+    "\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      ...AuthPayloadFields\n    }\n  }\n": typeof types.RefreshSessionDocument,
     "\n  mutation LogOut($t: String!) {\n    logOut(refreshToken: $t)\n  }\n": typeof types.LogOutDocument,
     "\n  mutation AcceptInvitation($token: String!) {\n    acceptInvitation(token: $token)\n  }\n": typeof types.AcceptInvitationDocument,
     "\n  query Viewer {\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": typeof types.ViewerDocument,
     "\n  query Conversations {\n    conversations(first: 100) {\n      edges { node { id title mode model createdAt agentic } }\n    }\n  }\n": typeof types.ConversationsDocument,
-    "\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage }\n      }\n      runs(first: 20) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n": typeof types.ConversationViewDocument,
+    "\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n      runs(first: 20) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n": typeof types.ConversationViewDocument,
+    "\n  query ConversationMessagesAfter($id: ID!, $after: String) {\n    conversation(id: $id) {\n      id\n      messages(first: 100, after: $after) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n    }\n  }\n": typeof types.ConversationMessagesAfterDocument,
     "\n  fragment RunSummary on Run {\n    id\n    kind\n    status\n    turns\n    attempt\n    maxAttempts\n    failureClass\n    error\n    terminationReason\n    inputTokens\n    outputTokens\n    costMicros\n    createdAt\n    startedAt\n    finishedAt\n    toolCalls { id name arguments status risk output error }\n    approvals { id kind status question createdAt expiresAt toolCall { id name arguments risk } }\n  }\n": typeof types.RunSummaryFragmentDoc,
     "\n  mutation CreateConversation($input: CreateConversationInput!) {\n    createConversation(input: $input) { id title mode model agentic createdAt }\n  }\n": typeof types.CreateConversationDocument,
     "\n  mutation UpdateConversation($id: ID!, $input: UpdateConversationInput!) {\n    updateConversation(id: $id, input: $input) { id title mode model agentic }\n  }\n": typeof types.UpdateConversationDocument,
@@ -57,14 +59,16 @@ type Documents = {
     "\n  query PlatformUsage($from: Time!, $to: Time!) {\n    byTenant: platformUsage(from: $from, to: $to, groupBy: TENANT) { key calls inputTokens outputTokens costMicros }\n    byModel: platformUsage(from: $from, to: $to, groupBy: MODEL) { key calls inputTokens outputTokens costMicros }\n    byDay: platformUsage(from: $from, to: $to, groupBy: DAY) { key calls inputTokens outputTokens costMicros }\n  }\n": typeof types.PlatformUsageDocument,
 };
 const documents: Documents = {
-    "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n": types.SignUpDocument,
-    "\n  mutation LogIn($input: LogInInput!) {\n    logIn(input: $input) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n": types.LogInDocument,
-    "\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n": types.RefreshSessionDocument,
+    "\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": types.AuthPayloadFieldsFragmentDoc,
+    "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      ...AuthPayloadFields\n    }\n  }\n": types.SignUpDocument,
+    "\n  mutation LogIn($input: LogInInput!) {\n    logIn(input: $input) {\n      ...AuthPayloadFields\n    }\n  }\n": types.LogInDocument,
+    "\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      ...AuthPayloadFields\n    }\n  }\n": types.RefreshSessionDocument,
     "\n  mutation LogOut($t: String!) {\n    logOut(refreshToken: $t)\n  }\n": types.LogOutDocument,
     "\n  mutation AcceptInvitation($token: String!) {\n    acceptInvitation(token: $token)\n  }\n": types.AcceptInvitationDocument,
     "\n  query Viewer {\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": types.ViewerDocument,
     "\n  query Conversations {\n    conversations(first: 100) {\n      edges { node { id title mode model createdAt agentic } }\n    }\n  }\n": types.ConversationsDocument,
-    "\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage }\n      }\n      runs(first: 20) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n": types.ConversationViewDocument,
+    "\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n      runs(first: 20) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n": types.ConversationViewDocument,
+    "\n  query ConversationMessagesAfter($id: ID!, $after: String) {\n    conversation(id: $id) {\n      id\n      messages(first: 100, after: $after) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n    }\n  }\n": types.ConversationMessagesAfterDocument,
     "\n  fragment RunSummary on Run {\n    id\n    kind\n    status\n    turns\n    attempt\n    maxAttempts\n    failureClass\n    error\n    terminationReason\n    inputTokens\n    outputTokens\n    costMicros\n    createdAt\n    startedAt\n    finishedAt\n    toolCalls { id name arguments status risk output error }\n    approvals { id kind status question createdAt expiresAt toolCall { id name arguments risk } }\n  }\n": types.RunSummaryFragmentDoc,
     "\n  mutation CreateConversation($input: CreateConversationInput!) {\n    createConversation(input: $input) { id title mode model agentic createdAt }\n  }\n": types.CreateConversationDocument,
     "\n  mutation UpdateConversation($id: ID!, $input: UpdateConversationInput!) {\n    updateConversation(id: $id, input: $input) { id title mode model agentic }\n  }\n": types.UpdateConversationDocument,
@@ -117,15 +121,19 @@ export function graphql(source: string): unknown;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n"): (typeof documents)["\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n"];
+export function graphql(source: "\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n"): (typeof documents)["\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  mutation LogIn($input: LogInInput!) {\n    logIn(input: $input) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n"): (typeof documents)["\n  mutation LogIn($input: LogInInput!) {\n    logIn(input: $input) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n"];
+export function graphql(source: "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      ...AuthPayloadFields\n    }\n  }\n"): (typeof documents)["\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      ...AuthPayloadFields\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n"): (typeof documents)["\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      accessToken\n      refreshToken\n      expiresAt\n      viewer { role platformAdmin user { id email name } tenant { id name } }\n    }\n  }\n"];
+export function graphql(source: "\n  mutation LogIn($input: LogInInput!) {\n    logIn(input: $input) {\n      ...AuthPayloadFields\n    }\n  }\n"): (typeof documents)["\n  mutation LogIn($input: LogInInput!) {\n    logIn(input: $input) {\n      ...AuthPayloadFields\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      ...AuthPayloadFields\n    }\n  }\n"): (typeof documents)["\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      ...AuthPayloadFields\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -145,7 +153,11 @@ export function graphql(source: "\n  query Conversations {\n    conversations(fi
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage }\n      }\n      runs(first: 20) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n"): (typeof documents)["\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage }\n      }\n      runs(first: 20) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n"];
+export function graphql(source: "\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n      runs(first: 20) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n"): (typeof documents)["\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n      runs(first: 20) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query ConversationMessagesAfter($id: ID!, $after: String) {\n    conversation(id: $id) {\n      id\n      messages(first: 100, after: $after) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n    }\n  }\n"): (typeof documents)["\n  query ConversationMessagesAfter($id: ID!, $after: String) {\n    conversation(id: $id) {\n      id\n      messages(first: 100, after: $after) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

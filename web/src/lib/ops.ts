@@ -3,13 +3,19 @@
 import { graphql } from '../gql';
 
 
+export const AuthPayloadFields = graphql(`
+  fragment AuthPayloadFields on AuthPayload {
+    accessToken
+    refreshToken
+    expiresAt
+    viewer { role platformAdmin user { id email name } tenant { id name } }
+  }
+`);
+
 export const SignUp = graphql(`
   mutation SignUp($input: SignUpInput!) {
     signUp(input: $input) {
-      accessToken
-      refreshToken
-      expiresAt
-      viewer { role platformAdmin user { id email name } tenant { id name } }
+      ...AuthPayloadFields
     }
   }
 `);
@@ -17,10 +23,7 @@ export const SignUp = graphql(`
 export const LogIn = graphql(`
   mutation LogIn($input: LogInInput!) {
     logIn(input: $input) {
-      accessToken
-      refreshToken
-      expiresAt
-      viewer { role platformAdmin user { id email name } tenant { id name } }
+      ...AuthPayloadFields
     }
   }
 `);
@@ -28,10 +31,7 @@ export const LogIn = graphql(`
 export const RefreshSession = graphql(`
   mutation RefreshSession($t: String!) {
     refreshSession(refreshToken: $t) {
-      accessToken
-      refreshToken
-      expiresAt
-      viewer { role platformAdmin user { id email name } tenant { id name } }
+      ...AuthPayloadFields
     }
   }
 `);
@@ -73,10 +73,22 @@ export const ConversationView = graphql(`
       createdAt
       messages(first: 100) {
         edges { node { id role content parts createdAt run { id } } }
-        pageInfo { hasNextPage }
+        pageInfo { hasNextPage endCursor }
       }
       runs(first: 20) {
         edges { node { ...RunSummary } }
+      }
+    }
+  }
+`);
+
+export const ConversationMessagesAfter = graphql(`
+  query ConversationMessagesAfter($id: ID!, $after: String) {
+    conversation(id: $id) {
+      id
+      messages(first: 100, after: $after) {
+        edges { node { id role content parts createdAt run { id } } }
+        pageInfo { hasNextPage endCursor }
       }
     }
   }

@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type DragEvent, type FormEvent, type KeyboardEvent } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
-import { useMutation, useQuery, useSubscription } from 'urql';
+import { useClient, useMutation, useQuery, useSubscription } from 'urql';
 import { Markdown } from '../components/Markdown';
 import { Badge, Empty, ErrorBox, Json, Loading } from '../components/ui';
 import { draftText, emptyEvents, eventsReducer, runEnded, type RunEventLike, type RunView } from '../lib/events';
@@ -9,6 +9,7 @@ import { dateTime, duration, money, time, tokens, uuidOf } from '../lib/format';
 import {
   CancelRun,
   ConversationEvents,
+  ConversationMessagesAfter,
   ConversationView,
   Conversations,
   CreateConversation,
@@ -120,7 +121,7 @@ function NewConversation({ first, onCancel, onCreated, onShowList }: { first: bo
     <section className="thread">
       <div className="thread-head">
         <button className="small mobile-only" onClick={onShowList} aria-label="Conversations">
-          ☰ Chats
+          Chats
         </button>
         <span className="title">New conversation</span>
       </div>
@@ -346,6 +347,34 @@ function Thread({
     return [...s];
   }, [runs, latest]);
 
+  // A conversation longer than a page: the later pages, fetched after the first.
+  // (The API pages messages oldest first.)
+  const client = useClient();
+  const [later, setLater] = useState<NonNullable<typeof conv>['messages']['edges'][number]['node'][]>([]);
+  const firstPage = conv?.messages;
+  useEffect(() => {
+    if (!firstPage?.pageInfo.hasNextPage) {
+      setLater([]);
+      return;
+    }
+    let stop = false;
+    (async () => {
+      const acc: typeof later = [];
+      let after = firstPage.pageInfo.endCursor ?? null;
+      while (!stop && after) {
+        const r = await client.query(ConversationMessagesAfter, { id, after }, { requestPolicy: 'network-only' }).toPromise();
+        const page = r.data?.conversation?.messages;
+        if (!page) break;
+        acc.push(...page.edges.map((e) => e.node));
+        after = page.pageInfo.hasNextPage ? (page.pageInfo.endCursor ?? null) : null;
+      }
+      if (!stop) setLater(acc);
+    })();
+    return () => {
+      stop = true;
+    };
+  }, [client, id, firstPage]);
+
   // Keep the view at the bottom while new text arrives, unless the reader scrolled up.
   useEffect(() => {
     const el = scrollRef.current;
@@ -369,7 +398,7 @@ function Thread({
     );
   }
 
-  const persisted = conv.messages.edges.map((e) => e.node);
+  const persisted = [...conv.messages.edges.map((e) => e.node), ...later];
   const persistedIds = new Set(persisted.map((m) => uuidOf(m.id)));
   // Replies seen as events but not yet in the stored list, and drafts still streaming.
   const live: { key: string; runId: string; text: string; streaming: boolean; gap: boolean; stopped: boolean }[] = [];
@@ -506,7 +535,7 @@ function ThreadHead({
   return (
     <div className="thread-head">
       <button className="small mobile-only" onClick={onShowList} aria-label="Conversations">
-        ☰
+        Chats
       </button>
       {editing ? (
         <form
@@ -824,7 +853,7 @@ function Composer({
           />
           {activeRun && (
             <label className="row small" style={{ flexDirection: 'row', alignItems: 'center' }}>
-              While busy
+              <span className="hide-phone">While busy</span>
               <select value={ifBusy} onChange={(e) => setIfBusy(e.target.value as BusyPolicy)} aria-label="While busy">
                 <option value="ENQUEUE">queue after this run</option>
                 <option value="INTERRUPT">interrupt this run</option>
