@@ -80,6 +80,7 @@ async function newUser(label) {
   });
   const email = `${label}-${run}@example.com`;
   await page.goto(`${base}/signup`);
+  if (label === 'alice') await shot(page, 'signup');
   await page.getByLabel('Your name').fill(label[0].toUpperCase() + label.slice(1));
   await page.getByLabel('Email').fill(email);
   await page.getByLabel('Password').fill(PASSWORD);
@@ -231,6 +232,9 @@ await scenario("a failed run's rollback card restores the files", async () => {
   await page.goto(`${base}/runs/${encodeURIComponent(failedRunId)}`);
   await page.getByTestId('run-page').getByText('terminal failure', { exact: false }).waitFor();
   await shot(page, 'run-page');
+  await page.goto(`${base}/runs`);
+  await page.getByRole('link', { name: 'Rollback demo' }).waitFor();
+  await shot(page, 'runs');
 });
 
 await scenario('settings out of range are refused in the form', async () => {
@@ -242,6 +246,7 @@ await scenario('settings out of range are refused in the form', async () => {
   await form.getByRole('button', { name: 'Save settings' }).click();
   await form.getByText('Must be between 30 and 3,600.').waitFor();
   await form.getByText('Must be between 0 and 100.').waitFor();
+  await shot(page, 'settings-refused');
   assert((await form.getByText('Saved.').count()) === 0, 'nothing was saved');
   const s = await gql(await tokenOf(page), '{ agentSettings { timeoutSeconds approvalThreshold } }');
   assert(s.agentSettings.timeoutSeconds === 300 && s.agentSettings.approvalThreshold === 50, 'the server still has the defaults');
@@ -296,6 +301,9 @@ await scenario("a second tenant's user sees none of it", async () => {
   }
   await page.goto(`${base}/workspace`);
   await page.getByText('The workspace is empty.').waitFor();
+  await page.goto(`${base}/tasks`);
+  await page.getByText('No tasks yet.').waitFor();
+  await shot(page, 'tasks-empty');
   await page.goto(`${base}/usage`);
   const totals = page.getByTestId('usage-totals');
   await totals.waitFor({ state: 'attached' });
@@ -329,54 +337,66 @@ await scenario('the access token is renewed without a logout', async () => {
 });
 
 await scenario('budgets: initial JS under 300 KB gzip, chat page first paint under 1.5 s (cold cache)', async () => {
-  // A session of its own (another refresh-token family), in a context with an empty cache.
-  const login = await gql(null, 'mutation($in: LogInInput!) { logIn(input: $in) { refreshToken viewer { role platformAdmin user { id email name } tenant { id name } } } }', {
-    in: { email: alice.email, password: PASSWORD },
-  });
-  const p = login.logIn;
-  const viewer = {
-    userId: p.viewer.user.id,
-    email: p.viewer.user.email,
-    name: p.viewer.user.name,
-    tenantId: p.viewer.tenant.id,
-    tenantName: p.viewer.tenant.name,
-    role: p.viewer.role,
-    platformAdmin: p.viewer.platformAdmin,
-  };
-  const context = await browser.newContext({ viewport: DESKTOP });
-  await context.addInitScript(
-    ([rt, v]) => {
-      if (!window.localStorage.getItem('agentry.refreshToken')) {
-        window.localStorage.setItem('agentry.refreshToken', rt);
-        window.localStorage.setItem('agentry.viewer', v);
-      }
-    },
-    [p.refreshToken, JSON.stringify(viewer)],
-  );
-  const page = await context.newPage();
-  const scripts = [];
-  page.on('response', async (r) => {
-    if (r.request().resourceType() === 'script') scripts.push(r);
-  });
-  await page.goto(`${base}/chat/${encodeURIComponent(aliceConv)}`);
-  await page.getByTestId('message').first().waitFor();
-  const timing = await page.evaluate(() => {
-    const fcp = performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? null;
-    return { rendered: performance.now(), fcp };
-  });
-  let gz = 0;
-  const files = [];
-  for (const r of scripts) {
-    const body = await r.body();
-    const n = gzipSync(body, { level: 9 }).length;
-    gz += n;
-    files.push(`${r.url().split('/').pop()} ${(n / 1024).toFixed(1)} KB`);
+  // Each load is a session of its own (another refresh-token family) in a context with an empty
+  // cache. The median of three loads is compared with the budget: the machine is shared.
+  async function coldLoad() {
+    const login = await gql(null, 'mutation($in: LogInInput!) { logIn(input: $in) { refreshToken viewer { role platformAdmin user { id email name } tenant { id name } } } }', {
+      in: { email: alice.email, password: PASSWORD },
+    });
+    const p = login.logIn;
+    const viewer = {
+      userId: p.viewer.user.id,
+      email: p.viewer.user.email,
+      name: p.viewer.user.name,
+      tenantId: p.viewer.tenant.id,
+      tenantName: p.viewer.tenant.name,
+      role: p.viewer.role,
+      platformAdmin: p.viewer.platformAdmin,
+    };
+    const context = await browser.newContext({ viewport: DESKTOP });
+    await context.addInitScript(
+      ([rt, v]) => {
+        if (!window.localStorage.getItem('agentry.refreshToken')) {
+          window.localStorage.setItem('agentry.refreshToken', rt);
+          window.localStorage.setItem('agentry.viewer', v);
+        }
+      },
+      [p.refreshToken, JSON.stringify(viewer)],
+    );
+    const page = await context.newPage();
+    const scripts = [];
+    page.on('response', (r) => {
+      if (r.request().resourceType() === 'script') scripts.push(r);
+    });
+    await page.goto(`${base}/chat/${encodeURIComponent(aliceConv)}`);
+    await page.getByTestId('message').first().waitFor();
+    const timing = await page.evaluate(() => ({
+      fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? Infinity,
+      rendered: performance.now(),
+    }));
+    let gz = 0;
+    const files = [];
+    for (const r of scripts) {
+      const n = gzipSync(await r.body(), { level: 9 }).length;
+      gz += n;
+      files.push(`${r.url().split('/').pop()} ${(n / 1024).toFixed(1)} KB`);
+    }
+    await context.close();
+    return { ...timing, gz, files };
   }
-  console.log(`      initial JS: ${(gz / 1024).toFixed(1)} KB gzip in ${scripts.length} files (${files.join(', ')})`);
-  console.log(`      chat page: first contentful paint ${timing.fcp?.toFixed(0)} ms, messages rendered ${timing.rendered.toFixed(0)} ms after navigation start`);
+  const loads = [];
+  for (let i = 0; i < 3; i++) loads.push(await coldLoad());
+  const median = (xs) => [...xs].sort((a, b) => a - b)[1];
+  const fcp = median(loads.map((l) => l.fcp));
+  const rendered = median(loads.map((l) => l.rendered));
+  const gz = loads[0].gz;
+  console.log(`      initial JS: ${(gz / 1024).toFixed(1)} KB gzip in ${loads[0].files.length} files (${loads[0].files.join(', ')})`);
+  console.log(
+    `      chat page, cold cache: first contentful paint ${loads.map((l) => l.fcp.toFixed(0)).join(' / ')} ms (median ${fcp.toFixed(0)}), ` +
+      `messages rendered ${loads.map((l) => l.rendered.toFixed(0)).join(' / ')} ms (median ${rendered.toFixed(0)}) after navigation start`,
+  );
   assert(gz < 300 * 1024, 'initial JS under 300 KB gzip');
-  assert(timing.fcp !== null && timing.fcp < 1500, 'chat page first rendered (first contentful paint) within 1.5 s');
-  await context.close();
+  assert(fcp < 1500, 'chat page first rendered (first contentful paint) within 1.5 s');
 });
 
 await browser.close();

@@ -23,9 +23,6 @@ export function AdminPage() {
       <div className="row">
         <h1 style={{ margin: 0 }}>Platform</h1>
         <span className="spacer" />
-        <a href="/admin/jobs/" target="_blank" rel="noreferrer">
-          Jobs (River UI)
-        </a>
         <select aria-label="Range" value={days} onChange={(e) => setDays(Number(e.target.value))}>
           <option value={7}>Last 7 days</option>
           <option value={30}>Last 30 days</option>

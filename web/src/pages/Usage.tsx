@@ -164,12 +164,12 @@ function Budgets({ budgets, admin, emails, onChange }: { budgets: BudgetRow[]; a
           </div>
         ))}
       </div>
-      {admin && <BudgetForm onDone={onChange} />}
+      {admin && <BudgetForm users={[...emails.entries()]} onDone={onChange} />}
     </>
   );
 }
 
-function BudgetForm({ onDone }: { onDone: () => void }) {
+function BudgetForm({ users, onDone }: { users: [string, string][]; onDone: () => void }) {
   const [scope, setScope] = useState<BudgetScope>('TENANT');
   const [userId, setUserId] = useState('');
   const [period, setPeriod] = useState<BudgetPeriod>('MONTH');
@@ -184,6 +184,10 @@ function BudgetForm({ onDone }: { onDone: () => void }) {
     const cl = cost.trim() === '' ? null : Math.round(Number(cost) * 1_000_000);
     if ((tl !== null && (!Number.isInteger(tl) || tl < 0)) || (cl !== null && (!Number.isFinite(cl) || cl < 0))) {
       setErr('Limits are positive numbers (tokens: whole; cost: dollars).');
+      return;
+    }
+    if (scope === 'USER' && !userId) {
+      setErr('Choose the user the budget is for.');
       return;
     }
     if (tl === null && cl === null) {
@@ -210,8 +214,15 @@ function BudgetForm({ onDone }: { onDone: () => void }) {
         </label>
         {scope === 'USER' && (
           <label>
-            User id
-            <input value={userId} onChange={(e) => setUserId(e.target.value)} required />
+            User
+            <select value={userId} onChange={(e) => setUserId(e.target.value)} required>
+              <option value="">choose…</option>
+              {users.map(([id, email]) => (
+                <option key={id} value={id}>
+                  {email}
+                </option>
+              ))}
+            </select>
           </label>
         )}
         <label>
