@@ -5,7 +5,7 @@ import { makeClient, resetSocket, session } from './lib/client';
 import { LogOut } from './lib/ops';
 import { AuthPage } from './pages/Auth';
 import { ChatPage } from './pages/Chat';
-import type { SessionState } from './lib/session';
+import { REFRESH_KEY, type SessionState } from './lib/session';
 
 const RunsPage = lazy(() => import('./pages/Runs').then((m) => ({ default: m.RunsPage })));
 const RunPage = lazy(() => import('./pages/Runs').then((m) => ({ default: m.RunPage })));
@@ -57,7 +57,7 @@ function Shell() {
   useEffect(() => setMenu(false), [loc.pathname]);
   const admin = v?.role === 'OWNER' || v?.role === 'ADMIN';
   const doLogOut = async () => {
-    const t = window.localStorage.getItem('agentry.refreshToken');
+    const t = window.localStorage.getItem(REFRESH_KEY);
     if (t) await logOut({ t });
     session.clear();
     navigate('/login');

@@ -6,7 +6,7 @@
 import { Client, cacheExchange, fetchExchange, stringifyDocument, subscriptionExchange, type Exchange } from 'urql';
 import { authExchange } from '@urql/exchange-auth';
 import { createClient as createWSClient, type Client as WSClient } from 'graphql-ws';
-import { Session, SessionExpiredError, browserLock, type Tokens, type ViewerInfo } from './session';
+import { REFRESH_KEY, Session, SessionExpiredError, browserLock, type Tokens, type ViewerInfo } from './session';
 import { RefreshSessionDocument } from '../gql/graphql';
 
 export function endpoint(): string {
@@ -66,6 +66,11 @@ export const session = new Session({
   lock: browserLock(),
   setTimer: (fn, ms) => window.setTimeout(fn, ms),
   clearTimer: (t) => window.clearTimeout(t as number),
+});
+
+// Logging out in one tab logs out the others.
+window.addEventListener('storage', (e) => {
+  if (e.key === REFRESH_KEY && e.newValue === null && session.peek()) session.clear();
 });
 
 // A reloaded page has a refresh token but no access token: get one at once, while the app's
