@@ -314,10 +314,20 @@ await scenario("a second tenant's user sees none of it", async () => {
 await scenario('the access token is renewed without a logout', async () => {
   const { page } = alice;
   await page.goto(`${base}/chat/${encodeURIComponent(aliceConv)}`);
+  // A second tab of the same browser profile: both renew the one session (same refresh token
+  // in localStorage) on their own timers.
+  const tab2 = await alice.context.newPage();
+  await tab2.goto(`${base}/runs`);
+  await tab2.getByRole('link', { name: 'Rollback demo' }).waitFor();
   const before = await page.evaluate(() => window.__agentrySession.renewals);
-  // Tokens live 20 s here: wait for two more renewals by the page's own timer.
+  // Tokens live 20 s here: wait for two more renewals by each page's own timer.
   await page.waitForFunction((n) => window.__agentrySession.renewals >= n + 2, before, { timeout: 90_000 });
+  await tab2.waitForFunction(() => window.__agentrySession.renewals >= 2, null, { timeout: 90_000 });
   assert(page.url().includes('/chat/'), 'still in the app, not at the login page');
+  await tab2.reload();
+  await tab2.getByRole('link', { name: 'Rollback demo' }).waitFor();
+  assert(tab2.url().endsWith('/runs'), 'the second tab is still logged in');
+  await tab2.close();
   // A file dropped on the composer goes with the message (after the renewals, on the fresh token).
   const dt = await page.evaluateHandle(() => {
     const d = new DataTransfer();

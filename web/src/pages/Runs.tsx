@@ -1,9 +1,10 @@
-import { useState } from 'react';
+import { useEffect, useReducer, useRef, useState } from 'react';
 import { Link, useParams } from 'react-router';
-import { useQuery } from 'urql';
+import { useQuery, useSubscription } from 'urql';
 import { Badge, Empty, ErrorBox, Json, Loading } from '../components/ui';
 import { dateTime, duration, money, time, tokens } from '../lib/format';
-import { RunPage as RunPageQuery, Runs } from '../lib/ops';
+import { emptyEvents, eventsReducer, type RunEventLike } from '../lib/events';
+import { RunEvents, RunPage as RunPageQuery, Runs } from '../lib/ops';
 import type { RunKind, RunStatus } from '../gql/graphql';
 
 const STATUSES: RunStatus[] = ['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
@@ -93,14 +94,46 @@ export function RunsPage() {
   );
 }
 
+const ACTIVE = new Set(['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL']);
+
+/** Follows a run that has not ended: its events as they happen, and a refetch of the rest. */
+function Follow({ runId, afterSeq, onEvent }: { runId: string; afterSeq: number; onEvent: (e: RunEventLike) => void }) {
+  const [start] = useState(afterSeq);
+  useSubscription({ query: RunEvents, variables: { runId, afterSeq: start } }, (_p: unknown, d) => {
+    onEvent(d.runEvents as RunEventLike);
+    return d;
+  });
+  return null;
+}
+
 export function RunPage() {
   const { id = '' } = useParams();
-  const [q] = useQuery({ query: RunPageQuery, variables: { id } });
+  const [q, refetch] = useQuery({ query: RunPageQuery, variables: { id } });
+  const [live, dispatch] = useReducer(eventsReducer, emptyEvents);
+  const timer = useRef<number | null>(null);
+  useEffect(() => () => {
+    if (timer.current !== null) window.clearTimeout(timer.current);
+  }, []);
+  const stored = q.data?.run;
+  useEffect(() => {
+    if (stored) dispatch({ type: 'events', events: stored.events as RunEventLike[] });
+  }, [stored]);
+  const onEvent = (e: RunEventLike) => {
+    dispatch({ type: 'event', event: e });
+    if (e.seq > 0 && timer.current === null) {
+      timer.current = window.setTimeout(() => {
+        timer.current = null;
+        refetch({ requestPolicy: 'network-only' });
+      }, 300);
+    }
+  };
   const run = q.data?.run;
   if (q.error && !run) return <div className="page"><ErrorBox error={q.error} /></div>;
   if (!run) return <div className="page">{q.fetching ? <Loading what="the run" /> : <Empty title="This run does not exist." />}</div>;
+  const events = live.runs[run.id]?.events ?? run.events;
   return (
     <div className="page" data-testid="run-page">
+      {ACTIVE.has(run.status) && <Follow runId={run.id} afterSeq={live.runs[run.id]?.lastSeq ?? 0} onEvent={onEvent} />}
       <div className="row">
         <h1 style={{ margin: 0 }}>{run.conversation?.title || run.task?.title || 'Run'}</h1>
         <Badge value={run.status} />
@@ -176,7 +209,7 @@ export function RunPage() {
       <h2>Event timeline</h2>
       <div className="card">
         <ol className="timeline" data-testid="timeline">
-          {run.events.map((e) => (
+          {events.map((e) => (
             <li key={e.seq} title={JSON.stringify(e.data)}>
               <span className="seq">{e.seq}</span>
               <span className="t">{time(e.timestamp)}</span>
