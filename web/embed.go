@@ -5,12 +5,14 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
 	"embed"
 	"io/fs"
 	"net/http"
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -48,6 +50,7 @@ func newHandler(app fs.FS) http.Handler {
 		index = []byte(notBuilt)
 	}
 	files := http.FileServerFS(app)
+	var packed sync.Map // file name -> *compressed
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", csp(r))
@@ -66,6 +69,15 @@ func newHandler(app fs.FS) http.Handler {
 					h.Set("Cache-Control", "public, max-age=31536000, immutable")
 				} else {
 					h.Set("Cache-Control", "no-cache")
+				}
+				if compressible(name) && acceptsGzip(r) {
+					v, _ := packed.LoadOrStore(name, &compressed{})
+					if body, ok := v.(*compressed).get(app, name); ok {
+						h.Set("Content-Encoding", "gzip")
+						h.Add("Vary", "Accept-Encoding")
+						http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(body))
+						return
+					}
 				}
 				files.ServeHTTP(w, r)
 				return
@@ -100,3 +112,45 @@ func csp(r *http.Request) string {
 
 // hostPattern is a Host header that may be named in the policy (a name or address and a port).
 var hostPattern = regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]+)?$|^\[[0-9A-Fa-f:.]+\](:[0-9]+)?$`)
+
+// compressed is a file's gzip encoding, made on first request.
+type compressed struct {
+	once sync.Once
+	body []byte
+	ok   bool
+}
+
+func (c *compressed) get(app fs.FS, name string) ([]byte, bool) {
+	c.once.Do(func() {
+		raw, err := fs.ReadFile(app, name)
+		if err != nil {
+			return
+		}
+		var b bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+		if _, err := zw.Write(raw); err != nil || zw.Close() != nil {
+			return
+		}
+		c.body, c.ok = b.Bytes(), true
+	})
+	return c.body, c.ok
+}
+
+// compressible reports whether a file is text worth sending gzip-encoded.
+func compressible(name string) bool {
+	switch path.Ext(name) {
+	case ".js", ".css", ".svg", ".json", ".txt", ".map":
+		return true
+	}
+	return false
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.TrimSpace(enc) == "gzip" && strings.ReplaceAll(strings.TrimSpace(q), " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
+}

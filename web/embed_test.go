@@ -1,6 +1,8 @@
 package web
 
 import (
+	"compress/gzip"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -41,6 +43,21 @@ func TestHandler(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Equal(t, "public, max-age=31536000, immutable", rec.Header().Get("Cache-Control"))
 	require.Contains(t, rec.Header().Get("Content-Type"), "javascript")
+	require.Empty(t, rec.Header().Get("Content-Encoding"), "a client that did not ask for gzip")
+
+	// Text assets go gzip-encoded to clients that take it.
+	req := httptest.NewRequest(http.MethodGet, "/assets/index-abc.js", nil)
+	req.Header.Set("Accept-Encoding", "gzip, deflate, br")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"))
+	require.Contains(t, rec.Header().Get("Content-Type"), "javascript")
+	zr, err := gzip.NewReader(rec.Body)
+	require.NoError(t, err)
+	plain, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	require.Equal(t, "console.log(1)", string(plain))
 
 	rec = get("/robots.txt", "")
 	require.Equal(t, http.StatusOK, rec.Code)
@@ -63,7 +80,7 @@ func TestHandler(t *testing.T) {
 	require.Contains(t, csp, "connect-src 'self';")
 	require.Equal(t, 1, strings.Count(csp, "script-src"))
 
-	req := httptest.NewRequest(http.MethodPost, "/chat", nil)
+	req = httptest.NewRequest(http.MethodPost, "/chat", nil)
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusMethodNotAllowed, rec.Code)
