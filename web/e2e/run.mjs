@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 const base = process.env.AGENTRY_URL;
 const shots = process.env.SCREENSHOTS ?? 'e2e/screenshots';
-const only = process.env.SCENARIOS ? new Set(process.env.SCENARIOS.split(',')) : null;
+const only = process.env.SCENARIOS ? new Set(process.env.SCENARIOS.split('|')) : null;
 if (!base) throw new Error('AGENTRY_URL is not set');
 mkdirSync(shots, { recursive: true });
 
@@ -383,7 +383,12 @@ await scenario('budgets: initial JS under 300 KB gzip, chat page first paint und
     const timing = await page.evaluate(() => ({
       fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? Infinity,
       rendered: performance.now(),
+      resources: performance
+        .getEntriesByType('resource')
+        .map((e) => `${e.name.split('/').pop()} ${e.startTime.toFixed(0)}-${e.responseEnd.toFixed(0)}`)
+        .join(', '),
     }));
+    if (process.env.AGENTRY_E2E_TIMINGS) console.log(`      resources: ${timing.resources}`);
     let gz = 0;
     const files = [];
     for (const r of scripts) {
