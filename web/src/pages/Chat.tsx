@@ -631,7 +631,6 @@ function ApprovalCard({ approval, onDone }: { approval: RunSummaryFragment['appr
             approval.question || `The run asks: ${approval.kind.replace('_', ' ')}`
           )}
         </strong>
-        {approval.question && approval.kind === 'tool_call' && <span>{approval.question}</span>}
         {tc && <Json value={tc.arguments} />}
         <input placeholder="Note for the agent (optional)" value={note} onChange={(e) => setNote(e.target.value)} aria-label="Note" />
         <div className="row">
