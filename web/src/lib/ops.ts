@@ -177,7 +177,7 @@ export const ResolveRollback = graphql(`
 export const Runs = graphql(`
   query Runs($status: [RunStatus!], $kind: [RunKind!], $after: String) {
     runs(first: 50, status: $status, kind: $kind, after: $after) {
-      edges { node { id kind status turns inputTokens outputTokens costMicros createdAt finishedAt terminationReason failureClass conversation { id title } } }
+      edges { node { id kind status turns inputTokens outputTokens costMicros createdAt finishedAt terminationReason failureClass conversation { id title } task { id title } user { id email } } }
       pageInfo { hasNextPage endCursor }
     }
   }

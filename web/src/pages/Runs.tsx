@@ -2,6 +2,7 @@ import { useEffect, useReducer, useRef, useState } from 'react';
 import { Link, useParams } from 'react-router';
 import { useQuery, useSubscription } from 'urql';
 import { Badge, Empty, ErrorBox, Json, Loading } from '../components/ui';
+import { session } from '../lib/client';
 import { dateTime, duration, money, time, tokens } from '../lib/format';
 import { emptyEvents, eventsReducer, type RunEventLike } from '../lib/events';
 import { RunEvents, RunPage as RunPageQuery, Runs } from '../lib/ops';
@@ -16,9 +17,11 @@ export function RunsPage() {
   const [after, setAfter] = useState<string | null>(null);
   const [q] = useQuery({ query: Runs, variables: { status: status ? [status] : null, kind: kind ? [kind] : null, after } });
   const runs = q.data?.runs.edges.map((e) => e.node) ?? [];
+  const admin = session.viewer?.role === 'OWNER' || session.viewer?.role === 'ADMIN';
   return (
     <div className="page">
       <h1>Runs</h1>
+      <p className="muted small">{admin ? 'Every run of the organisation, newest first.' : 'Your runs, newest first.'}</p>
       <div className="row" style={{ marginBottom: '1rem' }}>
         <label className="check">
           Status
@@ -58,6 +61,7 @@ export function RunsPage() {
                 <th>Run</th>
                 <th>Status</th>
                 <th className="hide-phone">Kind</th>
+                {admin && <th className="hide-phone">By</th>}
                 <th className="num hide-phone">Turns</th>
                 <th className="num">Tokens</th>
                 <th className="num">Cost</th>
@@ -68,13 +72,14 @@ export function RunsPage() {
               {runs.map((r) => (
                 <tr key={r.id}>
                   <td>
-                    <Link to={`/runs/${encodeURIComponent(r.id)}`}>{r.conversation?.title || r.kind.replace('_', ' ').toLowerCase()}</Link>
+                    <Link to={`/runs/${encodeURIComponent(r.id)}`}>{r.conversation?.title || r.task?.title || r.kind.replace('_', ' ').toLowerCase()}</Link>
                     {r.terminationReason && <div className="muted small">{r.terminationReason.replace(/_/g, ' ')}</div>}
                   </td>
                   <td>
                     <Badge value={r.status} />
                   </td>
                   <td className="hide-phone">{r.kind.replace('_', ' ').toLowerCase()}</td>
+                  {admin && <td className="hide-phone">{r.user.email}</td>}
                   <td className="num hide-phone">{r.turns}</td>
                   <td className="num">{tokens(r.inputTokens + r.outputTokens)}</td>
                   <td className="num">{money(r.costMicros)}</td>

@@ -22,9 +22,21 @@ function total(rows: Bucket[]) {
   );
 }
 
+/** A custom range of UTC days, both ends included: [from 00:00, the day after to 00:00). */
+function customRange(fromDay: string, toDay: string): { from: Date; to: Date } | null {
+  const f = Date.parse(`${fromDay}T00:00:00Z`);
+  const t = Date.parse(`${toDay}T00:00:00Z`);
+  if (Number.isNaN(f) || Number.isNaN(t) || t < f) return null;
+  return { from: new Date(f), to: new Date(t + 86_400_000) };
+}
+
 export function UsagePage() {
   const [days, setDays] = useState(7);
-  const { from, to } = useMemo(() => rangeOf(days), [days]);
+  const today = new Date().toISOString().slice(0, 10);
+  const [fromDay, setFromDay] = useState(today);
+  const [toDay, setToDay] = useState(today);
+  const custom = days === 0 ? customRange(fromDay, toDay) : null;
+  const { from, to } = useMemo(() => custom ?? rangeOf(days || 7), [days, custom?.from.getTime(), custom?.to.getTime()]); // eslint-disable-line react-hooks/exhaustive-deps
   const [q, refetch] = useQuery({ query: Usage, variables: { from: from.toISOString(), to: to.toISOString() }, requestPolicy: 'cache-and-network' });
   const v = session.viewer;
   const admin = v?.role === 'OWNER' || v?.role === 'ADMIN';
@@ -44,7 +56,14 @@ export function UsagePage() {
           <option value={7}>Last 7 days</option>
           <option value={30}>Last 30 days</option>
           <option value={90}>Last 90 days</option>
+          <option value={0}>Custom…</option>
         </select>
+        {days === 0 && (
+          <>
+            <input type="date" aria-label="From" value={fromDay} max={toDay} onChange={(e) => setFromDay(e.target.value)} />
+            <input type="date" aria-label="To" value={toDay} min={fromDay} onChange={(e) => setToDay(e.target.value)} />
+          </>
+        )}
         <button onClick={() => refetch({ requestPolicy: 'network-only' })}>Refresh</button>
       </div>
       <p className="muted small">
