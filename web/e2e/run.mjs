@@ -256,6 +256,22 @@ await scenario('settings out of range are refused in the form', async () => {
   await form.getByText('Saved.').waitFor();
   const after = await gql(await tokenOf(page), '{ agentSettings { timeoutSeconds } }');
   assert(after.agentSettings.timeoutSeconds === 600, 'a valid value is saved');
+
+  // An API key's secret is shown once; revoking it takes a confirmation.
+  await page.getByRole('tab', { name: 'API keys' }).click();
+  await page.getByLabel('Key name').fill('CI integration');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const secret = await page.getByTestId('secret').locator('.secret').innerText();
+  assert(secret.startsWith('agk_'), `the secret is shown: ${secret}`);
+  const viaKey = await gql(secret, '{ viewer { role } }');
+  assert(viaKey.viewer.role === 'MEMBER', 'the key works with its role');
+  page.once('dialog', (d) => d.accept());
+  await page.getByRole('button', { name: 'Revoke' }).click();
+  await page.getByText('revoked').waitFor();
+  await page.getByRole('tab', { name: 'Members' }).click();
+  await page.getByLabel('Member email').fill(`carol-${run}@example.com`);
+  await page.getByRole('button', { name: 'Add member' }).click();
+  await page.getByText('Invitation link (shown once):').waitFor();
 });
 
 await scenario("the usage page shows the turns just made, equal to usageSummary's", async () => {

@@ -75,7 +75,7 @@ export const ConversationView = graphql(`
         edges { node { id role content parts createdAt run { id } } }
         pageInfo { hasNextPage endCursor }
       }
-      runs(first: 20) {
+      runs(first: 10) {
         edges { node { ...RunSummary } }
       }
     }
@@ -197,7 +197,7 @@ export const RunPage = graphql(`
 
 export const Tasks = graphql(`
   query Tasks {
-    tasks(first: 100) {
+    tasks(first: 50) {
       edges { node { id title description status priority type complexity slug tags createdAt runs(first: 5) { edges { node { id status createdAt costMicros } } } } }
     }
   }
