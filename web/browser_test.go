@@ -85,10 +85,7 @@ func TestBrowser(t *testing.T) {
 // returns its base URL once it is ready.
 func startDev(t *testing.T, extra map[string]string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr, healthAddr := freeAddr(t), freeAddr(t)
 
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -105,6 +102,7 @@ func startDev(t *testing.T, extra map[string]string) string {
 		"AGENTRY_MASTER_KEY":       base64.StdEncoding.EncodeToString(key),
 		"AGENTRY_ENV":              "development",
 		"AGENTRY_HTTP_ADDR":        addr,
+		"AGENTRY_HEALTH_ADDR":      healthAddr,
 		"AGENTRY_RATE_LIMIT_SPEND": "off",
 		"AGENTRY_RATE_LIMIT_AUTH":  "off",
 		"AGENTRY_RETRY_BASE_DELAY": "100ms",
@@ -163,6 +161,15 @@ func startDev(t *testing.T, extra map[string]string) string {
 		require.True(t, time.Now().Before(deadline), "agentry dev was not ready within 2 minutes")
 		time.Sleep(100 * time.Millisecond) // polling for readiness, not settling
 	}
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 func tail(s string, lines int) string {
