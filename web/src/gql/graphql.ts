@@ -159,7 +159,7 @@ export type SendMessageInput = {
   attachments?: Array<AttachmentInput> | null | undefined;
   content: string;
   conversationId: string | number;
-  /** same key -> same message and run, no second job */
+  /** same key -> same message and run, no second job; the same key with other content is CONFLICT */
   idempotencyKey?: string | null | undefined;
   /** default ENQUEUE */
   ifBusy?: BusyPolicy | null | undefined;
