@@ -272,6 +272,7 @@ await scenario('settings out of range are refused in the form', async () => {
   await page.getByLabel('Member email').fill(`carol-${run}@example.com`);
   await page.getByRole('button', { name: 'Add member' }).click();
   await page.getByText('Invitation link (shown once):').waitFor();
+  await page.locator('td', { hasText: `carol-${run}@example.com` }).waitFor();
 });
 
 await scenario("the usage page shows the turns just made, equal to usageSummary's", async () => {

@@ -1,8 +1,10 @@
 import { Suspense, lazy, useEffect, useMemo, useState, useSyncExternalStore } from 'react';
 import { NavLink, Navigate, Route, Routes, useLocation, useNavigate } from 'react-router';
-import { Provider, useMutation } from 'urql';
-import { makeClient, resetSocket, session } from './lib/client';
-import { LogOut } from './lib/ops';
+import { Provider, useMutation, useQuery } from 'urql';
+import { makeClient, resetSocket, session, viewerOf } from './lib/client';
+import { LogOut, Memberships, SwitchTenant } from './lib/ops';
+import { browserLock, exchange } from './lib/session';
+import { errorText } from './lib/errors';
 import { AuthPage } from './pages/Auth';
 import { ChatPage } from './pages/Chat';
 import { REFRESH_KEY, type SessionState } from './lib/session';
@@ -87,6 +89,7 @@ function Shell() {
         </nav>
         <div className="who">
           <div title={v?.email}>{v?.name || v?.email}</div>
+          <TenantSwitcher />
           <div>
             {v?.tenantName} · {v?.role?.toLowerCase()}
           </div>
@@ -132,5 +135,41 @@ function NotFound() {
         <NavLink to="/chat">Go to your conversations</NavLink>
       </div>
     </div>
+  );
+}
+
+/** The tenants the person has joined; choosing one switches the session to it. */
+function TenantSwitcher() {
+  const [q] = useQuery({ query: Memberships });
+  const [res, switchTenant] = useMutation(SwitchTenant);
+  const navigate = useNavigate();
+  const joined = (q.data?.viewer.memberships ?? []).filter((m) => !m.pending);
+  if (joined.length < 2) return null;
+  const current = session.viewer?.tenantId ?? '';
+  return (
+    <label style={{ marginBottom: '0.35rem' }}>
+      Organisation
+      <select
+        aria-label="Organisation"
+        value={current}
+        disabled={res.fetching}
+        onChange={async (e) => {
+          const tenantId = e.target.value;
+          await exchange(session, browserLock(), window.localStorage, async (t) => {
+            const r = await switchTenant({ t, tenantId });
+            const p = r.data?.switchTenant;
+            return p ? { ...p, viewer: viewerOf(p) } : null;
+          });
+          navigate('/chat');
+        }}
+      >
+        {joined.map((m) => (
+          <option key={m.tenant.id} value={m.tenant.id}>
+            {m.tenant.name} ({m.role.toLowerCase()})
+          </option>
+        ))}
+      </select>
+      {res.error && <span className="field-error">{errorText(res.error)}</span>}
+    </label>
   );
 }

@@ -57,6 +57,9 @@ type Documents = {
     "\n  mutation SetBudget($input: SetBudgetInput!) { setBudget(input: $input) { id } }\n": typeof types.SetBudgetDocument,
     "\n  mutation DeleteBudget($id: ID!) { deleteBudget(id: $id) }\n": typeof types.DeleteBudgetDocument,
     "\n  query PlatformUsage($from: Time!, $to: Time!) {\n    byTenant: platformUsage(from: $from, to: $to, groupBy: TENANT) { key calls inputTokens outputTokens costMicros }\n    byModel: platformUsage(from: $from, to: $to, groupBy: MODEL) { key calls inputTokens outputTokens costMicros }\n    byDay: platformUsage(from: $from, to: $to, groupBy: DAY) { key calls inputTokens outputTokens costMicros }\n  }\n": typeof types.PlatformUsageDocument,
+    "\n  query Memberships {\n    viewer { memberships { role pending tenant { id name } } }\n  }\n": typeof types.MembershipsDocument,
+    "\n  mutation SwitchTenant($t: String!, $tenantId: ID!) {\n    switchTenant(refreshToken: $t, tenantId: $tenantId) {\n      ...AuthPayloadFields\n    }\n  }\n": typeof types.SwitchTenantDocument,
+    "\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n": typeof types.MembersDocument,
 };
 const documents: Documents = {
     "\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": types.AuthPayloadFieldsFragmentDoc,
@@ -102,6 +105,9 @@ const documents: Documents = {
     "\n  mutation SetBudget($input: SetBudgetInput!) { setBudget(input: $input) { id } }\n": types.SetBudgetDocument,
     "\n  mutation DeleteBudget($id: ID!) { deleteBudget(id: $id) }\n": types.DeleteBudgetDocument,
     "\n  query PlatformUsage($from: Time!, $to: Time!) {\n    byTenant: platformUsage(from: $from, to: $to, groupBy: TENANT) { key calls inputTokens outputTokens costMicros }\n    byModel: platformUsage(from: $from, to: $to, groupBy: MODEL) { key calls inputTokens outputTokens costMicros }\n    byDay: platformUsage(from: $from, to: $to, groupBy: DAY) { key calls inputTokens outputTokens costMicros }\n  }\n": types.PlatformUsageDocument,
+    "\n  query Memberships {\n    viewer { memberships { role pending tenant { id name } } }\n  }\n": types.MembershipsDocument,
+    "\n  mutation SwitchTenant($t: String!, $tenantId: ID!) {\n    switchTenant(refreshToken: $t, tenantId: $tenantId) {\n      ...AuthPayloadFields\n    }\n  }\n": types.SwitchTenantDocument,
+    "\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n": types.MembersDocument,
 };
 
 /**
@@ -290,6 +296,18 @@ export function graphql(source: "\n  mutation DeleteBudget($id: ID!) { deleteBud
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query PlatformUsage($from: Time!, $to: Time!) {\n    byTenant: platformUsage(from: $from, to: $to, groupBy: TENANT) { key calls inputTokens outputTokens costMicros }\n    byModel: platformUsage(from: $from, to: $to, groupBy: MODEL) { key calls inputTokens outputTokens costMicros }\n    byDay: platformUsage(from: $from, to: $to, groupBy: DAY) { key calls inputTokens outputTokens costMicros }\n  }\n"): (typeof documents)["\n  query PlatformUsage($from: Time!, $to: Time!) {\n    byTenant: platformUsage(from: $from, to: $to, groupBy: TENANT) { key calls inputTokens outputTokens costMicros }\n    byModel: platformUsage(from: $from, to: $to, groupBy: MODEL) { key calls inputTokens outputTokens costMicros }\n    byDay: platformUsage(from: $from, to: $to, groupBy: DAY) { key calls inputTokens outputTokens costMicros }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query Memberships {\n    viewer { memberships { role pending tenant { id name } } }\n  }\n"): (typeof documents)["\n  query Memberships {\n    viewer { memberships { role pending tenant { id name } } }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation SwitchTenant($t: String!, $tenantId: ID!) {\n    switchTenant(refreshToken: $t, tenantId: $tenantId) {\n      ...AuthPayloadFields\n    }\n  }\n"): (typeof documents)["\n  mutation SwitchTenant($t: String!, $tenantId: ID!) {\n    switchTenant(refreshToken: $t, tenantId: $tenantId) {\n      ...AuthPayloadFields\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n"): (typeof documents)["\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n"];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};

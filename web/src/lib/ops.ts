@@ -307,3 +307,25 @@ export const PlatformUsage = graphql(`
     byDay: platformUsage(from: $from, to: $to, groupBy: DAY) { key calls inputTokens outputTokens costMicros }
   }
 `);
+
+export const Memberships = graphql(`
+  query Memberships {
+    viewer { memberships { role pending tenant { id name } } }
+  }
+`);
+
+export const SwitchTenant = graphql(`
+  mutation SwitchTenant($t: String!, $tenantId: ID!) {
+    switchTenant(refreshToken: $t, tenantId: $tenantId) {
+      ...AuthPayloadFields
+    }
+  }
+`);
+
+export const Members = graphql(`
+  query Members {
+    members(first: 100) {
+      edges { node { role pending joinedAt user { id email name } } }
+    }
+  }
+`);

@@ -198,6 +198,21 @@ export class Session {
   }
 }
 
+/**
+ * Spends the stored refresh token with fn (switching tenant) under the same lock as renewals,
+ * and starts the session it answers.
+ */
+export async function exchange(s: Session, lock: LockFn | undefined, storage: KeyValueStore, fn: (refreshToken: string) => Promise<(Tokens & { viewer: ViewerInfo }) | null>) {
+  const run = async () => {
+    const rt = storage.getItem(REFRESH_KEY);
+    if (!rt) throw new SessionExpiredError();
+    const t = await fn(rt);
+    if (t) s.start(t, t.viewer);
+    return t;
+  };
+  return lock ? lock('agentry-refresh', run) : run();
+}
+
 /** navigator.locks when the browser has it. */
 export function browserLock(): LockFn | undefined {
   const locks = (globalThis.navigator as Navigator | undefined)?.locks;

@@ -3,7 +3,7 @@ import { useMutation, useQuery } from 'urql';
 import { Badge, Empty, ErrorBox, Loading } from '../components/ui';
 import { session } from '../lib/client';
 import { dateTime } from '../lib/format';
-import { AcceptInvitation, AddMember, ApiKeys, CreateApiKey, RevokeApiKey, Settings, UpdateSettings } from '../lib/ops';
+import { AcceptInvitation, AddMember, ApiKeys, Members as MembersQuery, CreateApiKey, RevokeApiKey, Settings, UpdateSettings } from '../lib/ops';
 import type { AgentSettingsInput, ContextStrategy, Personality, Role, Verbosity } from '../gql/graphql';
 
 /** The server's ranges and defaults (internal/settings), mirrored so the form refuses what the server would. */
@@ -279,6 +279,7 @@ function Keys() {
 }
 
 function Members() {
+  const [list, refetch] = useQuery({ query: MembersQuery });
   const [email, setEmail] = useState('');
   const [role, setRole] = useState<Role>('MEMBER');
   const [res, add] = useMutation(AddMember);
@@ -294,6 +295,7 @@ function Members() {
           if (m) {
             setAdded([{ email: m.user.email, role: m.role, pending: m.pending, token: m.invitationToken }, ...added]);
             setEmail('');
+            refetch({ requestPolicy: 'network-only' });
           }
         }}
       >
@@ -311,6 +313,32 @@ function Members() {
       <p className="muted small">
         Someone with an account joins at once. Someone without one gets an invitation: send them the token (shown once) and they sign up with it.
       </p>
+      <ErrorBox error={list.error} />
+      {list.data && (
+        <div className="card table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th>Member</th>
+                <th>Role</th>
+                <th>Joined</th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.data.members.edges.map(({ node: m }) => (
+                <tr key={m.user.id}>
+                  <td>
+                    {m.user.name ? `${m.user.name} · ` : ''}
+                    {m.user.email} {m.pending && <Badge value="PENDING" />}
+                  </td>
+                  <td>{m.role.toLowerCase()}</td>
+                  <td>{dateTime(m.joinedAt)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
       {added.map((m) => (
         <div className="card" key={m.email}>
           <div className="row">
