@@ -94,18 +94,19 @@ func startDev(t *testing.T, extra map[string]string) string {
 		redisURL = "redis://127.0.0.1:6379/0"
 	}
 	env := map[string]string{
-		"PATH":                     os.Getenv("PATH"),
-		"HOME":                     os.Getenv("HOME"),
-		"DATABASE_URL":             dbtest.URL(t),
-		"REDIS_URL":                redisURL,
-		"AGENTRY_REDIS_PREFIX":     fmt.Sprintf("browser%d:", time.Now().UnixNano()),
-		"AGENTRY_MASTER_KEY":       base64.StdEncoding.EncodeToString(key),
-		"AGENTRY_ENV":              "development",
-		"AGENTRY_HTTP_ADDR":        addr,
-		"AGENTRY_HEALTH_ADDR":      healthAddr,
-		"AGENTRY_RATE_LIMIT_SPEND": "off",
-		"AGENTRY_RATE_LIMIT_AUTH":  "off",
-		"AGENTRY_RETRY_BASE_DELAY": "100ms",
+		"PATH":                      os.Getenv("PATH"),
+		"HOME":                      os.Getenv("HOME"),
+		"DATABASE_URL":              dbtest.URL(t),
+		"REDIS_URL":                 redisURL,
+		"AGENTRY_REDIS_PREFIX":      fmt.Sprintf("browser%d:", time.Now().UnixNano()),
+		"AGENTRY_MASTER_KEY":        base64.StdEncoding.EncodeToString(key),
+		"AGENTRY_ENV":               "development",
+		"AGENTRY_HTTP_ADDR":         addr,
+		"AGENTRY_HEALTH_ADDR":       healthAddr,
+		"AGENTRY_RATE_LIMIT_SPEND":  "off",
+		"AGENTRY_RATE_LIMIT_AUTH":   "off",
+		"AGENTRY_RATE_LIMIT_CREATE": "off",
+		"AGENTRY_RETRY_BASE_DELAY":  "100ms",
 	}
 	for k, v := range extra {
 		env[k] = v
