@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/llm/llmtest"
@@ -73,7 +74,7 @@ func TestApprovalRunsExactlyTheApprovedCall(t *testing.T) {
 	require.Equal(t, "tool_call", kind)
 	require.Zero(t, c.count(t, `SELECT count(*) FROM workspace_files`), "nothing ran before the approval")
 	require.Eventually(t, func() bool {
-		return c.count(t, `SELECT count(*) FROM river_job WHERE kind = 'run' AND state IN ('running', 'available')`) == 0
+		return len(c.Jobs(t, "run", rivertype.JobStateRunning, rivertype.JobStateAvailable)) == 0
 	}, 5*time.Second, 20*time.Millisecond, "no worker holds a run that waits for a person")
 	c.resolve(t, id, "APPROVE", "")
 	r := c.waitRun(t, s.RunID, 15*time.Second)

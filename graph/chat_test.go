@@ -324,7 +324,7 @@ func TestSendMessageIdempotency(t *testing.T) {
 	c.waitRun(t, a.RunID, 10*time.Second)
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs`))
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE role = 'USER'`))
-	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM river_job WHERE kind = 'run'`))
+	require.Len(t, c.Jobs(t, "run"), 1)
 	require.Equal(t, 1, c.llm.Calls())
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/app/apptest"
@@ -206,7 +207,7 @@ func TestClassifierEscalates(t *testing.T) {
 	require.Contains(t, req.Question, "permission denied")
 	// No worker holds it.
 	require.Eventually(t, func() bool {
-		return c.count(t, `SELECT count(*) FROM river_job WHERE kind = 'run' AND state = 'running'`) == 0
+		return len(c.Jobs(t, "run", rivertype.JobStateRunning)) == 0
 	}, 5*time.Second, 20*time.Millisecond)
 }
 
@@ -298,7 +299,7 @@ func TestPauseAndResume(t *testing.T) {
 	require.Eventually(t, func() bool { return c.run(t, s.RunID).Status == "PAUSED" }, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, 1, len(sc.requests()), "a paused run makes no model call")
 	require.Eventually(t, func() bool {
-		return c.count(t, `SELECT count(*) FROM river_job WHERE kind = 'run' AND state = 'running'`) == 0
+		return len(c.Jobs(t, "run", rivertype.JobStateRunning)) == 0
 	}, 5*time.Second, 20*time.Millisecond, "a paused run holds no worker")
 	res := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { resumeRun(id: $id) { status } }`, map[string]any{"id": s.RunID})
 	require.Empty(t, res.Errors, "%s", res.Body)
@@ -371,7 +372,7 @@ func TestUnauthorisedFailsAtOnce(t *testing.T) {
 	require.Equal(t, 1, c.llm.Calls(), "a terminal failure is not retried")
 	// River records the job's end after the worker returns, in batches.
 	require.Eventually(t, func() bool {
-		return c.count(t, `SELECT count(*) FROM river_job WHERE kind = 'run' AND state = 'cancelled'`) == 1
+		return len(c.Jobs(t, "run", rivertype.JobStateCancelled)) == 1
 	}, 5*time.Second, 20*time.Millisecond, "the job ends cancelled: River does not retry it")
 }
 

@@ -298,13 +298,13 @@ func TestTaskRunEnqueuesOneJob(t *testing.T) {
 	require.Equal(t, tk.ID, r.Task.ID)
 	require.NotNil(t, r.Conversation)
 	require.Equal(t, "READY", e.task(t, tk.ID).Status)
-	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM river_job WHERE kind = 'run'`))
+	require.Len(t, e.Jobs(t, "run"), 1)
 	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM runs WHERE kind = 'TASK' AND task_id IS NOT NULL`))
 
 	// A second run while the first has not ended: CONFLICT, no second run or job.
 	_, res = e.runTask(t, e.s.AccessToken, tk.ID)
 	requireTaskError(t, res, "CONFLICT", "")
-	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM river_job WHERE kind = 'run'`))
+	require.Len(t, e.Jobs(t, "run"), 1)
 	require.Equal(t, 1, e.countRows(t, `SELECT count(*) FROM runs`))
 
 	// The task lists its run; the run's conversation holds the task's prompt and is not a chat.

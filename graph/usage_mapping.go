@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/google/uuid"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/auth"
-	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/usage"
 )
@@ -66,10 +64,7 @@ var (
 
 // rateLimit is the one place rate limits apply: before the resolver of a limited root mutation
 // field runs. A refusal is RATE_LIMITED with retryAfter (seconds) in the extensions and the
-// field answers null. A spending mutation whose buckets had plenty of room a moment ago does
-// not wait for Redis: the resolver runs meanwhile and its transactions ask the limiter's answer
-// before they commit (usage.Limiter.SpendAhead, db.WithCommitGuard), so a refusal still
-// commits nothing.
+// field answers null.
 func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
 	return func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
 		rc := graphql.GetRootFieldContext(ctx)
@@ -85,9 +80,6 @@ func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
 			if !ok {
 				break // anonymous: the resolver answers UNAUTHENTICATED
 			}
-			if wait, ahead := l.SpendAhead(ctx, a); ahead {
-				return spendAhead(ctx, rc, wait, next)
-			}
 			err = l.Spend(ctx, a)
 		case createMutations[name]:
 			if a, ok := auth.ActorFrom(ctx); ok {
@@ -100,25 +92,4 @@ func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
 		}
 		return next(ctx)
 	}
-}
-
-// spendAhead runs the resolver while the limiter decides (wait). A commit asks wait first; a
-// refused one fails the resolver with the refusal. A refusal the resolver never met (it
-// committed nothing) replaces its answer, as if the limiter had refused first.
-func spendAhead(ctx context.Context, rc *graphql.RootFieldContext, wait func() error, next graphql.RootResolver) graphql.Marshaler {
-	var met atomic.Bool
-	res := next(db.WithCommitGuard(ctx, func() error {
-		err := wait()
-		if err != nil {
-			met.Store(true)
-		}
-		return err
-	}))
-	if err := wait(); err != nil {
-		if !met.Load() {
-			graphql.AddError(ctx, gqlerror.WrapPath(ast.Path{ast.PathName(rc.Field.Alias)}, err))
-		}
-		return graphql.Null
-	}
-	return res
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/graph/model"
@@ -552,6 +553,6 @@ func TestWorkspaceRetentionKeepsPendingRollback(t *testing.T) {
 
 	// The workers run the retention job periodically, and once at start.
 	require.Eventually(t, func() bool {
-		return c.count(t, `SELECT count(*) FROM river_job WHERE kind = 'workspace_prune' AND state = 'completed'`) > 0
+		return len(c.Jobs(t, "workspace_prune", rivertype.JobStateCompleted)) > 0
 	}, 20*time.Second, 100*time.Millisecond, "the retention job did not run")
 }

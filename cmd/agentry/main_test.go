@@ -22,8 +22,10 @@ import (
 	"github.com/coder/websocket"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db/dbtest"
@@ -127,6 +129,39 @@ func queryInt(t *testing.T, databaseURL, sql string, args ...any) int {
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, sql, args...).Scan(&n), "%s", sql)
 	return n
+}
+
+// riverState reports, through River's public API on databaseURL, how many of River's
+// migrations are applied, whether its schema is complete, and how many jobs of kind (every kind
+// when empty) are in states (every state when none).
+func riverState(t *testing.T, databaseURL, kind string, states ...rivertype.JobState) (migrations int, migrated bool, jobs int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, databaseURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	require.NoError(t, err)
+	versions, err := migrator.ExistingVersions(ctx)
+	require.NoError(t, err)
+	valid, err := migrator.Validate(ctx, nil)
+	require.NoError(t, err)
+	if !valid.OK {
+		return len(versions), false, 0
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	require.NoError(t, err)
+	p := river.NewJobListParams().First(10_000)
+	if kind != "" {
+		p = p.Kinds(kind)
+	}
+	if len(states) > 0 {
+		p = p.States(states...)
+	}
+	res, err := client.JobList(ctx, p)
+	require.NoError(t, err)
+	return len(versions), true, len(res.Jobs)
 }
 
 // process is run() going in a goroutine.
@@ -279,18 +314,19 @@ func TestMigrateFreshDatabaseIsIdempotent(t *testing.T) {
 	var log1 syncBuffer
 	require.NoError(t, run(ctx, []string{"migrate"}, getenv(env), io.Discard, &log1), "%s", log1.String())
 	gooseRows := queryInt(t, dbURL, "SELECT count(*) FROM goose_db_version")
-	riverRows := queryInt(t, dbURL, "SELECT count(*) FROM river_migration")
+	riverRows, migrated, _ := riverState(t, dbURL, "")
 	tables := queryInt(t, dbURL, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
 	require.Greater(t, gooseRows, 1)
 	require.Positive(t, riverRows)
-	require.Equal(t, 1, queryInt(t, dbURL, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'river_job'"))
+	require.True(t, migrated, "River's schema is complete")
 	require.Equal(t, 1, queryInt(t, dbURL, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'refresh_tokens'"))
 	require.Contains(t, log1.String(), "applied migration")
 
 	var log2 syncBuffer
 	require.NoError(t, run(ctx, []string{"migrate"}, getenv(env), io.Discard, &log2), "%s", log2.String())
 	require.Equal(t, gooseRows, queryInt(t, dbURL, "SELECT count(*) FROM goose_db_version"))
-	require.Equal(t, riverRows, queryInt(t, dbURL, "SELECT count(*) FROM river_migration"))
+	again, _, _ := riverState(t, dbURL, "")
+	require.Equal(t, riverRows, again)
 	require.Equal(t, tables, queryInt(t, dbURL, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"))
 	require.NotContains(t, log2.String(), "applied", "a second migrate applies nothing")
 }
@@ -314,11 +350,12 @@ func TestMigrateConcurrently(t *testing.T) {
 	}
 	migrateAll(2)
 	gooseRows := queryInt(t, dbURL, "SELECT count(*) FROM goose_db_version")
-	riverRows := queryInt(t, dbURL, "SELECT count(*) FROM river_migration")
+	riverRows, _, _ := riverState(t, dbURL, "")
 	require.NoError(t, run(ctx, []string{"migrate"}, getenv(env), io.Discard, io.Discard))
 	require.Equal(t, gooseRows, queryInt(t, dbURL, "SELECT count(*) FROM goose_db_version"))
-	require.Equal(t, riverRows, queryInt(t, dbURL, "SELECT count(*) FROM river_migration"))
-	require.Equal(t, 1, queryInt(t, dbURL, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'river_job'"))
+	again, migrated, _ := riverState(t, dbURL, "")
+	require.Equal(t, riverRows, again)
+	require.True(t, migrated, "River's schema is complete")
 
 	// Only River's migrations pending (as after a River upgrade): goose has nothing to do, so
 	// its lock alone would not keep the processes from migrating River at the same time.
@@ -331,7 +368,8 @@ func TestMigrateConcurrently(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, queryInt(t, dbURL, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 'river%'"))
 	migrateAll(3)
-	require.Equal(t, riverRows, queryInt(t, dbURL, "SELECT count(*) FROM river_migration"))
+	again, _, _ = riverState(t, dbURL, "")
+	require.Equal(t, riverRows, again)
 }
 
 func TestServeRefusesProductionWithoutMasterKey(t *testing.T) {
@@ -471,7 +509,7 @@ func TestWorkerShutsDownGracefully(t *testing.T) {
 
 	// River is working: the periodic purge runs on start.
 	deadline := time.Now().Add(15 * time.Second)
-	for queryInt(t, dbURL, "SELECT count(*) FROM river_job WHERE kind = 'refresh_token_purge' AND state = 'completed'") == 0 {
+	for _, _, n := riverState(t, dbURL, "refresh_token_purge", rivertype.JobStateCompleted); n == 0; _, _, n = riverState(t, dbURL, "refresh_token_purge", rivertype.JobStateCompleted) {
 		require.True(t, time.Now().Before(deadline), "the purge job never completed\nstderr:\n%s", p.stderr.String())
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -483,7 +521,8 @@ func TestWorkerShutsDownGracefully(t *testing.T) {
 	p2 := start(t, env, "worker")
 	p2.waitReady(t)
 	p2.stop(t)
-	require.Zero(t, queryInt(t, dbURL, "SELECT count(*) FROM river_job WHERE state = 'running'"))
+	_, _, running := riverState(t, dbURL, "", rivertype.JobStateRunning)
+	require.Zero(t, running)
 	require.Zero(t, queryInt(t, dbURL, "SELECT count(*) FROM river_leader"), "a stopped worker resigns leadership")
 }
 

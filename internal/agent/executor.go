@@ -138,122 +138,26 @@ var ErrCancelled = errors.New("run cancelled")
 
 // Execute works one attempt of a run. It returns nil when the run reached a terminal state (or
 // was already there, or another attempt owns it), a *Retry when the attempt should be retried,
-// or another error for a failure that was recorded as terminal.
+// or another error for a failure that was recorded as terminal. The attempt acquires the run
+// (its lease commits) before it calls the model.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
 	t := &turn{e: e, at: at}
-	lease, confirm, err := e.runs.AcquireEarly(ctx, tenantID, runID, at.Owner, at.JobID, t.preread(tenantID, runID, at), t.preload)
+	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, t.loadFirst)
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started
 	}
 	if err != nil {
 		return err
 	}
-	return t.execute(ctx, lease, confirm)
+	return t.execute(ctx, lease)
 }
 
-// Prepared is a run's first attempt readied in the transaction that inserts the run (Prepare,
-// run.PreparedRun), to be worked by ExecutePrepared once that transaction's statements have run.
-type Prepared struct {
-	t                                *turn
-	owner                            string
-	tenantID, userID, conversationID uuid.UUID
-	content                          string
-	runID                            uuid.UUID
-	lease                            run.Lease
-	acquired                         bool
-}
-
-// Prepare readies, for a worker of this process (owner), the first attempt of the run that a
-// message (content) of user userID starts in conversation conversationID, in the transaction
-// that inserts the run acquired by owner, its job (inserted running, attempted by the same
-// owner) and the message. Reads makes the attempt's first reads, keyed by the conversation, in
-// the round trip that locks it; Insert, once the run is decided, keeps them with the message
-// added and reserves the first model call after the run's statements, with the COMMIT, as
-// Execute's acquisition would (preread, preload); Inserted takes the run and the message as
-// inserted. sendMessage then needs no transaction of the worker's between a message and its
-// model request, nor a round trip of its own for the reservation.
-func (e *Executor) Prepare(owner string, tenantID, userID, conversationID uuid.UUID, content string) *Prepared {
-	return &Prepared{t: &turn{e: e}, owner: owner, tenantID: tenantID, userID: userID, conversationID: conversationID, content: content}
-}
-
-// Owner is the lease owner the run is inserted acquired by.
-func (p *Prepared) Owner() string { return p.owner }
-
-// Reads makes the attempt's first reads, keyed by the conversation: preread's but for the
-// settings and the conversation (the inserting transaction reads them), the run's tool calls and
-// its user's later messages (a run being inserted has none) and its own message (Insert adds
-// it). It must go after the statement that locks the conversation, in its batch or later, so
-// that it reads what that lock guards.
-func (p *Prepared) Reads(ctx context.Context, tx *db.Tx) error {
-	t := p.t
-	t.pre = &state{}
-	reads := []func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) (err error) {
-		t.pre.hist, err = tx.Q.MessageListContextOfConversation(ctx, dbsqlc.MessageListContextOfConversationParams{TenantID: p.tenantID, ConversationID: p.conversationID})
-		return err
-	}}
-	if t.e.window != nil {
-		t.preCtx = &contextwin.Read{}
-		reads = append(reads, contextwin.ReadsOfConversation(t.preCtx, p.tenantID, p.userID, p.conversationID, p.content)...)
-	}
-	return tx.Pipeline(ctx, reads...)
-}
-
-// Insert goes on in the transaction once the run is decided and the statements that insert
-// the job, the run and the message are registered with tx.AtCommit: with what Reads read and
-// in.Message added, it keeps the first step's state and registers the first model call's
-// reservation after them (preload, with in.Run as the run acquired).
-func (p *Prepared) Insert(ctx context.Context, tx *db.Tx, at Attempt, in run.PreparedInsert) error {
-	t := p.t
-	if t.pre == nil {
-		return fmt.Errorf("run %s: the prepared attempt did not read", in.Run.ID)
-	}
-	t.at, t.set, t.conv = at, in.Settings, in.Conversation
-	t.pre.hist = append(t.pre.hist, in.Message)
-	p.runID = in.Run.ID
-	return t.preload(ctx, tx, run.Lease{Run: in.Run, Attempt: 1, Owner: p.owner})
-}
-
-// Inserted goes on with r and m, the run and its message as inserted (their statements ran;
-// the commit may still be on its way). A run that was not inserted acquired by p's owner is not
-// worked: ExecutePrepared says so.
-func (p *Prepared) Inserted(r dbsqlc.Run, m dbsqlc.Message) {
-	if r.ID != p.runID || r.Attempt != 1 || r.LeaseOwner == nil || *r.LeaseOwner != p.owner {
-		return
-	}
-	p.lease = run.Lease{Run: r, Attempt: r.Attempt, Owner: p.owner}
-	if st := p.t.first; st != nil {
-		st.run = r
-		if n := len(st.hist); n > 0 && st.hist[n-1].ID == m.ID {
-			st.hist[n-1] = m
-		}
-	}
-	p.acquired = true
-}
-
-// ExecutePrepared works the attempt p prepared, as Execute does once it has acquired the run:
-// confirm reports the commit of the transaction Reads and Insert ran in (db.DB.InTxEarly); until it returns
-// nil, only the first model request goes out, and nothing of it is read.
-func (e *Executor) ExecutePrepared(ctx context.Context, p *Prepared, confirm func(context.Context) error) error {
-	if !p.acquired {
-		return fmt.Errorf("run %s: prepared attempt was not inserted acquired by %s", p.runID, p.owner)
-	}
-	return p.t.execute(ctx, p.lease, confirm)
-}
-
-// execute works the attempt once the run is acquired (lease), when confirm says the
-// acquisition committed.
-func (t *turn) execute(ctx context.Context, lease run.Lease, confirm func(context.Context) error) error {
+// execute works the attempt once the run is acquired (lease).
+func (t *turn) execute(ctx context.Context, lease run.Lease) error {
 	e, at := t.e, t.at
 	tenantID, runID := lease.Run.TenantID, lease.Run.ID
 	workCtx, lose := context.WithCancelCause(ctx)
 	defer lose(nil)
-	// The first model request, reserved by the acquisition, goes out while the acquisition
-	// commits; its stream is read only once the commit is confirmed.
-	t.prestart(workCtx)
-	if err := confirm(context.WithoutCancel(ctx)); err != nil {
-		t.dropPrestart()
-		return fmt.Errorf("acquire run %s: %w", runID, err)
-	}
 	log := e.log.With(slog.String("run_id", runID.String()), slog.String("tenant_id", tenantID.String()), slog.Int("attempt", int(lease.Attempt)))
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
@@ -320,70 +224,35 @@ func (e *Executor) retryDelay(attempt int) time.Duration {
 	return e.retryBase << max(attempt-1, 0)
 }
 
-// preread reads, in the round trip that acquires the run (run.Service.AcquireWith), what the
-// attempt needs first and can be read by the run alone: the settings of the run's user, its
-// conversation and, on the job's first attempt, the run's state for the first step and the
-// context builder's reads (preload keeps them only where nothing can change them before the
-// loop starts). A chat turn thus starts
-// with one transaction instead of four, and its reads cost no round trip of their own.
-func (t *turn) preread(tenantID, runID uuid.UUID, at Attempt) func(ctx context.Context, tx *db.Tx) error {
-	return func(ctx context.Context, tx *db.Tx) error {
-		reads := []func(context.Context, *db.Tx) error{
-			func(ctx context.Context, tx *db.Tx) (err error) {
-				t.set, err = settings.ForRun(ctx, tx, tenantID, runID)
-				return err
-			},
-			func(ctx context.Context, tx *db.Tx) (err error) {
-				t.conv, err = tx.Q.ConversationGetOfRun(ctx, dbsqlc.ConversationGetOfRunParams{TenantID: tenantID, RunID: runID})
-				if db.IsNoRows(err) {
-					return nil // a run without a conversation (or none at all: Acquire says which)
-				}
-				return err
-			},
-		}
-		if at.Number == 1 {
-			t.pre = &state{}
-			reads = append(reads, stateReads(t.pre, tenantID, runID)...)
-			if t.e.window != nil {
-				t.preCtx = &contextwin.Read{}
-				reads = append(reads, contextwin.ReadsOfRun(t.preCtx, tenantID, runID)...)
-			}
-		}
-		return tx.Pipeline(ctx, reads...)
-	}
-}
-
-// preload goes on, in the transaction that acquires the run, with what preread read: on a first
-// attempt of a kind without hooks, the first step's state and the context builder's text are
-// kept, and the first model call is reserved (with the COMMIT).
-func (t *turn) preload(ctx context.Context, tx *db.Tx, l run.Lease) error {
+// loadFirst reads, in the transaction that acquires the run (run.Service.Acquire), what the
+// attempt needs first: the settings of the run's user, its conversation and, on the first
+// attempt of a kind without hooks (a chat turn), the run's state for the first step and the
+// context builder's text. A chat turn thus starts with one transaction instead of three.
+func (t *turn) loadFirst(ctx context.Context, tx *db.Tx, l run.Lease) error {
 	r := l.Run
-	st, pre, preCtx := state{}, t.pre, t.preCtx
-	t.pre, t.preCtx = nil, nil
+	var err error
+	if t.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID); err != nil {
+		return err
+	}
+	if r.ConversationID.Valid {
+		if t.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
+			return fmt.Errorf("load conversation: %w", err)
+		}
+	}
 	if t.e.hooks[r.Kind] != nil || l.Attempt != 1 {
 		return nil
 	}
-	if pre != nil {
-		st = *pre
-	} else if err := tx.Pipeline(ctx, stateReads(&st, r.TenantID, r.ID)...); err != nil {
+	st, err := readStateOf(ctx, tx, r)
+	if err != nil {
 		return err
 	}
-	st.run = r // the row just acquired
 	t.first = &st
 	if t.e.window != nil {
-		// The context builder's part of the system prompt, built once per attempt (from what
-		// preread read, when it did).
-		var text string
-		if pre != nil && preCtx != nil {
-			text = contextwin.Compose(t.conv.Mode, *preCtx)
-		} else {
-			var err error
-			if text, err = t.buildContext(ctx, tx, r, st); err != nil {
-				return err
-			}
+		text, err := t.buildContext(ctx, tx, r, st)
+		if err != nil {
+			return err
 		}
 		t.built = &text
 	}
-	// The first model call's reservation, in this transaction too.
-	return t.reserveEarly(ctx, tx, l, st)
+	return nil
 }

@@ -98,7 +98,7 @@ func (t *turn) load(ctx context.Context) (state, error) {
 	var st state
 	var err error
 	if t.first != nil {
-		st, t.first = *t.first, nil // read with the lease (preload)
+		st, t.first = *t.first, nil // read with the lease (loadFirst)
 	} else {
 		err = t.e.db.InTx(ctx, t.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
 			var err error
@@ -117,45 +117,30 @@ func (t *turn) load(ctx context.Context) (state, error) {
 }
 
 // readState reads the leased run (ErrFenced when its attempt moved on), the conversation's
-// context for it, its tool calls and newer user messages, in one round trip.
+// context for it, its tool calls and newer user messages.
 func readState(ctx context.Context, tx *db.Tx, l run.Lease) (state, error) {
-	var st state
-	r := l.Run
-	reads := append([]func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) (err error) {
-		if st.run, err = tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
-			return err
-		}
-		if st.run.Attempt != l.Attempt || st.run.Status != run.StatusRunning {
-			return run.ErrFenced
-		}
-		return nil
-	}}, stateReads(&st, r.TenantID, r.ID)...)
-	err := tx.Pipeline(ctx, reads...)
+	r, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: l.Run.TenantID, ID: l.Run.ID})
+	if err != nil {
+		return state{}, err
+	}
+	if r.Attempt != l.Attempt || r.Status != run.StatusRunning {
+		return state{}, run.ErrFenced
+	}
+	return readStateOf(ctx, tx, r)
+}
+
+// readStateOf is readState of run r as read already.
+func readStateOf(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (state, error) {
+	st := state{run: r}
+	var err error
+	if st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, RunID: r.ID}); err != nil {
+		return st, err
+	}
+	if st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID}); err != nil {
+		return st, err
+	}
+	st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, RunID: r.ID})
 	return st, err
-}
-
-// stateReads are readState's reads of run runID, but the run's row, as Pipeline functions
-// filling st: keyed by the run alone, they also go in the round trip that acquires it.
-func stateReads(st *state, tenantID, runID uuid.UUID) []func(context.Context, *db.Tx) error {
-	return []func(context.Context, *db.Tx) error{
-		histRead(st, tenantID, runID),
-		func(ctx context.Context, tx *db.Tx) (err error) {
-			st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: tenantID, RunID: runID})
-			return err
-		},
-		func(ctx context.Context, tx *db.Tx) (err error) {
-			st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: tenantID, RunID: runID})
-			return err
-		},
-	}
-}
-
-// histRead reads the messages the model sees for the run into st.hist.
-func histRead(st *state, tenantID, runID uuid.UUID) func(context.Context, *db.Tx) error {
-	return func(ctx context.Context, tx *db.Tx) (err error) {
-		st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: tenantID, RunID: runID})
-		return err
-	}
 }
 
 // stepResult is what a VALIDATE step did.

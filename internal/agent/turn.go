@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
@@ -36,18 +35,12 @@ type turn struct {
 	earlier []Failure
 	// built is the context builder's system-prompt text for this attempt (nil until built).
 	built *string
-	// pre is the state read beside the acquisition (preread), for preload to keep or drop.
-	pre *state
-	// preCtx is what the context builder reads, read by preread beside pre.
-	preCtx *contextwin.Read
-	// first is the state read with the lease (preload), for the first load; nil after.
+	// first is the state read with the lease (loadFirst), for the first load; nil after.
 	first *state
 	// tail is the last token delta of the latest reply, not published yet: it goes out with
 	// the transaction that stores the reply (persistReply), else with the next call or at the
 	// end of the attempt (flushTail).
 	tail *events.Event
-	// early is the first model call, reserved with the lease (reserveEarly); nil once used.
-	early *early
 }
 
 // result is how an attempt ended: an outcome to record, a retry, or suspended (the run is
@@ -67,10 +60,9 @@ func done(o run.Outcome) result { return result{outcome: o} }
 // is suspended, or the attempt fails.
 func (t *turn) work(ctx context.Context) result {
 	defer t.flushTail(context.WithoutCancel(ctx))
-	defer t.dropEarly(context.WithoutCancel(ctx))
 	r := t.lease.Run
 	var err error
-	// t.set and t.conv were read with the lease (preload).
+	// t.set and t.conv were read with the lease (loadFirst).
 	t.limits = Limits{MaxTurns: MaxChatTurns}
 	if t.e.MaxTurns > 0 {
 		t.limits.MaxTurns = t.e.MaxTurns
@@ -354,23 +346,11 @@ func pendingCalls(calls []dbsqlc.ToolCall) []dbsqlc.ToolCall {
 // call streams one model reply, publishing coalesced deltas as they come.
 func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (llm.Response, error) {
 	t.flushTail(ctx)
-	var (
-		held, pre bool
-		stream    llm.Stream
-		err       error
-	)
-	if e, ok := t.takeEarly(ctx, callIndex); ok {
-		held = e.held
-		stream, err, pre = e.takeStream(ctx)
-	} else {
-		held, err = t.reserve(ctx, p, req, callIndex)
-		if err != nil {
-			return llm.Response{}, err
-		}
+	held, err := t.reserve(ctx, p, req, callIndex)
+	if err != nil {
+		return llm.Response{}, err
 	}
-	if !pre {
-		stream, err = p.Stream(ctx, req)
-	}
+	stream, err := p.Stream(ctx, req)
 	if err != nil {
 		if held {
 			t.release(ctx, callIndex)
@@ -457,6 +437,7 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 			}
 		}
 		cost := model.Cost(resp.Usage)
+		var settle *dbsqlc.UsageRecord
 		rec, err := tx.Q.UsageRecordInsert(ctx, dbsqlc.UsageRecordInsertParams{
 			TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, UserID: r.UserID, RunKind: r.Kind, CallIndex: idx,
 			Provider: p.Name(), Model: model.ID, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
@@ -472,12 +453,7 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 			}); err != nil {
 				return err
 			}
-			// The settlement locks the run's stripe of the tenant's budgets, which other model
-			// calls of the tenant may need: it goes with the COMMIT, so the locks are held only
-			// while Postgres commits.
-			tx.AtCommit(func(ctx context.Context, tx *db.Tx) error {
-				return t.settle(ctx, tx, callIndex, resp.Usage, rec.CostMicros)
-			})
+			settle = &rec
 			news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{
 				"callIndex": callIndex, "provider": p.Name(), "model": model.ID, "inputTokens": rec.InputTokens,
 				"outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,
@@ -490,6 +466,12 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 			if _, err := t.e.runs.FinishTx(ctx, tx, t.lease, *end); err != nil {
 				return err
 			}
+		}
+		if settle != nil {
+			// The settlement locks the run's stripe of the tenant's budgets, which other model
+			// calls of the tenant may need: it is the transaction's last statement, so the locks
+			// are held only until the commit.
+			return t.settle(ctx, tx, callIndex, resp.Usage, settle.CostMicros)
 		}
 		return nil
 	})

@@ -21,10 +21,6 @@ func (e *Executor) SetContextWindow(m *contextwin.Manager) { e.window = m }
 // provider refused a request as too long. A window that summarised is persisted (summary,
 // usage, context.window.applied) before the call; applied reports one.
 func (t *turn) request(ctx context.Context, model llm.Model, st state, reflecting, force bool) (req llm.Request, applied bool, err error) {
-	if e := t.early; e != nil && !reflecting && !force && e.sameHistory(st.hist) {
-		e.used = true
-		return e.req, false, nil // built with the lease (reserveEarly)
-	}
 	req = t.baseRequest(model, st, reflecting)
 	if t.e.window == nil {
 		req.Messages = toLLM(st.hist)
@@ -82,29 +78,6 @@ func (t *turn) windowInput(model llm.Model, req llm.Request, st state, force boo
 	}
 }
 
-// fittedRequest is request without side effects, for a REACT step that is not a reflection:
-// false when the context builder's text is not built yet or the history would have to be
-// summarised first.
-func (t *turn) fittedRequest(model llm.Model, st state) (llm.Request, bool) {
-	req := t.baseRequest(model, st, false)
-	if t.e.window == nil {
-		req.Messages = toLLM(st.hist)
-		return req, true
-	}
-	if t.built == nil {
-		return req, false
-	}
-	if *t.built != "" {
-		req.System += "\n\n" + *t.built
-	}
-	w, ok := t.e.window.Fit(t.windowInput(model, req, st, false))
-	if !ok {
-		return req, false
-	}
-	req.System, req.Messages = w.System, toLLM(w.Messages)
-	return req, true
-}
-
 // contextText is the context builder's part of the system prompt, built once per attempt: the
 // conversation's mode, the project and the memories relevant to the message the run answers.
 func (t *turn) contextText(ctx context.Context, st state) (string, error) {
@@ -126,7 +99,7 @@ func (t *turn) contextText(ctx context.Context, st state) (string, error) {
 }
 
 // buildContext runs the context builder for run r at state st inside tx (the first attempt of
-// a chat turn does it in the transaction that acquires the run: preload).
+// a chat turn does it in the transaction that acquires the run: loadFirst).
 func (t *turn) buildContext(ctx context.Context, tx *db.Tx, r dbsqlc.Run, st state) (string, error) {
 	query := ""
 	for i := len(st.hist) - 1; i >= 0; i-- {

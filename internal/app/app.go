@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,10 +79,6 @@ type App struct {
 	Health http.Handler
 	// CloseSockets closes every open WebSocket subscription (graceful shutdown).
 	CloseSockets context.CancelFunc
-	// Eager works chat turns' jobs in this process when it also takes messages (nil otherwise);
-	// stopListen ends its cancel listener.
-	Eager      *jobs.Eager
-	stopListen func()
 }
 
 // Check returns the mistakes of cfg that New stops at before it connects anywhere: what
@@ -179,17 +174,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
 	a.Executor.SetBudgets(a.Usage)
 	host, _ := os.Hostname()
-	// A process that both takes messages and works chat turns starts a turn's job itself
-	// (jobs.Eager), as many at once as its concurrency; River fetches the rest. A turn started
-	// this way costs less than one River fetches (no fetch, no acquiring transaction of its
-	// own), which under load is what keeps the turns cheap: with a quarter of the concurrency,
-	// three turns in four of a loaded process went through River.
-	eager := 0
-	if mode.Work && mode.API {
-		eager = max(cfg.WorkerConcurrency, 1)
-	}
-	if a.River, a.Eager, err = jobs.NewClient(a.DB, jobs.Options{
-		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor, Eager: eager,
+	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
+		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
 		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue,
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
@@ -200,19 +186,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		return nil, err
 	}
 	a.Runs.SetInserter(a.River)
-	if a.Eager != nil {
-		a.Runs.SetEager(a.Eager)
-		lctx, stop := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			a.Eager.Listen(lctx, a.DB)
-		}()
-		a.stopListen = func() {
-			stop()
-			<-done
-		}
-	}
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis})
 	opts := server.Options{
@@ -252,34 +225,21 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	return a, nil
 }
 
-// StopWork stops working jobs: River and the eager starter let running jobs finish until ctx
-// ends, then cancel them (River waiting at most hard more).
+// StopWork stops working jobs: River lets running jobs finish until ctx ends, then cancels
+// them and waits at most hard more.
 func (a *App) StopWork(ctx context.Context, hard time.Duration) error {
-	var wg sync.WaitGroup
-	var eagerErr error
-	if a.Eager != nil {
-		wg.Go(func() {
-			if !a.Eager.Stop(ctx, hard) {
-				eagerErr = errors.New("chat turns worked eagerly did not end in time")
-			}
-		})
-	}
 	err := a.River.Stop(ctx)
 	if err != nil {
 		hardCtx, cancel := context.WithTimeout(context.Background(), hard)
 		defer cancel()
 		err = a.River.StopAndCancel(hardCtx)
 	}
-	wg.Wait()
-	return errors.Join(err, eagerErr)
+	return err
 }
 
 // Close releases the connections. River must have been stopped.
 func (a *App) Close() {
 	var errs []error
-	if a.stopListen != nil {
-		a.stopListen()
-	}
 	if a.CloseSockets != nil {
 		a.CloseSockets()
 	}

@@ -150,6 +150,10 @@ func (f *fakeJobs) JobCancelTx(context.Context, pgx.Tx, int64) (*rivertype.JobRo
 	return nil, river.ErrNotFound
 }
 
+func (f *fakeJobs) JobList(context.Context, *river.JobListParams) (*river.JobListResult, error) {
+	return &river.JobListResult{}, nil
+}
+
 // inserted returns the run ids of the run jobs enqueued so far.
 func (f *fakeJobs) inserted() []uuid.UUID {
 	f.mu.Lock()

@@ -234,76 +234,27 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		policy = BusyEnqueue
 	}
 	var out Sent
-	// claim, when this process works chat turns, is where the run's job is worked at once
-	// (run.Eager) if the run starts now: the transaction makes the attempt's first reads with
-	// its first ones (prepared), inserts the run acquired for it and reserves its first model
-	// call with the COMMIT, and the job starts once the transaction's statements have run. It
-	// is given back when the job was not started.
-	var (
-		claim    = s.runs.ClaimEager()
-		prepared run.PreparedRun
-	)
-	if claim != nil {
-		defer claim.Release()
-		prepared = claim.Prepare(a.TenantID, a.UserID, in.ConversationID, in.Content)
-	}
-	confirm, err := s.db.InTxEarly(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		// The conversation (locked), the admission check, the settings and, for a run this
-		// process would work, its attempt's first reads (after the lock) go to Postgres
-		// together: one round trip.
-		var (
-			conv     dbsqlc.Conversation
-			replay   bool
-			set      settings.Settings
-			admitErr error
-			jobID    int64
-		)
-		first := []func(context.Context, *db.Tx) error{
-			func(ctx context.Context, tx *db.Tx) (err error) {
-				conv, err = tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: in.ConversationID})
-				if db.IsNoRows(err) {
-					return apperr.NotFoundf("conversation")
-				}
-				if err != nil || in.IdempotencyKey == "" {
-					return err
-				}
-				prev, err := tx.Q.RunGetByIdempotencyKey(ctx, dbsqlc.RunGetByIdempotencyKeyParams{TenantID: a.TenantID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, IdempotencyKey: &in.IdempotencyKey})
-				if db.IsNoRows(err) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: in.ConversationID})
+		if db.IsNoRows(err) {
+			return apperr.NotFoundf("conversation")
+		}
+		if err != nil {
+			return err
+		}
+		if in.IdempotencyKey != "" {
+			prev, err := tx.Q.RunGetByIdempotencyKey(ctx, dbsqlc.RunGetByIdempotencyKeyParams{TenantID: a.TenantID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, IdempotencyKey: &in.IdempotencyKey})
+			if err == nil {
 				msg, err := tx.Q.MessageGet(ctx, dbsqlc.MessageGetParams{TenantID: a.TenantID, ID: prev.TriggerMessageID.UUID})
 				if err == nil && msg.Content != in.Content {
 					return apperr.New(apperr.Conflict, "idempotencyKey was already used for another message in this conversation: use a new key for new content").With("runId", prev.ID)
 				}
-				out, replay = Sent{Message: msg, Run: prev}, true
+				out = Sent{Message: msg, Run: prev}
 				return err
-			},
-			func(ctx context.Context, tx *db.Tx) error {
-				if s.admit != nil {
-					// Decided below, after the checks that come first.
-					admitErr = s.admit.Admit(ctx, tx, a.TenantID, a.UserID)
-				}
-				return nil
-			},
-			func(ctx context.Context, tx *db.Tx) (err error) {
-				set, err = settings.ForUser(ctx, tx, a)
+			}
+			if !db.IsNoRows(err) {
 				return err
-			},
-			func(ctx context.Context, tx *db.Tx) (err error) {
-				jobID, err = s.runs.NextJobID(ctx, tx) // unused when the run waits its turn
-				return err
-			},
-		}
-		if prepared != nil {
-			first = append(first, prepared.Reads)
-		}
-		err := tx.Pipeline(ctx, first...)
-		if err != nil || replay {
-			prepared = nil // nothing is inserted: the claim is given back
-			return err
+			}
 		}
 		if images {
 			if _, m, err := s.models.Resolve(conv.Model); err == nil && !m.Vision {
@@ -320,129 +271,70 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 					return err
 				}
 				busy = false
-				// The positions are taken from conv below, and the prepared attempt's reads
-				// from the history: read them again after what the cancellation wrote.
-				if conv, err = tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: conv.ID}); err != nil {
-					return err
-				}
-				if prepared != nil {
-					if err := prepared.Reads(ctx, tx); err != nil {
-						return err
-					}
-				}
 			}
 		}
-		if admitErr != nil {
-			return admitErr
+		if s.admit != nil {
+			if err := s.admit.Admit(ctx, tx, a.TenantID, a.UserID); err != nil {
+				return err
+			}
+		}
+		set, err := settings.ForUser(ctx, tx, a)
+		if err != nil {
+			return err
 		}
 		runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 		maxAttempts := int32(set.MaxRetries + 1)
-		// The conversation's row is locked (FOR UPDATE), so the positions this run and its
-		// message take are known: they are reserved (ConversationNextPositions, which makes a run
-		// that starts now the active one), the run's job inserted before the run (JobAtCommit, so
-		// the run names its job from the start), the run, its message and task.queued, all with
-		// the COMMIT: one round trip.
-		pos := dbsqlc.ConversationNextPositionsRow{MessageCount: conv.MessageCount + 1, RunCount: conv.RunCount + 1}
-		fns := []func(context.Context, *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
-			got, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
-				ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
-			if err == nil && got != pos {
-				err = fmt.Errorf("conversation %s positions moved under its lock: %+v, want %+v", conv.ID, got, pos)
-			}
+		// A run that starts now becomes the conversation's active one with the positions, and
+		// its job is inserted before it, so the run row names its job from the start.
+		pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
+			ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
+		if err != nil {
 			return err
-		}}
-		var job *int64
-		if busy {
-			prepared = nil // the run waits its turn: River works it
-		} else {
-			jobFns, err := s.runs.JobAtCommit(a.TenantID, runID, run.KindChatTurn, maxAttempts, jobID, claim)
+		}
+		var jobID *int64
+		if !busy {
+			id, err := s.runs.InsertJob(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts)
 			if err != nil {
 				return err
 			}
-			fns, job = append(fns, jobFns...), &jobID
+			jobID = &id
 		}
 		var key *string
 		if in.IdempotencyKey != "" {
 			key = &in.IdempotencyKey
 		}
-		scope := events.Scope{TenantID: a.TenantID, RunID: runID, ConversationID: conv.ID}
-		blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
-		parts, _ := json.Marshal(blocks)
 		// task.queued is stored by the statement that inserts the run.
-		news := []events.New{{Type: events.TaskQueued, Data: map[string]any{
+		scope := events.Scope{TenantID: a.TenantID, RunID: runID, ConversationID: conv.ID}
+		queued, err := events.Encode(scope, time.Now(), events.New{Type: events.TaskQueued, Data: map[string]any{
 			"kind": run.KindChatTurn, "messageId": msgID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
-		}}}
-		status, owner := run.StatusQueued, (*string)(nil)
-		if prepared != nil {
-			// Inserted acquired by this process's worker, with the acquisition's events.
-			o := prepared.Owner()
-			status, owner = run.StatusRunning, &o
-			news = append(news, run.StartedEvents(run.KindChatTurn, 1)...)
-		}
-		queued, err := events.Encode(scope, time.Now(), news...)
+		}})
 		if err != nil {
 			return err
 		}
-		rp := dbsqlc.RunInsertWithEventsParams{
-			TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: status,
+		r, err := tx.Q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
+			TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
 			ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
-			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: job,
-			LeaseOwner: owner, LeaseSeconds: run.LeaseDuration.Seconds(),
+			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
 			Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
+		})
+		if err != nil {
+			return fmt.Errorf("insert run: %w", err)
 		}
-		mp := dbsqlc.MessageInsertParams{
+		out.Run = dbsqlc.Run(r)
+		s.runs.Publisher().Stored(ctx, tx, queued, r.LastSeq)
+		blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
+		parts, _ := json.Marshal(blocks)
+		out.Message, err = tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
 			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
 			RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
 			TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
-		}
-		fns = append(fns,
-			func(ctx context.Context, tx *db.Tx) error {
-				r, err := tx.Q.RunInsertWithEvents(ctx, rp)
-				if err != nil {
-					return fmt.Errorf("insert run: %w", err)
-				}
-				out.Run = dbsqlc.Run(r)
-				s.runs.Publisher().Stored(ctx, tx, queued, r.LastSeq)
-				return nil
-			},
-			func(ctx context.Context, tx *db.Tx) (err error) {
-				out.Message, err = tx.Q.MessageInsert(ctx, mp)
-				if err != nil {
-					return fmt.Errorf("insert message: %w", err)
-				}
-				return nil
-			},
-		)
-		if prepared == nil {
-			return tx.CommitWith(ctx, fns...)
-		}
-		// The run's statements, then its first model call's reservation, go with the COMMIT:
-		// one round trip.
-		for _, fn := range fns {
-			tx.AtCommit(fn)
-		}
-		return prepared.Insert(ctx, tx, run.PreparedInsert{
-			Settings: set, Conversation: conv,
-			Run: dbsqlc.Run{TenantID: rp.TenantID, ID: rp.ID, UserID: rp.UserID, Kind: rp.Kind, Status: rp.Status,
-				ConversationID: rp.ConversationID, ConversationSeq: rp.ConversationSeq, TriggerMessageID: rp.TriggerMessageID,
-				IdempotencyKey: rp.IdempotencyKey, Attempt: 1, MaxAttempts: rp.MaxAttempts, JobID: rp.JobID, LeaseOwner: rp.LeaseOwner},
-			Message: dbsqlc.Message{TenantID: mp.TenantID, ID: mp.ID, ConversationID: mp.ConversationID, RunID: mp.RunID,
-				RunSeq: mp.RunSeq, Position: mp.Position, Role: mp.Role, Content: mp.Content, Parts: mp.Parts, TokenEstimate: mp.TokenEstimate},
 		})
+		if err != nil {
+			return fmt.Errorf("insert message: %w", err)
+		}
+		return nil
 	})
-	if err != nil {
-		return Sent{}, err
-	}
-	if prepared != nil {
-		prepared.Inserted(out.Run, out.Message)
-		// The worker sends the run's first model request while this transaction commits, and
-		// reads its answer once the commit is confirmed.
-		confirm = claim.Start(confirm)
-	}
-	if err := confirm(context.WithoutCancel(ctx)); err != nil {
-		return Sent{}, err
-	}
-	return out, nil
+	return out, err
 }
 
 func nullableRun(busy bool, id uuid.NullUUID) any {

@@ -33,14 +33,6 @@ type BuildInput struct {
 	MemoryTokens int
 }
 
-// Read is what Build reads: the conversation's project and its open tasks (Project nil when
-// there is none), and the memories recalled.
-type Read struct {
-	Project *dbsqlc.Project
-	Tasks   []dbsqlc.Task
-	Mems    []dbsqlc.Memory
-}
-
 // Build assembles, in tx, what the system prompt says beyond the agent's own instructions
 // (the user's preferences are those): the mode's instruction, the project (name, description,
 // open tasks, most urgent first) and the user's memories relevant to the new message. Parts
@@ -50,106 +42,34 @@ func Build(ctx context.Context, tx *db.Tx, in BuildInput) (string, error) {
 	if tokens <= 0 {
 		tokens = DefaultMemoryTokens
 	}
-	// The project, its tasks and the memories are read together (one round trip).
-	var rd Read
-	var reads []func(context.Context, *db.Tx) error
-	if in.ProjectID != uuid.Nil {
-		reads = append(reads, func(ctx context.Context, tx *db.Tx) error {
-			p, err := tx.Q.ProjectGet(ctx, dbsqlc.ProjectGetParams{TenantID: in.TenantID, ID: in.ProjectID})
-			if err != nil {
-				return fmt.Errorf("load project: %w", err)
-			}
-			rd.Project = &p
-			return nil
-		}, func(ctx context.Context, tx *db.Tx) (err error) {
-			if rd.Tasks, err = tx.Q.ContextProjectTasks(ctx, dbsqlc.ContextProjectTasksParams{TenantID: in.TenantID, ProjectID: in.ProjectID, Lim: MaxTasks}); err != nil {
-				return fmt.Errorf("load tasks: %w", err)
-			}
-			return nil
-		})
-	}
-	reads = append(reads, func(ctx context.Context, tx *db.Tx) (err error) {
-		rd.Mems, err = memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
-		return err
-	})
-	if err := tx.Pipeline(ctx, reads...); err != nil {
-		return "", err
-	}
-	return Compose(in.Mode, rd), nil
-}
-
-// ReadsOfRun are Build's reads for run runID (its conversation's project, the memories recalled
-// by the message that started it), keyed by the run alone, as Pipeline functions filling rd:
-// they can go to Postgres in the round trip that acquires the run.
-func ReadsOfRun(rd *Read, tenantID, runID uuid.UUID) []func(context.Context, *db.Tx) error {
-	return []func(context.Context, *db.Tx) error{
-		func(ctx context.Context, tx *db.Tx) error {
-			p, err := tx.Q.ProjectGetOfRun(ctx, dbsqlc.ProjectGetOfRunParams{TenantID: tenantID, RunID: runID})
-			if db.IsNoRows(err) {
-				return nil // a run without a conversation
-			}
-			if err != nil {
-				return fmt.Errorf("load project: %w", err)
-			}
-			rd.Project = &p
-			return nil
-		}, func(ctx context.Context, tx *db.Tx) (err error) {
-			if rd.Tasks, err = tx.Q.ContextProjectTasksOfRun(ctx, dbsqlc.ContextProjectTasksOfRunParams{TenantID: tenantID, RunID: runID, Lim: MaxTasks}); err != nil {
-				return fmt.Errorf("load tasks: %w", err)
-			}
-			return nil
-		}, func(ctx context.Context, tx *db.Tx) (err error) {
-			rd.Mems, err = memory.RecallOfRun(ctx, tx, tenantID, runID, MaxRecalled, DefaultMemoryTokens)
-			return err
-		},
-	}
-}
-
-// ReadsOfConversation are ReadsOfRun for the run a message (query) of user userID starts in
-// conversation conversationID, keyed by the conversation: they can go to Postgres in the round
-// trip that locks it, before the run exists.
-func ReadsOfConversation(rd *Read, tenantID, userID, conversationID uuid.UUID, query string) []func(context.Context, *db.Tx) error {
-	return []func(context.Context, *db.Tx) error{
-		func(ctx context.Context, tx *db.Tx) error {
-			p, err := tx.Q.ProjectGetOfConversation(ctx, dbsqlc.ProjectGetOfConversationParams{TenantID: tenantID, ConversationID: conversationID})
-			if db.IsNoRows(err) {
-				return nil // no such conversation: the caller's own read says so
-			}
-			if err != nil {
-				return fmt.Errorf("load project: %w", err)
-			}
-			rd.Project = &p
-			return nil
-		}, func(ctx context.Context, tx *db.Tx) (err error) {
-			if rd.Tasks, err = tx.Q.ContextProjectTasksOfConversation(ctx, dbsqlc.ContextProjectTasksOfConversationParams{TenantID: tenantID, ConversationID: conversationID, Lim: MaxTasks}); err != nil {
-				return fmt.Errorf("load tasks: %w", err)
-			}
-			return nil
-		}, func(ctx context.Context, tx *db.Tx) (err error) {
-			rd.Mems, err = memory.RecallOfConversation(ctx, tx, tenantID, userID, conversationID, query, MaxRecalled, DefaultMemoryTokens)
-			return err
-		},
-	}
-}
-
-// Compose is Build's text from what it read, for a conversation in mode.
-func Compose(mode string, rd Read) string {
 	var parts []string
-	if s := ModeInstruction(mode); s != "" {
+	if s := ModeInstruction(in.Mode); s != "" {
 		parts = append(parts, s)
 	}
-	if rd.Project != nil {
-		parts = append(parts, projectInfo(*rd.Project, rd.Tasks))
+	if in.ProjectID != uuid.Nil {
+		p, err := tx.Q.ProjectGet(ctx, dbsqlc.ProjectGetParams{TenantID: in.TenantID, ID: in.ProjectID})
+		if err != nil {
+			return "", fmt.Errorf("load project: %w", err)
+		}
+		tasks, err := tx.Q.ContextProjectTasks(ctx, dbsqlc.ContextProjectTasksParams{TenantID: in.TenantID, ProjectID: in.ProjectID, Lim: MaxTasks})
+		if err != nil {
+			return "", fmt.Errorf("load tasks: %w", err)
+		}
+		parts = append(parts, projectInfo(p, tasks))
 	}
-	if len(rd.Mems) > 0 {
+	mems, err := memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
+	if err != nil {
+		return "", err
+	}
+	if len(mems) > 0 {
 		var b strings.Builder
 		b.WriteString("What you remember about this user and project (from earlier conversations; use it when it is relevant):")
-		for _, m := range rd.Mems {
+		for _, m := range mems {
 			b.WriteString("\n- " + m.Content)
 		}
 		parts = append(parts, b.String())
 	}
-	return strings.Join(parts, "\n\n")
+	return strings.Join(parts, "\n\n"), nil
 }
 
 func projectInfo(p dbsqlc.Project, tasks []dbsqlc.Task) string {

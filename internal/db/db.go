@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,9 +78,8 @@ func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit b
 func (d *DB) Close() { d.Pool.Close() }
 
 // AutovacuumOn reports whether the server runs autovacuum. Without it no table is ever
-// analyzed: a plan a connection cached while a table was small stays after the table has grown
-// (River's completer then reads all of river_job twice per batch), and dead rows and GIN pending
-// lists are cleaned by the statements that meet them.
+// analyzed: a plan a connection cached while a table was small stays after the table has grown,
+// and dead rows and GIN pending lists are cleaned by the statements that meet them.
 func AutovacuumOn(ctx context.Context, q dbsqlc.DBTX) (bool, error) {
 	var on bool
 	err := q.QueryRow(ctx, "SELECT current_setting('autovacuum')::boolean").Scan(&on)
@@ -99,18 +97,6 @@ type Tx struct {
 	after    []afterItem
 	batches  map[any]*commitBatch
 	flushes  []*commitBatch
-	atCommit []func(ctx context.Context, tx *Tx) error
-}
-
-// AtCommit registers fn as a last statement of the outermost transaction: once its function
-// has returned nil, the functions registered run as CommitWith's do (one statement each at
-// most, in the order registered), so their statements go to Postgres with the COMMIT. A write
-// nothing else in the transaction reads, such as an event append or a budget reservation,
-// costs no round trip of its own this way, and a row lock it takes is held only while Postgres
-// commits. A function registered inside a savepoint that rolls back does not run.
-func (t *Tx) AtCommit(fn func(ctx context.Context, tx *Tx) error) {
-	r := t.rootTx()
-	r.atCommit = append(r.atCommit, fn)
 }
 
 // afterItem is what runs after the commit, in registration order: fn, or an item added to the
@@ -149,49 +135,24 @@ type commitBatch struct {
 // this way into one Redis message.
 func (t *Tx) AfterCommitBatch(key any, item any, flush func(items []any)) {
 	r := t.rootTx()
-	r.batch(key, flush)
+	if r.batches[key] == nil {
+		if r.batches == nil {
+			r.batches = map[any]*commitBatch{}
+		}
+		b := &commitBatch{key: key, flush: flush}
+		r.batches[key] = b
+		r.flushes = append(r.flushes, b)
+	}
 	r.after = append(r.after, afterItem{key: key, item: item})
-}
-
-// batch registers the batch named key with its flush, unless it is registered already.
-func (t *Tx) batch(key any, flush func(items []any)) {
-	if t.batches[key] != nil {
-		return
-	}
-	if t.batches == nil {
-		t.batches = map[any]*commitBatch{}
-	}
-	b := &commitBatch{key: key, flush: flush}
-	t.batches[key] = b
-	t.flushes = append(t.flushes, b)
 }
 
 type txKey struct{}
 
-type guardKey struct{}
-
-// WithCommitGuard returns ctx with guard, which every outermost transaction run with it asks
-// just before it commits: an error from guard rolls the transaction back and is its error. A
-// check that needs a round trip of its own (the rate limiter's, in Redis) can so run at the
-// same time as the transaction's statements instead of before them, and still decide whether
-// anything is committed. guard may be called more than once and must give the same answer.
-func WithCommitGuard(ctx context.Context, guard func() error) context.Context {
-	return context.WithValue(ctx, guardKey{}, guard)
-}
-
-// guarded asks ctx's commit guard, if any.
-func guarded(ctx context.Context) error {
-	if g, ok := ctx.Value(guardKey{}).(func() error); ok && g != nil {
-		return g()
-	}
-	return nil
-}
-
-// Detach returns ctx without its transaction and commit guard: work that runs after a commit
-// (AfterCommit) and needs a transaction of its own begins one instead of a savepoint of the
-// transaction that is over.
+// Detach returns ctx without its transaction: work that runs after a commit (AfterCommit) and
+// needs a transaction of its own begins one instead of a savepoint of the transaction that is
+// over.
 func Detach(ctx context.Context) context.Context {
-	return context.WithValue(context.WithValue(ctx, txKey{}, (*Tx)(nil)), guardKey{}, (func() error)(nil))
+	return context.WithValue(ctx, txKey{}, (*Tx)(nil))
 }
 
 // TxFrom returns the transaction ctx runs in, if any.
@@ -221,13 +182,18 @@ func (d *DB) InSystemTx(ctx context.Context, reason string, fn func(ctx context.
 	return d.run(ctx, uuid.Nil, true, fn)
 }
 
-func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(ctx context.Context, tx *Tx) error) (err error) {
-	return d.runWith(ctx, tenantID, system, fn, nil)
+// beginQuery begins a transaction and scopes it, in one round trip: a statement without
+// parameters goes by the simple protocol, which carries both. The scope is transaction-local
+// (set_config's is_local), so it ends with the transaction. A UUID's text is hex digits and
+// dashes only.
+func beginQuery(tenantID uuid.UUID, system bool) string {
+	if system {
+		return "BEGIN; SELECT set_config('app.system', 'on', true)"
+	}
+	return "BEGIN; SELECT set_config('app.tenant_id', '" + tenantID.String() + "', true)"
 }
 
-// runWith is run; commit, when set, commits an outermost transaction in place of finish
-// (InTxEarly): it is not called for a savepoint, which its enclosing transaction commits.
-func (d *DB) runWith(ctx context.Context, tenantID uuid.UUID, system bool, fn func(ctx context.Context, tx *Tx) error, commit func(tx *Tx)) (err error) {
+func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(ctx context.Context, tx *Tx) error) error {
 	if parent, ok := TxFrom(ctx); ok {
 		if !parent.system && (system || parent.TenantID != tenantID) {
 			return fmt.Errorf("db: nested transaction for tenant %s inside tenant %s", tenantID, parent.TenantID)
@@ -236,135 +202,37 @@ func (d *DB) runWith(ctx context.Context, tenantID uuid.UUID, system bool, fn fu
 		if err != nil {
 			return fmt.Errorf("savepoint: %w", err)
 		}
-		root := parent
-		if parent.root != nil {
-			root = parent.root
-		}
+		root := parent.rootTx()
 		child := &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system, root: root}
-		mark, markAt := len(root.after), len(root.atCommit)
-		err = finish(ctx, child, fn)
-		if err != nil {
+		mark := len(root.after)
+		if err := finish(ctx, child, fn); err != nil {
 			// What a rolled-back savepoint registered never happened.
-			root.after, root.atCommit = root.after[:mark], root.atCommit[:markAt]
+			root.after = root.after[:mark]
+			return err
 		}
-		return err
+		return nil
 	}
-	c, err := d.Pool.Acquire(ctx)
+	ptx, err := d.Pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQuery(tenantID, system)})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	// BEGIN and the scope go with the transaction's first statement (lazyTx). They come first
-	// in its batch, and a failure of either skips the rest of the batch (one Sync ends it), so
-	// no statement can run in a transaction that is not scoped.
-	ltx := newLazyTx(c, tenantID.String(), system)
-	ltx.early = commit != nil
-	return finishWith(ctx, &Tx{Tx: ltx, Q: d.Q.WithTx(ltx), TenantID: tenantID, system: system}, fn, commit)
+	return finish(ctx, &Tx{Tx: ptx, Q: d.Q.WithTx(ptx), TenantID: tenantID, system: system}, fn)
 }
 
-// InTxEarly is InTx for a caller with work that need not wait for the commit's WAL flush,
-// only for its outcome before anything depends on it: it returns once Postgres has run the
-// transaction's last statements (its AtCommit functions, whose results come back before the
-// COMMIT runs) and sends the COMMIT without waiting for it. confirm waits for the commit's
-// outcome (the error InTx would have returned) and may be called any number of times; what
-// the transaction registered with AfterCommit runs before confirm returns nil. Until then the
-// transaction's row locks are held, so other transactions see its writes only once it has
-// committed. The worker acquiring a chat turn sends the turn's first model request this way
-// while its acquisition commits. Nested in another transaction, it is InTx (a savepoint) and
-// confirm reports nil.
-//
-// The caller must call confirm at least once: its first call reads the commit's outcome, gives
-// the connection back and runs what the transaction registered with AfterCommit, in the
-// caller's goroutine when its context cannot end (context.WithoutCancel: the caller that needs
-// the commit first goes on with no hand-off from another goroutine; a chat turn's worker is
-// that caller), else in a goroutine of its own that it waits for. Later calls wait for it.
-func (d *DB) InTxEarly(ctx context.Context, tenantID uuid.UUID, fn func(ctx context.Context, tx *Tx) error) (confirm func(context.Context) error, err error) {
-	if tenantID == uuid.Nil {
-		return nil, errors.New("db: transaction without a tenant")
-	}
-	var committing *Tx
-	err = d.runWith(ctx, tenantID, false, fn, func(tx *Tx) { committing = tx })
-	if err != nil {
-		return nil, err
-	}
-	if committing == nil {
-		return func(context.Context) error { return nil }, nil // a savepoint: the enclosing transaction commits it
-	}
-	var (
-		mu        sync.Mutex
-		started   bool
-		done      = make(chan struct{})
-		commitErr error
-	)
-	finish := func() {
-		defer close(done)
-		if err := committing.Commit(context.WithoutCancel(ctx)); err != nil {
-			commitErr = fmt.Errorf("commit: %w", err)
-			return
-		}
-		committing.runAfter()
-	}
-	return func(ctx context.Context) error {
-		mu.Lock()
-		first := !started
-		started = true
-		mu.Unlock()
-		if first {
-			if ctx.Done() == nil {
-				finish()
-				return commitErr
-			}
-			go finish() // the caller may stop waiting: the outcome must be read all the same
-		}
-		select {
-		case <-done:
-			return commitErr
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}, nil
-}
-
-func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error) (err error) {
-	return finishWith(ctx, tx, fn, nil)
-}
-
-// finishWith is finish; when commit is set, it commits an outermost transaction in finish's
-// place once fn and the statements that go with the COMMIT succeeded (InTxEarly).
-func finishWith(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error, commit func(tx *Tx)) (err error) {
+// finish runs fn in tx, then commits tx (releasing a savepoint, or committing the outermost
+// transaction and running what it registered to run after its commit) or rolls it back.
+func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error) error {
 	defer func() {
 		if p := recover(); p != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 			panic(p)
 		}
 	}()
-	ctx = context.WithValue(ctx, txKey{}, tx)
-	err = fn(ctx, tx)
-	if err == nil && tx.root == nil {
-		err = guarded(ctx)
-	}
-	if err == nil && tx.root == nil && len(tx.atCommit) > 0 {
-		err = tx.CommitWith(ctx, tx.atCommit...)
-	}
-	if lt, ok := tx.Tx.(*lazyTx); err != nil && ok && tx.root == nil {
-		lt.settle()
-		if lt.ended && lt.endErr == nil {
-			// Committed (by fn's CommitWith or the AtCommit functions'), then a function
-			// failed after its statement: what Postgres holds goes out (AfterCommit), and the
-			// caller gets the error.
-			_ = tx.Commit(ctx)
-			tx.runAfter()
-			return err
-		}
-	}
-	if err != nil {
+	if err := fn(context.WithValue(ctx, txKey{}, tx), tx); err != nil {
 		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
 			return errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
 		return err
-	}
-	if commit != nil && tx.root == nil {
-		commit(tx)
-		return nil
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -376,16 +244,16 @@ func finishWith(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx
 }
 
 // runAfter runs what the committed transaction registered to run after its commit.
-func (tx *Tx) runAfter() {
-	for _, a := range tx.after {
+func (t *Tx) runAfter() {
+	for _, a := range t.after {
 		if a.fn != nil {
 			a.fn()
 		} else {
-			b := tx.batches[a.key]
+			b := t.batches[a.key]
 			b.items = append(b.items, a.item)
 		}
 	}
-	for _, b := range tx.flushes {
+	for _, b := range t.flushes {
 		if len(b.items) > 0 {
 			b.flush(b.items)
 		}

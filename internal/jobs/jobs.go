@@ -42,14 +42,10 @@ type Options struct {
 	Log      *slog.Logger
 	// Queue is the pool River's own statements run on (db.OpenQueue); d's when nil.
 	Queue *db.DB
-	// Eager is the number of chat turns' jobs worked at once in the process that inserts them,
-	// besides River's (Eager; with Work only): 0 for none.
-	Eager int
 }
 
 // NewClient returns the River client over o.Queue's pool (d's when nil); its workers use d.
-// With o.Work and o.Eager, it also returns the eager starter of its run jobs (nil otherwise).
-func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], *Eager, error) {
+func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 	cfg := &river.Config{
 		Logger: o.Log,
 		// Also the pace of this client's insert notifications per queue (River sends at most
@@ -62,11 +58,10 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], *Eager, error) {
 		// died are taken over much sooner by the run reaper, through their lease.
 		RescueStuckJobsAfter: 2 * time.Hour,
 	}
-	var runWorker *RunWorker
 	if o.Work {
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &RefreshTokenPurgeWorker{db: d})
-		runWorker = &RunWorker{exec: o.Executor, owner: o.Owner, base: max(o.RetryBaseDelay, time.Millisecond)}
+		runWorker := &RunWorker{exec: o.Executor, owner: o.Owner, base: max(o.RetryBaseDelay, time.Millisecond)}
 		river.AddWorker(workers, runWorker)
 		river.AddWorker(workers, &RunReapWorker{runs: o.Runs})
 		if o.Concurrency < 1 {
@@ -99,13 +94,9 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], *Eager, error) {
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("river client: %w", err)
+		return nil, fmt.Errorf("river client: %w", err)
 	}
-	var eager *Eager
-	if runWorker != nil && o.Eager > 0 {
-		eager = NewEager(runWorker, client, pool, o.Eager, o.Log)
-	}
-	return client, eager, nil
+	return client, nil
 }
 
 // FetchCooldown is the least time between two fetches of the chat queue, and between two insert

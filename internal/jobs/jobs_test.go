@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertest"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db"
@@ -129,10 +130,10 @@ func TestRefreshTokenPurgeWorker(t *testing.T) {
 // The working client registers the purge worker and enqueues it as a periodic job at start.
 func TestClientRunsPurgeOnStart(t *testing.T) {
 	t.Parallel()
-	d, ownerURL := dbtest.Open(t)
+	d, _ := dbtest.Open(t)
 	keep, _ := seedTokens(t, d, 2, offsets)
 
-	client, _, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
+	client, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -160,14 +161,9 @@ func TestClientRunsPurgeOnStart(t *testing.T) {
 		}
 	}
 	require.Equal(t, keep, remaining(t, d))
-
-	// The job row is visible to the owner (River's tables are not tenant-scoped).
-	conn, err := pgx.Connect(ctx, ownerURL)
+	res, err := client.JobList(ctx, river.NewJobListParams().Kinds((RefreshTokenPurgeArgs{}).Kind()).States(rivertype.JobStateCompleted))
 	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	var n int
-	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'refresh_token_purge' AND state = 'completed'").Scan(&n))
-	require.Equal(t, 1, n)
+	require.Len(t, res.Jobs, 1)
 }
 
 // Start enqueues run reaps from every working process, not only from River's leader: with the
@@ -187,7 +183,7 @@ func TestStartEnqueuesReapsFromEveryProcess(t *testing.T) {
 
 	var clients []*river.Client[pgx.Tx]
 	for range 2 {
-		client, _, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
+		client, err := NewClient(d, Options{Work: true, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
 		clients = append(clients, client)
 	}
@@ -205,8 +201,10 @@ func TestStartEnqueuesReapsFromEveryProcess(t *testing.T) {
 
 	// River's unique key of a reap is its period of the inserting process's clock: the jobs can
 	// be at most one per period this test has touched.
-	reaps := func() (n int) {
-		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'run_reap'`).Scan(&n))
+	reaps := func() int {
+		res, err := clients[0].JobList(ctx, river.NewJobListParams().Kinds((RunReapArgs{}).Kind()).First(10_000))
+		require.NoError(t, err)
+		n := len(res.Jobs)
 		periods := int(time.Now().UnixNano()/int64(ReapEvery)-started.UnixNano()/int64(ReapEvery)) + 1
 		require.LessOrEqual(t, n, periods, "one reap job per period, however many processes insert it")
 		return n

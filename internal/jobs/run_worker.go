@@ -27,20 +27,8 @@ type RunWorker struct {
 // Timeout is disabled: the executor bounds each attempt by the user's timeoutSeconds.
 func (w *RunWorker) Timeout(*river.Job[run.Args]) time.Duration { return -1 }
 
-// Work runs one attempt.
+// Work runs one attempt, and says what River is to do with the job.
 func (w *RunWorker) Work(ctx context.Context, job *river.Job[run.Args]) error {
-	return w.work(ctx, job, func(ctx context.Context) error {
-		return w.exec.Execute(ctx, job.Args.TenantID, job.Args.RunID, w.attempt(job))
-	})
-}
-
-// attempt is the executor's view of job's attempt.
-func (w *RunWorker) attempt(job *river.Job[run.Args]) agent.Attempt {
-	return agent.Attempt{Number: job.Attempt, Max: job.MaxAttempts, Owner: w.owner, JobID: job.ID}
-}
-
-// work runs job's attempt with execute, and says what River (or Eager) is to do with the job.
-func (w *RunWorker) work(ctx context.Context, job *river.Job[run.Args], execute func(ctx context.Context) error) error {
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	stop := context.AfterFunc(ctx, func() {
@@ -51,7 +39,7 @@ func (w *RunWorker) work(ctx context.Context, job *river.Job[run.Args], execute 
 		cancel(context.Cause(ctx))
 	})
 	defer stop()
-	err := execute(runCtx)
+	err := w.exec.Execute(runCtx, job.Args.TenantID, job.Args.RunID, agent.Attempt{Number: job.Attempt, Max: job.MaxAttempts, Owner: w.owner, JobID: job.ID})
 	var retry *agent.Retry
 	if errors.As(err, &retry) {
 		if retry.Delay > 0 {

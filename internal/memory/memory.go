@@ -68,42 +68,11 @@ func Recall(ctx context.Context, tx *db.Tx, s Scope, query string, limit, tokens
 	return fit(rows, tokens), nil
 }
 
-// RecallOfRun is Recall for run runID, keyed by the run alone: its user's memories in its
-// conversation's project relevant to the message that started it (or, for a run without one,
-// the conversation's newest user message). None for a run without a conversation.
-func RecallOfRun(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, limit, tokens int) ([]dbsqlc.Memory, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	rows, err := tx.Q.MemoryRecallOfRun(ctx, dbsqlc.MemoryRecallOfRunParams{TenantID: tenantID, RunID: runID, Lim: int32(limit)})
-	if err != nil {
-		return nil, fmt.Errorf("recall: %w", err)
-	}
-	return fit(rows, tokens), nil
-}
-
-// RecallOfConversation is Recall for a message (query) of user userID in conversation
-// conversationID, keyed by the conversation: what RecallOfRun recalls for the run the message
-// starts, read before that run exists.
-func RecallOfConversation(ctx context.Context, tx *db.Tx, tenantID, userID, conversationID uuid.UUID, query string, limit, tokens int) ([]dbsqlc.Memory, error) {
-	if strings.TrimSpace(query) == "" || limit <= 0 {
-		return nil, nil
-	}
-	rows, err := tx.Q.MemoryRecallOfConversation(ctx, dbsqlc.MemoryRecallOfConversationParams{
-		TenantID: tenantID, UserID: userID, ConversationID: conversationID, Query: query, Lim: int32(limit),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("recall: %w", err)
-	}
-	return fit(rows, tokens), nil
-}
-
 // fit keeps the memories of rows (best first) that fit in tokens; the first always fits.
-func fit[R dbsqlc.MemoryRecallRow | dbsqlc.MemoryRecallOfRunRow | dbsqlc.MemoryRecallOfConversationRow](rows []R, tokens int) []dbsqlc.Memory {
+func fit(rows []dbsqlc.MemoryRecallRow, tokens int) []dbsqlc.Memory {
 	var out []dbsqlc.Memory
 	used := 0
-	for _, row := range rows {
-		r := dbsqlc.MemoryRecallRow(row)
+	for _, r := range rows {
 		cost := (len(r.Content) + charsPerToken - 1) / charsPerToken
 		if len(out) > 0 && used+cost > tokens {
 			break

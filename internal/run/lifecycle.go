@@ -2,11 +2,14 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
@@ -84,30 +87,25 @@ const orphanGrace = 10 * time.Second
 // (attempt += 1) and re-enqueued, so it resumes after its last persisted step within seconds
 // instead of waiting for River's stuck-job rescue. It returns how many runs it took over.
 func (s *Service) ReapExpired(ctx context.Context) (int, error) {
-	// job is the run's job when it was listed: a run whose job has changed since was handed on
-	// (by another reap, say) and is left alone.
-	type ref struct {
-		TenantID, ID uuid.UUID
-		job          *int64
-	}
-	var expired []ref
+	var expired []runRef
 	err := s.db.InSystemTx(ctx, "reaper: find runs of every tenant whose worker died", func(ctx context.Context, tx *db.Tx) error {
 		leases, err := tx.Q.RunListExpiredLeases(ctx, 100)
 		if err != nil {
 			return err
 		}
 		for _, r := range leases {
-			expired = append(expired, ref{r.TenantID, r.ID, r.JobID})
+			expired = append(expired, runRef{r.TenantID, r.ID, r.JobID})
 		}
-		orphans, err := tx.Q.RunListOrphanedQueued(ctx, dbsqlc.RunListOrphanedQueuedParams{GraceSeconds: orphanGrace.Seconds(), Lim: 100})
-		for _, r := range orphans {
-			expired = append(expired, ref{r.TenantID, r.ID, r.JobID})
-		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
+	orphans, err := s.orphans(ctx)
+	if err != nil {
+		return 0, err
+	}
+	expired = append(expired, orphans...)
 	n := 0
 	for _, e := range expired {
 		err := s.db.InTx(ctx, e.TenantID, func(ctx context.Context, tx *db.Tx) error {
@@ -145,6 +143,36 @@ func (s *Service) ReapExpired(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// runRef names a run the reaper may take over; job is the run's job when it was listed: a run
+// whose job has changed since was handed on (by another reap, say) and is left alone.
+type runRef struct {
+	TenantID, ID uuid.UUID
+	job          *int64
+}
+
+// orphans lists the runs whose job a worker took (River has it running) longer than orphanGrace
+// ago, the oldest first: a run that is still QUEUED then was never acquired, and its worker died
+// between the two. Runs whose job moved on are left out when each is locked (ReapExpired).
+func (s *Service) orphans(ctx context.Context) ([]runRef, error) {
+	res, err := s.jobs.JobList(ctx, river.NewJobListParams().Kinds(Args{}.Kind()).States(rivertype.JobStateRunning).
+		OrderBy(river.JobListOrderByTime, river.SortOrderAsc).First(100))
+	if err != nil {
+		return nil, fmt.Errorf("list running run jobs: %w", err)
+	}
+	var out []runRef
+	for _, j := range res.Jobs {
+		if j.AttemptedAt == nil || time.Since(*j.AttemptedAt) < orphanGrace {
+			break
+		}
+		var args Args
+		if err := json.Unmarshal(j.EncodedArgs, &args); err != nil {
+			continue
+		}
+		out = append(out, runRef{args.TenantID, args.RunID, &j.ID})
+	}
+	return out, nil
 }
 
 // RequestStop asks a run to stop gracefully: it finishes its current step, summarises what it

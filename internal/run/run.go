@@ -5,12 +5,9 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,7 +20,6 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
-	"github.com/agentry/agentry/internal/settings"
 )
 
 // Kinds of run.
@@ -71,10 +67,12 @@ type Args struct {
 // Kind names the job.
 func (Args) Kind() string { return "run" }
 
-// Inserter enqueues jobs in a transaction (the River client).
+// Inserter is what runs need of River's client: enqueue and cancel jobs in a transaction, and
+// list jobs (the reaper looks for run jobs a worker took and never acquired the run for).
 type Inserter interface {
 	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 	JobCancelTx(ctx context.Context, tx pgx.Tx, jobID int64) (*rivertype.JobRow, error)
+	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
 }
 
 var errNotFound = river.ErrNotFound
@@ -96,12 +94,8 @@ type Service struct {
 	pub  *events.Publisher
 	jobs Inserter
 	log  *slog.Logger
-	// notified paces JobAtCommit's insert notifications.
-	notified notifyLimiter
 	// onFinish holds, per run kind, work that must commit with the run's end (a task's status).
 	onFinish map[string]FinishHook
-	// eager works chat turns' jobs in the inserting process (SetEager); nil: never.
-	eager Eager
 }
 
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
@@ -133,120 +127,8 @@ func ScopeOf(r dbsqlc.Run) events.Scope {
 }
 
 // FetchCooldown is the least time between two fetches of the chat queue, and between two insert
-// notifications of a queue from one process (River's client and JobAtCommit each).
+// notifications of a queue from one River client.
 const FetchCooldown = 5 * time.Millisecond
-
-// NextJobID takes, in tx, the id of a run's job that JobAtCommit inserts later in tx: a run's
-// job can then be inserted with the run, in one batch, and the run name it from the start.
-func (s *Service) NextJobID(ctx context.Context, tx *db.Tx) (int64, error) {
-	id, err := tx.Q.RiverJobNextID(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("job id: %w", err)
-	}
-	return id, nil
-}
-
-// JobAtCommit is InsertJob as statements for db.Tx.CommitWith: the job (id from NextJobID) and
-// River's insert notification go to Postgres with the transaction's last statements and its
-// COMMIT. River's client sends the notification as a statement of its own after its insert's
-// answer: a round trip more before the COMMIT. The job is the row River's client inserts with
-// these options (as River's insert-only clients for other languages write it; a test compares
-// the two); the notification is sent at most once per queue per FetchCooldown, as River's client
-// limits its own.
-//
-// With claim (ClaimEager), the job is inserted running, attempted by claim's client, without the
-// notification: the caller prepares its first attempt in tx (EagerClaim.Prepare) and starts it
-// (EagerClaim.Start) once tx's statements have run.
-func (s *Service) JobAtCommit(tenantID, runID uuid.UUID, kind string, maxAttempts int32, id int64, claim EagerClaim) ([]func(ctx context.Context, tx *db.Tx) error, error) {
-	args, err := json.Marshal(Args{TenantID: tenantID, RunID: runID})
-	if err != nil {
-		return nil, err
-	}
-	queue := QueueOf(kind)
-	attempts := int16(min(maxAttempts, math.MaxInt16))
-	if claim != nil {
-		return []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
-			if err := tx.Q.RiverJobInsertRunning(ctx, dbsqlc.RiverJobInsertRunningParams{ID: id, Args: args, Kind: Args{}.Kind(), MaxAttempts: attempts, Queue: queue, Client: claim.Client()}); err != nil {
-				return fmt.Errorf("enqueue run %s: %w", runID, err)
-			}
-			return nil
-		}}, nil
-	}
-	fns := []func(ctx context.Context, tx *db.Tx) error{func(ctx context.Context, tx *db.Tx) error {
-		if err := tx.Q.RiverJobInsert(ctx, dbsqlc.RiverJobInsertParams{ID: id, Args: args, Kind: Args{}.Kind(), MaxAttempts: attempts, Queue: queue}); err != nil {
-			return fmt.Errorf("enqueue run %s: %w", runID, err)
-		}
-		return nil
-	}}
-	if s.notified.due(queue, time.Now()) {
-		fns = append(fns, func(ctx context.Context, tx *db.Tx) error { return tx.Q.RiverNotifyInsert(ctx, queue) })
-	}
-	return fns, nil
-}
-
-// Eager works a chat turn's job in the process whose transaction inserts it (jobs.Eager):
-// the job is inserted as running, already attempted by this process's River client, its run
-// inserted acquired for this process's worker by the same transaction (EagerClaim.Prepare), and the
-// worker starts once that transaction's statements have run, without River's insert
-// notification, fetch and dispatch, nor a transaction of its own, between a message and its
-// run's model request. Claim takes a free place for one job (nil when there is none, or the
-// process is stopping).
-type Eager interface {
-	Claim() EagerClaim
-	// Cancel cancels the job's attempt when this process works it eagerly (cancelTx, after
-	// its commit; other processes hear of it through RiverNotifyJobCancel).
-	Cancel(jobID int64)
-}
-
-// EagerClaim is a claimed place. Prepare readies the first attempt of the run a message
-// (content) of user userID is to start in a conversation, in the transaction that inserts the
-// run and its job (PreparedRun). Start works the prepared job once the transaction's
-// statements have run (db.DB.InTxEarly), confirm reporting its commit; the job's worker calls
-// confirm first, so that the commit's outcome wakes it without a hand-off, and the caller
-// waits for the commit with the confirm Start returns. Release gives the place back when the
-// job is not started. Whichever of Start and Release is called first counts; the other does
-// nothing.
-type EagerClaim interface {
-	Client() string
-	Prepare(tenantID, userID, conversationID uuid.UUID, content string) PreparedRun
-	Start(confirm func(context.Context) error) func(context.Context) error
-	Release()
-}
-
-// PreparedRun is a run's first attempt readied in the transaction that inserts the run, which
-// inserts it acquired by Owner (RunInsertWithEvents with the lease, and StartedEvents among its
-// events). Reads joins the batch that locks the run's conversation (after the lock) with the
-// attempt's first reads. Insert goes on once the run is decided, its job, run and message
-// registered with db.Tx.AtCommit: the first model call's reservation is registered after them,
-// so all go with the COMMIT. Inserted takes the run and message as inserted.
-type PreparedRun interface {
-	Owner() string
-	Reads(ctx context.Context, tx *db.Tx) error
-	Insert(ctx context.Context, tx *db.Tx, in PreparedInsert) error
-	Inserted(r dbsqlc.Run, m dbsqlc.Message)
-}
-
-// PreparedInsert is what the transaction inserting a prepared run decided: the rows as they
-// will be inserted (but for what Postgres fills in; Run.JobID is set), and the user's settings
-// and the conversation it read under the conversation's lock (what it changes of the
-// conversation, its counters and active run, the executor does not use).
-type PreparedInsert struct {
-	Run          dbsqlc.Run
-	Message      dbsqlc.Message
-	Settings     settings.Settings
-	Conversation dbsqlc.Conversation
-}
-
-// SetEager sets the eager starter; nil (the default) inserts every job for River to fetch.
-func (s *Service) SetEager(e Eager) { s.eager = e }
-
-// ClaimEager claims a place to work a chat turn's job eagerly, or returns nil.
-func (s *Service) ClaimEager() EagerClaim {
-	if s.eager == nil {
-		return nil
-	}
-	return s.eager.Claim()
-}
 
 // QueueOf is the River queue of a run kind's jobs.
 func QueueOf(kind string) string {
@@ -254,25 +136,6 @@ func QueueOf(kind string) string {
 		return QueueChat
 	}
 	return river.QueueDefault
-}
-
-// notifyLimiter says when a queue's insert notification is due: at most one per FetchCooldown.
-type notifyLimiter struct {
-	mu   sync.Mutex
-	last map[string]time.Time
-}
-
-func (l *notifyLimiter) due(queue string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.last[queue]) < FetchCooldown {
-		return false
-	}
-	if l.last == nil {
-		l.last = map[string]time.Time{}
-	}
-	l.last[queue] = now
-	return true
 }
 
 // InsertJob inserts in tx, through River's client, the job of run runID and returns the job's
@@ -344,70 +207,39 @@ func (l Lease) Scope() events.Scope { return ScopeOf(l.Run) }
 
 // Acquire takes a run for a worker: the attempt is bumped (fencing out any older worker) and
 // execution.started stored, by one statement (RunAcquireWithEvents). It returns ErrFenced when
-// the run is already terminal. Each of also runs in the same transaction with the new lease
-// (the worker's first reads: one transaction instead of several), at the same time as each
-// other (a db.Tx.Pipeline: their statements share round trips); an error from one undoes the
-// acquisition. The last statements of also may go with the COMMIT (db.Tx.AtCommit).
+// the run is already terminal, or its current job is not jobID. Each of also runs after it in
+// the same transaction with the new lease (the worker's first reads: one transaction instead of
+// several); an error from one undoes the acquisition. The lease is the worker's once Acquire
+// has returned: the acquisition has committed.
 func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
-	return s.AcquireWith(ctx, tenantID, runID, owner, jobID, nil, also...)
-}
-
-// AcquireWith is Acquire with reads that need nothing of the lease (keyed by the run): they go
-// to Postgres in the round trip that acquires the run, after it (db.Tx.Pipeline), and what
-// they read is the caller's to keep or drop once the lease is known.
-func (s *Service) AcquireWith(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
-	l, confirm, err := s.AcquireEarly(ctx, tenantID, runID, owner, jobID, reads, also...)
-	if err != nil {
-		return l, err
-	}
-	return l, confirm(context.WithoutCancel(ctx))
-}
-
-// AcquireEarly is AcquireWith returning before the acquisition's commit is confirmed
-// (db.DB.InTxEarly): Postgres has run every statement of the transaction, including those that
-// go with its COMMIT, and the COMMIT is on its way. Until confirm returns nil the lease is not
-// the worker's to use: nothing may be written, published or shown under it, and when confirm
-// fails the worker must drop whatever it started (the acquisition may not have happened).
-// What the worker may do meanwhile is send the first model request, whose budget reservation
-// went with the COMMIT and holds the budget stripes' row locks until the commit ends.
-func (s *Service) AcquireEarly(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, reads func(ctx context.Context, tx *db.Tx) error, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, func(context.Context) error, error) {
 	var l Lease
-	confirm, err := s.db.InTxEarly(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		var r dbsqlc.Run
-		now := time.Now()
+	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		// execution.started (and task.started on the first attempt) is stored by the statement
 		// that acquires the run; the same events are published once the transaction commits.
-		acquire := func(ctx context.Context, tx *db.Tx) error {
-			got, err := tx.Q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
-				LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
-			r = dbsqlc.Run(got)
-			return err
-		}
-		var err error
-		if reads == nil {
-			err = tx.Pipeline(ctx, acquire)
-		} else {
-			err = tx.Pipeline(ctx, acquire, reads)
-		}
+		now := time.Now()
+		got, err := tx.Q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
+			LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
 		if db.IsNoRows(err) {
 			return ErrFenced
 		}
 		if err != nil {
 			return fmt.Errorf("acquire run %s: %w", runID, err)
 		}
+		r := dbsqlc.Run(got)
 		l = Lease{Run: r, Attempt: r.Attempt, Owner: owner}
 		started, err := events.Encode(l.Scope(), now, StartedEvents(r.Kind, r.Attempt)...)
 		if err != nil {
 			return err
 		}
 		s.pub.Stored(ctx, tx, started, r.LastSeq)
-		fns := make([]func(context.Context, *db.Tx) error, len(also))
-		for i, fn := range also {
-			fns[i] = func(ctx context.Context, tx *db.Tx) error { return fn(ctx, tx, l) }
+		for _, fn := range also {
+			if err := fn(ctx, tx, l); err != nil {
+				return err
+			}
 		}
-		return tx.Pipeline(ctx, fns...)
+		return nil
 	})
-	return l, confirm, err
+	return l, err
 }
 
 // StartedEvents are the events an attempt's acquisition stores: execution.started, and on the
@@ -602,29 +434,11 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 		}
 	}
 	if r.Status == StatusRunning {
-		if r.JobID != nil {
-			// A job worked eagerly (outside River's producers) hears of it this way.
-			if err := s.notifyJobCancel(ctx, tx, *r.JobID); err != nil {
-				return err
-			}
-		}
 		return nil // the worker records the end
 	}
 	// Nobody works the run: end it here.
 	_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: "user_cancel", Error: reason}, next, false)
 	return err
-}
-
-// notifyJobCancel tells the process working jobID eagerly, if any, that it was cancelled: this
-// process at once after tx commits, every process through Postgres (RiverNotifyJobCancel).
-func (s *Service) notifyJobCancel(ctx context.Context, tx *db.Tx, jobID int64) error {
-	if err := tx.Q.RiverNotifyJobCancel(ctx, jobID); err != nil {
-		return fmt.Errorf("notify job cancel: %w", err)
-	}
-	if s.eager != nil {
-		tx.AfterCommit(func() { s.eager.Cancel(jobID) })
-	}
-	return nil
 }
 
 func nilIfEmpty(s string) *string {

@@ -34,6 +34,10 @@ func (f *fakeJobs) JobCancelTx(context.Context, pgx.Tx, int64) (*rivertype.JobRo
 	return &rivertype.JobRow{}, nil
 }
 
+func (f *fakeJobs) JobList(context.Context, *river.JobListParams) (*river.JobListResult, error) {
+	return &river.JobListResult{}, nil
+}
+
 func setup(t *testing.T) (*db.DB, *run.Service, dbsqlc.Run) {
 	t.Helper()
 	d, _ := dbtest.Open(t)

@@ -82,11 +82,10 @@ func (s *Service) Get(ctx context.Context) (Settings, error) {
 // ForUser returns the settings a run of a's uses (inside a's tenant transaction).
 func ForUser(ctx context.Context, tx *db.Tx, a auth.Actor) (Settings, error) { return load(ctx, tx, a) }
 
-// ForRun returns the settings of run runID's user, read by the run alone (the executor reads
-// them in the round trip that acquires the run).
-func ForRun(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID) (Settings, error) {
-	row, err := tx.Q.AgentSettingsGetOfRun(ctx, dbsqlc.AgentSettingsGetOfRunParams{TenantID: tenantID, RunID: runID})
-	return loaded(row, err)
+// ForUserID returns the settings of user userID of tenantID (inside the tenant's transaction):
+// a worker reads a run's user's settings this way.
+func ForUserID(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) (Settings, error) {
+	return loaded(tx.Q.AgentSettingsGet(ctx, dbsqlc.AgentSettingsGetParams{TenantID: tenantID, UserID: userID}))
 }
 
 func load(ctx context.Context, tx *db.Tx, a auth.Actor) (Settings, error) {

@@ -90,17 +90,7 @@ type Limiter struct {
 
 	mu    sync.Mutex
 	plans map[uuid.UUID]planEntry
-	// room is what Redis last said a bucket had left (SpendAhead).
-	room map[string]roomEntry
 }
-
-type roomEntry struct {
-	remaining int
-	at        time.Time
-}
-
-// roomTTL is how long SpendAhead trusts what a bucket had left.
-const roomTTL = time.Second
 
 type planEntry struct {
 	plan    string
@@ -110,7 +100,7 @@ type planEntry struct {
 // NewLimiter returns a limiter.
 func NewLimiter(o LimiterOptions) *Limiter {
 	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, create: DefaultCreateLimit, log: o.Log,
-		plans: map[uuid.UUID]planEntry{}, room: map[string]roomEntry{}}
+		plans: map[uuid.UUID]planEntry{}}
 	if o.Auth != nil {
 		l.auth = *o.Auth
 	}
@@ -124,9 +114,6 @@ func NewLimiter(o LimiterOptions) *Limiter {
 // UseRedis switches the Redis the limiter keeps its state in.
 func (l *Limiter) UseRedis(rdb redis.UniversalClient) {
 	l.rdb.Store(redis_rate.NewLimiter(rdb))
-	l.mu.Lock()
-	clear(l.room)
-	l.mu.Unlock()
 }
 
 // SpendLimit is the spending limit of a plan after the configured overrides.
@@ -164,49 +151,6 @@ func (l *Limiter) Spend(ctx context.Context, a auth.Actor) error {
 		return l.closed(ctx, err)
 	}
 	return nil
-}
-
-// SpendAhead starts Spend for the actor without waiting for it when the actor's buckets had
-// plenty of room a moment ago (a quarter of their burst, as Redis last said, within roomTTL):
-// the caller does its work meanwhile and asks wait before anything is committed
-// (db.WithCommitGuard), saving the limiter's round trip to Redis. wait gives Spend's answer
-// and may be called any number of times. ok is false when the buckets are unknown or close to
-// their limit: the caller calls Spend first, so refused requests near the limit cost nothing
-// more than they did.
-func (l *Limiter) SpendAhead(ctx context.Context, a auth.Actor) (wait func() error, ok bool) {
-	plan, known := l.cachedPlan(a.TenantID)
-	if !known {
-		return nil, false
-	}
-	limit := l.SpendLimit(plan)
-	if limit.Off {
-		return func() error { return nil }, true
-	}
-	keys := []string{"tenant:" + a.TenantID.String()}
-	bursts := []int{limit.Burst}
-	if a.APIKeyID != uuid.Nil {
-		keys, bursts = append(keys, "key:"+a.APIKeyID.String()), append(bursts, KeyLimit(limit).Burst)
-	}
-	now := time.Now()
-	l.mu.Lock()
-	for i, k := range keys {
-		r, seen := l.room[k]
-		if !seen || now.Sub(r.at) > roomTTL || r.remaining < max(2, bursts[i]/4) {
-			l.mu.Unlock()
-			return nil, false
-		}
-	}
-	l.mu.Unlock()
-	done := make(chan struct{})
-	var err error
-	go func() {
-		defer close(done)
-		err = l.Spend(context.WithoutCancel(ctx), a)
-	}()
-	return func() error {
-		<-done
-		return err
-	}, true
 }
 
 // Auth admits one logIn or signUp from a client IP. An unreachable Redis admits it (logged).
@@ -258,12 +202,6 @@ func (l *Limiter) allow(ctx context.Context, key string, limit config.RateLimit)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUnavailable, err)
 	}
-	l.mu.Lock()
-	if len(l.room) > 10_000 {
-		clear(l.room) // bounded: a hint, not a registry
-	}
-	l.room[key] = roomEntry{remaining: res.Remaining, at: time.Now()}
-	l.mu.Unlock()
 	if res.Allowed > 0 {
 		return nil
 	}

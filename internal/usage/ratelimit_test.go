@@ -161,36 +161,3 @@ func TestParseRateLimits(t *testing.T) {
 	require.ErrorContains(t, err, "AGENTRY_RATE_LIMIT_SPEND")
 	require.ErrorContains(t, err, "AGENTRY_RATE_LIMIT_AUTH")
 }
-
-// TestSpendAhead: the limiter answers without waiting only for buckets it saw with plenty of
-// room a moment ago; its answer is Spend's (a bucket drained elsewhere refuses); close to the
-// limit callers wait again.
-func TestSpendAhead(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	limits := map[string]config.RateLimit{"": {Rate: 1, Burst: 8, Period: time.Hour}}
-	prefix := fmt.Sprintf("rltest%d:", time.Now().UnixNano())
-	newLimiter := func() *usage.Limiter {
-		return usage.NewLimiter(usage.LimiterOptions{Redis: b.rdb, Prefix: prefix, DB: b.db, Spend: limits, Log: slog.New(slog.DiscardHandler)})
-	}
-	l := newLimiter()
-	a := auth.Actor{UserID: b.member, TenantID: b.tenant, Role: auth.RoleMember}
-	ctx := context.Background()
-	_, ok := l.SpendAhead(ctx, a)
-	require.False(t, ok, "nothing known of the bucket yet")
-	require.NoError(t, l.Spend(ctx, a)) // 7 left
-	wait, ok := l.SpendAhead(ctx, a)
-	require.True(t, ok)
-	require.NoError(t, wait()) // 6 left
-	require.NoError(t, wait(), "the same answer again")
-	// Another process (a limiter of its own) drains the tenant's bucket: a limiter that still
-	// believes in the room goes ahead, and is told no.
-	other := newLimiter()
-	for other.Spend(ctx, a) == nil {
-	}
-	wait, ok = l.SpendAhead(ctx, a)
-	require.True(t, ok)
-	require.Equal(t, apperr.RateLimited, apperr.CodeOf(wait()))
-	_, ok = l.SpendAhead(ctx, a)
-	require.False(t, ok, "nothing left: callers wait again")
-}

@@ -41,6 +41,10 @@ func (f *fakeJobs) JobCancelTx(context.Context, pgx.Tx, int64) (*rivertype.JobRo
 	return &rivertype.JobRow{}, nil
 }
 
+func (f *fakeJobs) JobList(context.Context, *river.JobListParams) (*river.JobListResult, error) {
+	return &river.JobListResult{}, nil
+}
+
 // bundle is one test's world: a fresh database, the services, a tenant with an admin and a
 // member, and an owner connection to look at the tables directly.
 type bundle struct {

@@ -18,12 +18,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/app"
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db/dbtest"
 	"github.com/agentry/agentry/internal/jobs"
+	"github.com/agentry/agentry/internal/run"
 )
 
 // Env is one running agentry under test.
@@ -100,6 +104,34 @@ func Start(t testing.TB, o Options) *Env {
 		a.Close()
 	})
 	return &Env{App: a, Server: srv, OwnerURL: ownerURL}
+}
+
+// Jobs lists the River jobs of kind in states (every state when none), oldest first, through
+// River's client.
+func (e *Env) Jobs(t testing.TB, kind string, states ...rivertype.JobState) []*rivertype.JobRow {
+	t.Helper()
+	p := river.NewJobListParams().Kinds(kind).First(10_000)
+	if len(states) > 0 {
+		p = p.States(states...)
+	}
+	res, err := e.App.River.JobList(context.Background(), p)
+	require.NoError(t, err)
+	return res.Jobs
+}
+
+// JobOfRun returns the River job of run runID, the newest when the run had several (a reap, a
+// resume), or nil.
+func (e *Env) JobOfRun(t testing.TB, runID uuid.UUID) *rivertype.JobRow {
+	t.Helper()
+	var out *rivertype.JobRow
+	for _, j := range e.Jobs(t, run.Args{}.Kind()) {
+		var args run.Args
+		require.NoError(t, json.Unmarshal(j.EncodedArgs, &args))
+		if args.RunID == runID {
+			out = j
+		}
+	}
+	return out
 }
 
 // GQLError is one GraphQL error.

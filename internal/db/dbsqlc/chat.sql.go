@@ -126,43 +126,6 @@ func (q *Queries) ConversationGetForUpdate(ctx context.Context, arg Conversation
 	return i, err
 }
 
-const conversationGetOfRun = `-- name: ConversationGetOfRun :one
-SELECT c.tenant_id, c.id, c.project_id, c.user_id, c.title, c.mode, c.model, c.system_prompt, c.agentic, c.summary, c.summarized_through, c.active_run_id, c.message_count, c.run_count, c.created_at, c.updated_at, c.kind FROM conversations c
-WHERE c.tenant_id = $1::uuid
-  AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
-`
-
-type ConversationGetOfRunParams struct {
-	TenantID uuid.UUID
-	RunID    uuid.UUID
-}
-
-// The conversation of run run_id (no row for a run without one).
-func (q *Queries) ConversationGetOfRun(ctx context.Context, arg ConversationGetOfRunParams) (Conversation, error) {
-	row := q.db.QueryRow(ctx, conversationGetOfRun, arg.TenantID, arg.RunID)
-	var i Conversation
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.ProjectID,
-		&i.UserID,
-		&i.Title,
-		&i.Mode,
-		&i.Model,
-		&i.SystemPrompt,
-		&i.Agentic,
-		&i.Summary,
-		&i.SummarizedThrough,
-		&i.ActiveRunID,
-		&i.MessageCount,
-		&i.RunCount,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.Kind,
-	)
-	return i, err
-}
-
 const conversationHandOff = `-- name: ConversationHandOff :one
 UPDATE conversations c SET active_run_id = (
     SELECT r.id FROM runs r
@@ -563,54 +526,6 @@ type MessageListContextParams struct {
 // (The run's fields are scalar subqueries: evaluated once, they bound the index scan.)
 func (q *Queries) MessageListContext(ctx context.Context, arg MessageListContextParams) ([]Message, error) {
 	rows, err := q.db.Query(ctx, messageListContext, arg.TenantID, arg.RunID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Message{}
-	for rows.Next() {
-		var i Message
-		if err := rows.Scan(
-			&i.TenantID,
-			&i.ID,
-			&i.ConversationID,
-			&i.RunID,
-			&i.RunSeq,
-			&i.Position,
-			&i.Role,
-			&i.Content,
-			&i.Parts,
-			&i.TokenEstimate,
-			&i.LlmCallIndex,
-			&i.CreatedAt,
-			&i.Excluded,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageListContextOfConversation = `-- name: MessageListContextOfConversation :many
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
-WHERE tenant_id = $1 AND conversation_id = $2 AND NOT excluded
-ORDER BY run_seq, position
-`
-
-type MessageListContextOfConversationParams struct {
-	TenantID       uuid.UUID
-	ConversationID uuid.UUID
-}
-
-// What the model sees of conversation conversation_id before the message of a run being
-// started: MessageListContext of that run but its own message. Read in the batch that locks
-// the conversation (after the lock), before the run exists.
-func (q *Queries) MessageListContextOfConversation(ctx context.Context, arg MessageListContextOfConversationParams) ([]Message, error) {
-	rows, err := q.db.Query(ctx, messageListContextOfConversation, arg.TenantID, arg.ConversationID)
 	if err != nil {
 		return nil, err
 	}

@@ -191,21 +191,6 @@ type Reservation struct {
 	FinishedAt     *time.Time
 }
 
-type RiverJob struct {
-	ID          int64
-	Args        []byte
-	Kind        string
-	MaxAttempts int16
-	Metadata    []byte
-	Priority    int16
-	Queue       string
-	State       string
-	ScheduledAt time.Time
-	Tags        []string
-	AttemptedAt *time.Time
-	AttemptedBy []string
-}
-
 type Run struct {
 	TenantID            uuid.UUID
 	ID                  uuid.UUID

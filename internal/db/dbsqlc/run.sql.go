@@ -76,97 +76,6 @@ func (q *Queries) MessageListNewerUser(ctx context.Context, arg MessageListNewer
 	return items, nil
 }
 
-const riverJobInsert = `-- name: RiverJobInsert :exec
-INSERT INTO river_job (id, args, kind, max_attempts, metadata, priority, queue, state, scheduled_at, tags)
-VALUES ($1, $2, $3, $4, '{}', 1, $5, 'available', now(), '{}')
-`
-
-type RiverJobInsertParams struct {
-	ID          int64
-	Args        []byte
-	Kind        string
-	MaxAttempts int16
-	Queue       string
-}
-
-// A job inserted as River's client inserts one with default options (what River's insert-only
-// clients for other languages do too): available at once, priority 1, no tags or metadata.
-func (q *Queries) RiverJobInsert(ctx context.Context, arg RiverJobInsertParams) error {
-	_, err := q.db.Exec(ctx, riverJobInsert,
-		arg.ID,
-		arg.Args,
-		arg.Kind,
-		arg.MaxAttempts,
-		arg.Queue,
-	)
-	return err
-}
-
-const riverJobInsertRunning = `-- name: RiverJobInsertRunning :exec
-INSERT INTO river_job (id, args, kind, max_attempts, metadata, priority, queue, state, scheduled_at, tags, attempt, attempted_at, attempted_by)
-VALUES ($1, $2, $3, $4, '{}', 1, $5, 'running', now(), '{}', 1, now(), ARRAY[$6::text])
-`
-
-type RiverJobInsertRunningParams struct {
-	ID          int64
-	Args        []byte
-	Kind        string
-	MaxAttempts int16
-	Queue       string
-	Client      string
-}
-
-// RiverJobInsertRunning is RiverJobInsert for a job the inserting process works at once
-// (jobs.Eager): inserted as River's fetch leaves a job it hands to a worker (running, first
-// attempt, attempted by that client), so no producer fetches it; the process finishes it as
-// River's completer would.
-func (q *Queries) RiverJobInsertRunning(ctx context.Context, arg RiverJobInsertRunningParams) error {
-	_, err := q.db.Exec(ctx, riverJobInsertRunning,
-		arg.ID,
-		arg.Args,
-		arg.Kind,
-		arg.MaxAttempts,
-		arg.Queue,
-		arg.Client,
-	)
-	return err
-}
-
-const riverJobNextID = `-- name: RiverJobNextID :one
-SELECT nextval('river_job_id_seq')::bigint AS id
-`
-
-// The id of a River job to be inserted later in the transaction (RiverJobInsert or
-// RiverJobInsertRunning).
-func (q *Queries) RiverJobNextID(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, riverJobNextID)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
-}
-
-const riverNotifyInsert = `-- name: RiverNotifyInsert :exec
-SELECT pg_notify(concat(current_schema(), '.river_insert'), json_build_object('queue', $1::text)::text)
-`
-
-// Tells River's producers of queue that a job is available (River's insert notification: its
-// topic in the current schema, payload {"queue": ...}); Postgres delivers it at COMMIT.
-func (q *Queries) RiverNotifyInsert(ctx context.Context, queue string) error {
-	_, err := q.db.Exec(ctx, riverNotifyInsert, queue)
-	return err
-}
-
-const riverNotifyJobCancel = `-- name: RiverNotifyJobCancel :exec
-SELECT pg_notify(concat(current_schema(), '.agentry_job_cancel'), $1::bigint::text)
-`
-
-// Tells every process that a job was cancelled, for a job worked outside River's producers
-// (jobs.Eager), which do not see River's own cancel notification; Postgres delivers it at COMMIT.
-func (q *Queries) RiverNotifyJobCancel(ctx context.Context, jobID int64) error {
-	_, err := q.db.Exec(ctx, riverNotifyJobCancel, jobID)
-	return err
-}
-
 const runAcquireWithEvents = `-- name: RunAcquireWithEvents :one
 WITH r AS (
     UPDATE runs SET
@@ -242,7 +151,7 @@ type RunAcquireWithEventsRow struct {
 // reaper replaced (its worker died) and River later rescued finds the run handed on and stops.
 // The attempt's events are stored by the same statement, after the run's last seq:
 // execution.started {attempt, kind} (started_type), and on the first attempt task.started
-// {kind} (first_type). run.Service.AcquireWith publishes the same events once it commits.
+// {kind} (first_type). run.Service.Acquire publishes the same events once it commits.
 func (q *Queries) RunAcquireWithEvents(ctx context.Context, arg RunAcquireWithEventsParams) (RunAcquireWithEventsRow, error) {
 	row := q.db.QueryRow(ctx, runAcquireWithEvents,
 		arg.Owner,
@@ -683,20 +592,16 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (Run, erro
 const runInsertWithEvents = `-- name: RunInsertWithEvents :one
 WITH r AS (
     INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id,
-                      idempotency_key, max_attempts, job_id, last_seq, attempt, lease_owner, lease_expires_at, started_at)
+                      idempotency_key, max_attempts, job_id, last_seq)
     VALUES ($1::uuid, $2::uuid, $3::uuid, $4::text, $5::text,
             $6::uuid, $7::bigint, $8::uuid,
             $9::text, $10::integer, $11::bigint,
-            cardinality($12::text[]),
-            CASE WHEN $13::text IS NULL THEN 0 ELSE 1 END, $13::text,
-            CASE WHEN $13::text IS NULL THEN NULL
-                 ELSE now() + make_interval(secs => $14::double precision) END,
-            CASE WHEN $13::text IS NULL THEN NULL ELSE statement_timestamp() END)
+            cardinality($12::text[]))
     RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
 ), stored AS (
     INSERT INTO run_events (tenant_id, run_id, seq, type, phase, data, created_at)
-    SELECT r.tenant_id, r.id, e.ord::integer, e.type, nullif(($15::text[])[e.ord], ''),
-           ($16::text[])[e.ord]::jsonb, $17::timestamptz
+    SELECT r.tenant_id, r.id, e.ord::integer, e.type, nullif(($13::text[])[e.ord], ''),
+           ($14::text[])[e.ord]::jsonb, $15::timestamptz
     FROM r, unnest($12::text[]) WITH ORDINALITY AS e (type, ord)
 )
 SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM r
@@ -715,8 +620,6 @@ type RunInsertWithEventsParams struct {
 	MaxAttempts      int32
 	JobID            *int64
 	Types            []string
-	LeaseOwner       *string
-	LeaseSeconds     float64
 	Phases           []string
 	Datas            []string
 	CreatedAt        time.Time
@@ -760,9 +663,6 @@ type RunInsertWithEventsRow struct {
 
 // RunInsert with the run's first events (seqs 1..n, as events.Encode prepared them)
 // stored by the same statement: the run row is written once, not once more by an append.
-// With a lease_owner the run is inserted acquired by it (RUNNING, attempt 1, leased for
-// lease_seconds, started now), as RunAcquireWithEvents would leave it; its events then include
-// the acquisition's.
 func (q *Queries) RunInsertWithEvents(ctx context.Context, arg RunInsertWithEventsParams) (RunInsertWithEventsRow, error) {
 	row := q.db.QueryRow(ctx, runInsertWithEvents,
 		arg.TenantID,
@@ -777,8 +677,6 @@ func (q *Queries) RunInsertWithEvents(ctx context.Context, arg RunInsertWithEven
 		arg.MaxAttempts,
 		arg.JobID,
 		arg.Types,
-		arg.LeaseOwner,
-		arg.LeaseSeconds,
 		arg.Phases,
 		arg.Datas,
 		arg.CreatedAt,
@@ -1065,46 +963,6 @@ func (q *Queries) RunListExpiredLeases(ctx context.Context, lim int32) ([]RunLis
 	items := []RunListExpiredLeasesRow{}
 	for rows.Next() {
 		var i RunListExpiredLeasesRow
-		if err := rows.Scan(&i.TenantID, &i.ID, &i.JobID); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const runListOrphanedQueued = `-- name: RunListOrphanedQueued :many
-SELECT r.tenant_id, r.id, r.job_id FROM runs r
-JOIN river_job j ON j.id = r.job_id
-WHERE r.status = 'QUEUED' AND j.state = 'running' AND j.attempted_at < now() - make_interval(secs => $1::double precision)
-LIMIT $2
-`
-
-type RunListOrphanedQueuedParams struct {
-	GraceSeconds float64
-	Lim          int32
-}
-
-type RunListOrphanedQueuedRow struct {
-	TenantID uuid.UUID
-	ID       uuid.UUID
-	JobID    *int64
-}
-
-// Queued runs whose job a worker picked up but never acquired the run for: the worker died
-// between the two (system transaction: every tenant).
-func (q *Queries) RunListOrphanedQueued(ctx context.Context, arg RunListOrphanedQueuedParams) ([]RunListOrphanedQueuedRow, error) {
-	rows, err := q.db.Query(ctx, runListOrphanedQueued, arg.GraceSeconds, arg.Lim)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []RunListOrphanedQueuedRow{}
-	for rows.Next() {
-		var i RunListOrphanedQueuedRow
 		if err := rows.Scan(&i.TenantID, &i.ID, &i.JobID); err != nil {
 			return nil, err
 		}

@@ -39,37 +39,6 @@ func (q *Queries) AgentSettingsGet(ctx context.Context, arg AgentSettingsGetPara
 	return i, err
 }
 
-const agentSettingsGetOfRun = `-- name: AgentSettingsGetOfRun :one
-SELECT s.tenant_id, s.user_id, s.personality, s.verbosity, s.auto_execute, s.approval_threshold, s.max_tokens_per_task, s.max_retries, s.timeout_seconds, s.context_strategy, s.updated_at FROM agent_settings s
-WHERE s.tenant_id = $1::uuid
-  AND s.user_id = (SELECT r.user_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
-`
-
-type AgentSettingsGetOfRunParams struct {
-	TenantID uuid.UUID
-	RunID    uuid.UUID
-}
-
-// The settings of run run_id's user (no row: the defaults).
-func (q *Queries) AgentSettingsGetOfRun(ctx context.Context, arg AgentSettingsGetOfRunParams) (AgentSetting, error) {
-	row := q.db.QueryRow(ctx, agentSettingsGetOfRun, arg.TenantID, arg.RunID)
-	var i AgentSetting
-	err := row.Scan(
-		&i.TenantID,
-		&i.UserID,
-		&i.Personality,
-		&i.Verbosity,
-		&i.AutoExecute,
-		&i.ApprovalThreshold,
-		&i.MaxTokensPerTask,
-		&i.MaxRetries,
-		&i.TimeoutSeconds,
-		&i.ContextStrategy,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const agentSettingsUpsert = `-- name: AgentSettingsUpsert :one
 INSERT INTO agent_settings (
     tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold,

@@ -14,8 +14,8 @@ const txSetRole = `-- name: TxSetRole :exec
 SELECT set_config('role', $1::text, false)
 `
 
-// The tenant scope of a transaction (app.tenant_id, app.system) is set right after its BEGIN,
-// in the batch of its first statement: db.lazyTx.
+// The tenant scope of a transaction (app.tenant_id, app.system) is set with its BEGIN, in one
+// round trip: db.beginQuery.
 func (q *Queries) TxSetRole(ctx context.Context, role string) error {
 	_, err := q.db.Exec(ctx, txSetRole, role)
 	return err

@@ -19,12 +19,6 @@ SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2;
 -- The tenant's conversations among ids (a batch for the GraphQL conversation loader).
 SELECT * FROM conversations WHERE tenant_id = sqlc.arg(tenant_id) AND id = ANY(sqlc.arg(ids)::uuid[]);
 
--- name: ConversationGetOfRun :one
--- The conversation of run run_id (no row for a run without one).
-SELECT c.* FROM conversations c
-WHERE c.tenant_id = sqlc.arg(tenant_id)::uuid
-  AND c.id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid);
-
 -- name: ConversationGetForUpdate :one
 SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
 
@@ -102,14 +96,6 @@ SELECT
 -- Deletes a conversation with its messages, runs and their events, tool calls and approvals
 -- (usage records stay).
 DELETE FROM conversations WHERE tenant_id = $1 AND id = $2;
-
--- name: MessageListContextOfConversation :many
--- What the model sees of conversation conversation_id before the message of a run being
--- started: MessageListContext of that run but its own message. Read in the batch that locks
--- the conversation (after the lock), before the run exists.
-SELECT * FROM messages
-WHERE tenant_id = $1 AND conversation_id = $2 AND NOT excluded
-ORDER BY run_seq, position;
 
 -- name: MessageListContext :many
 -- What the model sees for run run_id of a conversation: every earlier run's messages and its

@@ -7,20 +7,13 @@ RETURNING *;
 -- name: RunInsertWithEvents :one
 -- RunInsert with the run's first events (seqs 1..n, as events.Encode prepared them)
 -- stored by the same statement: the run row is written once, not once more by an append.
--- With a lease_owner the run is inserted acquired by it (RUNNING, attempt 1, leased for
--- lease_seconds, started now), as RunAcquireWithEvents would leave it; its events then include
--- the acquisition's.
 WITH r AS (
     INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id,
-                      idempotency_key, max_attempts, job_id, last_seq, attempt, lease_owner, lease_expires_at, started_at)
+                      idempotency_key, max_attempts, job_id, last_seq)
     VALUES (sqlc.arg(tenant_id)::uuid, sqlc.arg(id)::uuid, sqlc.arg(user_id)::uuid, sqlc.arg(kind)::text, sqlc.arg(status)::text,
             sqlc.narg(conversation_id)::uuid, sqlc.arg(conversation_seq)::bigint, sqlc.narg(trigger_message_id)::uuid,
             sqlc.narg(idempotency_key)::text, sqlc.arg(max_attempts)::integer, sqlc.narg(job_id)::bigint,
-            cardinality(sqlc.arg(types)::text[]),
-            CASE WHEN sqlc.narg(lease_owner)::text IS NULL THEN 0 ELSE 1 END, sqlc.narg(lease_owner)::text,
-            CASE WHEN sqlc.narg(lease_owner)::text IS NULL THEN NULL
-                 ELSE now() + make_interval(secs => sqlc.arg(lease_seconds)::double precision) END,
-            CASE WHEN sqlc.narg(lease_owner)::text IS NULL THEN NULL ELSE statement_timestamp() END)
+            cardinality(sqlc.arg(types)::text[]))
     RETURNING *
 ), stored AS (
     INSERT INTO run_events (tenant_id, run_id, seq, type, phase, data, created_at)
@@ -78,7 +71,7 @@ FOR UPDATE;
 -- reaper replaced (its worker died) and River later rescued finds the run handed on and stops.
 -- The attempt's events are stored by the same statement, after the run's last seq:
 -- execution.started {attempt, kind} (started_type), and on the first attempt task.started
--- {kind} (first_type). run.Service.AcquireWith publishes the same events once it commits.
+-- {kind} (first_type). run.Service.Acquire publishes the same events once it commits.
 WITH r AS (
     UPDATE runs SET
         status = 'RUNNING',
@@ -241,40 +234,3 @@ WHERE tenant_id = sqlc.arg(tenant_id)::uuid
   AND role = 'USER'
   AND run_seq > (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
 ORDER BY position;
-
--- name: RunListOrphanedQueued :many
--- Queued runs whose job a worker picked up but never acquired the run for: the worker died
--- between the two (system transaction: every tenant).
-SELECT r.tenant_id, r.id, r.job_id FROM runs r
-JOIN river_job j ON j.id = r.job_id
-WHERE r.status = 'QUEUED' AND j.state = 'running' AND j.attempted_at < now() - make_interval(secs => sqlc.arg(grace_seconds)::double precision)
-LIMIT sqlc.arg(lim);
-
--- name: RiverJobNextID :one
--- The id of a River job to be inserted later in the transaction (RiverJobInsert or
--- RiverJobInsertRunning).
-SELECT nextval('river_job_id_seq')::bigint AS id;
-
--- name: RiverJobInsert :exec
--- A job inserted as River's client inserts one with default options (what River's insert-only
--- clients for other languages do too): available at once, priority 1, no tags or metadata.
-INSERT INTO river_job (id, args, kind, max_attempts, metadata, priority, queue, state, scheduled_at, tags)
-VALUES (sqlc.arg(id), sqlc.arg(args), sqlc.arg(kind), sqlc.arg(max_attempts), '{}', 1, sqlc.arg(queue), 'available', now(), '{}');
-
--- name: RiverJobInsertRunning :exec
--- RiverJobInsertRunning is RiverJobInsert for a job the inserting process works at once
--- (jobs.Eager): inserted as River's fetch leaves a job it hands to a worker (running, first
--- attempt, attempted by that client), so no producer fetches it; the process finishes it as
--- River's completer would.
-INSERT INTO river_job (id, args, kind, max_attempts, metadata, priority, queue, state, scheduled_at, tags, attempt, attempted_at, attempted_by)
-VALUES (sqlc.arg(id), sqlc.arg(args), sqlc.arg(kind), sqlc.arg(max_attempts), '{}', 1, sqlc.arg(queue), 'running', now(), '{}', 1, now(), ARRAY[sqlc.arg(client)::text]);
-
--- name: RiverNotifyJobCancel :exec
--- Tells every process that a job was cancelled, for a job worked outside River's producers
--- (jobs.Eager), which do not see River's own cancel notification; Postgres delivers it at COMMIT.
-SELECT pg_notify(concat(current_schema(), '.agentry_job_cancel'), sqlc.arg(job_id)::bigint::text);
-
--- name: RiverNotifyInsert :exec
--- Tells River's producers of queue that a job is available (River's insert notification: its
--- topic in the current schema, payload {"queue": ...}); Postgres delivers it at COMMIT.
-SELECT pg_notify(concat(current_schema(), '.river_insert'), json_build_object('queue', sqlc.arg(queue)::text)::text);

@@ -1,12 +1,6 @@
 -- name: AgentSettingsGet :one
 SELECT * FROM agent_settings WHERE tenant_id = $1 AND user_id = $2;
 
--- name: AgentSettingsGetOfRun :one
--- The settings of run run_id's user (no row: the defaults).
-SELECT s.* FROM agent_settings s
-WHERE s.tenant_id = sqlc.arg(tenant_id)::uuid
-  AND s.user_id = (SELECT r.user_id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid);
-
 -- name: AgentSettingsUpsert :one
 INSERT INTO agent_settings (
     tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold,

@@ -1,0 +1,209 @@
+package graph_test
+
+import (
+	"context"
+	"encoding/base64"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/app/apptest"
+	"github.com/agentry/agentry/internal/llm/llmtest"
+)
+
+// apiOnly starts a second process on c's database that takes requests and works no job (its
+// turns go through River, to c's process).
+func (c *chatEnv) apiOnly(t *testing.T) *apptest.Env {
+	t.Helper()
+	return apptest.Start(t, apptest.Options{NoWork: true, DatabaseURL: c.OwnerURL, Env: c.sharedEnv()})
+}
+
+// sharedEnv is the configuration another process needs to share c's database, Redis namespace,
+// keys and model server.
+func (c *chatEnv) sharedEnv() map[string]string {
+	cfg := c.App.Config
+	return map[string]string{
+		"AGENTRY_MASTER_KEY": base64.StdEncoding.EncodeToString(cfg.MasterKey), "AGENTRY_REDIS_PREFIX": cfg.RedisPrefix,
+		"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": c.llm.BaseURL(),
+	}
+}
+
+// sendVia is send through env, another process on c's database (apiOnly).
+func (c *chatEnv) sendVia(t *testing.T, env *apptest.Env, conv, content string) string {
+	t.Helper()
+	var out struct {
+		SendMessage struct{ Run struct{ ID string } }
+	}
+	env.Do(t, c.s.AccessToken, `mutation($in: SendMessageInput!) { sendMessage(input: $in) { run { id } } }`,
+		map[string]any{"in": map[string]any{"conversationId": conv, "content": content}}).Decode(t, &out)
+	return out.SendMessage.Run.ID
+}
+
+// jobOf is the River job of the run with global id runID, waited for until River has finished
+// it (finalized).
+func (c *chatEnv) finishedJobOf(t *testing.T, runID string) *rivertype.JobRow {
+	t.Helper()
+	var j *rivertype.JobRow
+	require.Eventually(t, func() bool {
+		j = c.JobOfRun(t, approvalUUID(t, "Run", runID))
+		return j != nil && j.FinalizedAt != nil
+	}, 10*time.Second, 10*time.Millisecond, "River did not finish the run's job")
+	return j
+}
+
+// TestChatTurnIsARiverJob: a chat turn is a River job on the chat queue, inserted with its
+// message, worked once by this process's client and completed by River.
+func TestChatTurnIsARiverJob(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply { return llmtest.Stream(llmtest.Text("Done.")) })
+	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	j := c.finishedJobOf(t, s.RunID)
+	require.Equal(t, rivertype.JobStateCompleted, j.State)
+	require.Equal(t, "chat", j.Queue)
+	require.Equal(t, 1, j.Attempt)
+	require.Equal(t, []string{c.App.River.ID()}, j.AttemptedBy)
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs WHERE job_id = $1`, j.ID), "the run names its job")
+}
+
+// TestChatTurnRetriedThroughRiver: an attempt that fails with a retryable error leaves the job
+// to River, which retries it, and the next attempt finishes the turn.
+func TestChatTurnRetriedThroughRiver(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.llm.Enqueue(llmtest.Error(500, "overloaded"))
+	c.llm.Enqueue(llmtest.Stream(llmtest.Text("Second time lucky.")))
+	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	j := c.finishedJobOf(t, s.RunID)
+	require.Equal(t, rivertype.JobStateCompleted, j.State)
+	require.Equal(t, 2, j.Attempt, "River fetched the second attempt")
+	require.Len(t, j.Errors, 1, "the first attempt's error is on the job")
+}
+
+// TestChatTurnCancelledFromAnotherProcess: a chat turn worked by one process stops at once when
+// another process (with no workers) cancels it: River's cancel reaches the working client, which
+// cancels the attempt's context, and the model stream is closed.
+func TestChatTurnCancelledFromAnotherProcess(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent"))
+	})
+	other := c.apiOnly(t)
+	s, _ := c.send(t, c.conversation(t, nil), "go", nil)
+	require.Eventually(t, func() bool { return c.llm.Calls() == 1 }, 10*time.Second, 10*time.Millisecond, "the model stream is open")
+	var out struct{ CancelRun struct{ Status string } }
+	other.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": s.RunID}).Decode(t, &out)
+	require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
+	r := c.waitRun(t, s.RunID, 5*time.Second)
+	require.Equal(t, "CANCELLED", r.Status)
+	require.Contains(t, []rivertype.JobState{rivertype.JobStateCompleted, rivertype.JobStateCancelled}, c.finishedJobOf(t, s.RunID).State)
+}
+
+// TestChatTurnStoppedWithItsProcess: stopping a process that works a chat turn cancels the
+// attempt once the stop's grace ends (River's StopAndCancel); the job goes back to River with
+// the attempt's error, and another process takes the turn up and finishes it.
+func TestChatTurnStoppedWithItsProcess(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	var calls atomic.Int32
+	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
+		if calls.Add(1) == 1 {
+			return llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent"))
+		}
+		return llmtest.Stream(llmtest.Text("Done elsewhere."))
+	})
+	s, _ := c.send(t, c.conversation(t, nil), "go", nil)
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "the model stream is open")
+	grace, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	require.NoError(t, c.App.StopWork(grace, 5*time.Second))
+	require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
+	j := c.JobOfRun(t, approvalUUID(t, "Run", s.RunID))
+	require.Contains(t, []rivertype.JobState{rivertype.JobStateRetryable, rivertype.JobStateAvailable}, j.State, "left for another process to take up")
+	require.Len(t, j.Errors, 1)
+
+	apptest.Start(t, apptest.Options{DatabaseURL: c.OwnerURL, Env: c.sharedEnv()})
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.EqualValues(t, 2, calls.Load())
+}
+
+// TestChatTurnCallsTheModelAfterItsLeaseCommits: a worker asks the model only once the
+// transaction that acquires the run has committed. A deferred trigger holds that transaction's
+// COMMIT on a lock the test owns: while it waits, the model is not asked; once it is released
+// the turn goes on, and at the moment the model is asked the run reads RUNNING to everyone.
+func TestChatTurnCallsTheModelAfterItsLeaseCommits(t *testing.T) {
+	t.Parallel()
+	c, owner := budgetedWithOwnerSQL(t,
+		`CREATE FUNCTION test_acquire_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_advisory_xact_lock(7302); RETURN NULL; END $$`,
+		`CREATE CONSTRAINT TRIGGER test_acquire_gate AFTER UPDATE ON runs DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW WHEN (OLD.status = 'QUEUED' AND NEW.status = 'RUNNING') EXECUTE FUNCTION test_acquire_gate()`,
+		`SELECT pg_advisory_lock(7302)`,
+	)
+	ctx := context.Background()
+	statusAtAsk := make(chan string, 4)
+	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
+		status := "unknown"
+		if conn, err := pgx.Connect(ctx, c.OwnerURL); err == nil {
+			_ = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SELECT set_config('app.system', 'on', true)`); err != nil {
+					return err
+				}
+				return tx.QueryRow(ctx, `SELECT status FROM runs ORDER BY id DESC LIMIT 1`).Scan(&status)
+			})
+			_ = conn.Close(ctx)
+		}
+		statusAtAsk <- status
+		return llmtest.Stream(llmtest.Text("Answered."))
+	})
+	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
+	// The worker's acquisition waits at its COMMIT for the test's lock.
+	require.Eventually(t, func() bool {
+		return c.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 7302 AND NOT granted`) == 1
+	}, 15*time.Second, 10*time.Millisecond, "the acquisition did not reach its COMMIT")
+	require.Zero(t, c.llm.Calls(), "the model was asked before the acquisition committed")
+	_, err := owner.Exec(ctx, `SELECT pg_advisory_unlock(7302)`)
+	require.NoError(t, err)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.Equal(t, "RUNNING", <-statusAtAsk, "the model was asked before the lease was visible")
+	runID := approvalUUID(t, "Run", s.RunID)
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1 AND status = 'SETTLED'`, runID))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'execution.started'`, runID), "one acquisition")
+}
+
+// TestAcquisitionThatFailsToCommitAsksNothing: when the COMMIT of the worker's transaction that
+// acquires a chat turn fails, the attempt ends before any model call: nothing of the acquisition
+// is left, River retries the job, and its next attempt runs the turn once.
+func TestAcquisitionThatFailsToCommitAsksNothing(t *testing.T) {
+	t.Parallel()
+	c, _ := budgetedWithOwnerSQL(t,
+		`CREATE SEQUENCE test_acquire_fail`,
+		`CREATE FUNCTION test_acquire_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF nextval('test_acquire_fail') = 1 THEN RAISE EXCEPTION 'the first acquisition does not commit'; END IF; RETURN NULL; END $$`,
+		`GRANT USAGE ON SEQUENCE test_acquire_fail TO PUBLIC`,
+		`CREATE CONSTRAINT TRIGGER test_acquire_fail AFTER UPDATE ON runs DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW WHEN (OLD.status = 'QUEUED' AND NEW.status = 'RUNNING') EXECUTE FUNCTION test_acquire_fail()`,
+	)
+	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply { return llmtest.Stream(llmtest.Text("Answered.")) })
+	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
+	r := c.waitRun(t, s.RunID, 15*time.Second)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.Equal(t, 1, c.llm.Calls(), "the failed acquisition asked nothing")
+	runID := approvalUUID(t, "Run", s.RunID)
+	require.Equal(t, 1, c.count(t, `SELECT attempt FROM runs WHERE id = $1`, runID), "the failed acquisition left no attempt behind")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE run_id = $1 AND role = 'ASSISTANT'`, runID))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1`, runID), "one reservation, settled")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM reservations WHERE run_id = $1 AND status = 'SETTLED'`, runID))
+	require.Equal(t, 2, c.finishedJobOf(t, s.RunID).Attempt, "River retried the job")
+}
