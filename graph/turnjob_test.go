@@ -3,7 +3,6 @@ package graph_test
 import (
 	"context"
 	"encoding/base64"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,32 +108,28 @@ func TestChatTurnCancelledFromAnotherProcess(t *testing.T) {
 }
 
 // TestChatTurnStoppedWithItsProcess: stopping a process that works a chat turn cancels the
-// attempt once the stop's grace ends (River's StopAndCancel); the job goes back to River with
-// the attempt's error, and another process takes the turn up and finishes it.
+// attempt once the stop's grace ends (River's StopAndCancel), and River puts the job back
+// available, the attempt not counted; another process takes the turn up and finishes it.
 func TestChatTurnStoppedWithItsProcess(t *testing.T) {
 	t.Parallel()
 	c := newChatEnv(t, "anthropic")
-	var calls atomic.Int32
 	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
-		if calls.Add(1) == 1 {
-			return llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent"))
-		}
-		return llmtest.Stream(llmtest.Text("Done elsewhere."))
+		return llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent"))
 	})
 	s, _ := c.send(t, c.conversation(t, nil), "go", nil)
-	require.Eventually(t, func() bool { return calls.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "the model stream is open")
+	require.Eventually(t, func() bool { return c.llm.Calls() == 1 }, 10*time.Second, 10*time.Millisecond, "the model stream is open")
 	grace, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	require.NoError(t, c.App.StopWork(grace, 5*time.Second))
 	require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
 	j := c.JobOfRun(t, approvalUUID(t, "Run", s.RunID))
-	require.Contains(t, []rivertype.JobState{rivertype.JobStateRetryable, rivertype.JobStateAvailable}, j.State, "left for another process to take up")
-	require.Len(t, j.Errors, 1)
+	require.Equal(t, rivertype.JobStateAvailable, j.State, "left for another process to take up")
+	require.Zero(t, j.Attempt, "the interrupted attempt is not counted")
 
-	apptest.Start(t, apptest.Options{DatabaseURL: c.OwnerURL, Env: c.sharedEnv()})
+	next := apptest.Start(t, apptest.Options{DatabaseURL: c.OwnerURL, Env: c.sharedEnv()})
 	r := c.waitRun(t, s.RunID, 15*time.Second)
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
-	require.EqualValues(t, 2, calls.Load())
+	require.Equal(t, []string{c.App.River.ID(), next.App.River.ID()}, c.finishedJobOf(t, s.RunID).AttemptedBy, "worked by the other process after this one")
 }
 
 // TestChatTurnCallsTheModelAfterItsLeaseCommits: a worker asks the model only once the

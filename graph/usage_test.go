@@ -749,12 +749,11 @@ func usWait(watched <-chan error) error {
 	}
 }
 
-// TestFirstCallReservedWithTheLease: with budgets on, a chat turn's first model call is
-// reserved in the transaction that acquires the run (its reservation carries that
-// transaction's now(), from before the acquiring statement that stamps the run's started_at),
-// later calls in transactions of their own (after it); every call settles once and nothing
-// stays held.
-func TestFirstCallReservedWithTheLease(t *testing.T) {
+// TestEveryCallReservedAfterTheLease: with budgets on, each model call of a chat turn is
+// reserved in a transaction of its own once the run's lease has committed (its reservation
+// carries a now() after the acquiring statement that stamps the run's started_at); every call
+// settles once and nothing stays held.
+func TestEveryCallReservedAfterTheLease(t *testing.T) {
 	t.Parallel()
 	c := newChatEnv(t, "anthropic")
 	subToolTurns(c, 1, 0, nil) // a tool call, then the answer: two model calls
@@ -764,25 +763,24 @@ func TestFirstCallReservedWithTheLease(t *testing.T) {
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
 
 	type res struct {
-		call            int
-		status          string
-		reservedByStart bool
+		call          int
+		status        string
+		afterTheStart bool
 	}
 	var got []res
 	c.ownerTx(t, func(tx pgx.Tx) {
-		rows, err := tx.Query(context.Background(), `SELECT v.call_index, v.status, v.created_at <= r.started_at
+		rows, err := tx.Query(context.Background(), `SELECT v.call_index, v.status, v.created_at > r.started_at
 			FROM reservations v JOIN runs r ON r.tenant_id = v.tenant_id AND r.id = v.run_id
 			WHERE v.run_id = $1 ORDER BY v.call_index`, approvalUUID(t, "Run", s.RunID))
 		require.NoError(t, err)
 		for rows.Next() {
 			var x res
-			require.NoError(t, rows.Scan(&x.call, &x.status, &x.reservedByStart))
+			require.NoError(t, rows.Scan(&x.call, &x.status, &x.afterTheStart))
 			got = append(got, x)
 		}
 		require.NoError(t, rows.Err())
 	})
-	require.Equal(t, []res{{0, "SETTLED", true}, {1, "SETTLED", false}}, got,
-		"call 0 is reserved with the lease, call 1 on its own; both settled")
+	require.Equal(t, []res{{0, "SETTLED", true}, {1, "SETTLED", true}}, got, "both calls reserved after the lease, and settled")
 }
 
 // budgetedWithOwnerSQL is a chat environment with a roomy tenant budget in which the database's

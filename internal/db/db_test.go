@@ -79,9 +79,9 @@ func TestQueryWithoutTenantSeesNothing(t *testing.T) {
 	}))
 }
 
-// A transaction begins with its first statement, whatever kind it is: BEGIN, the tenant's
-// scope and that statement go together, and the scope holds for it.
-func TestTransactionBeginsWithItsFirstStatement(t *testing.T) {
+// A transaction is scoped to its tenant from its BEGIN: whatever its statements are (a query, an
+// exec, a batch, a savepoint), the scope holds for them, and it ends with the transaction.
+func TestTransactionScopeHoldsForEveryStatement(t *testing.T) {
 	t.Parallel()
 	d, _ := dbtest.Open(t)
 	ctx := context.Background()

@@ -102,21 +102,6 @@ func (s *Service) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm
 	return held, refusal
 }
 
-// ReserveTx is Reserve as one statement of tx, a transaction that holds the run's lease
-// already (the one that acquires it, which sends it with its COMMIT: db.Tx.AtCommit): the first
-// call of a chat turn is reserved there, saving a transaction and a round trip. It runs one
-// statement at most, and the reservation lasts until expires at most (the sweeper's bound).
-// refused reports a stripe without room: nothing was reserved or recorded, and the call is
-// to reserve on its own (Reserve), which decides on the budgets' totals and records a refusal;
-// it is the rare case, and keeping it out leaves tx a single statement.
-func (s *Service) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request, expires time.Time) (held, refused bool, err error) {
-	if has, known := s.presenceOf(l.Run.TenantID); known && !has {
-		return false, false, nil
-	}
-	tokens, micros := WorstCase(m, req)
-	return s.reserveStripe(ctx, tx, l, callIndex, tokens, micros, expires)
-}
-
 // reserveStripe reserves on the run's stripe of every budget that applies (BudgetReserve):
 // short reports a stripe without room, with nothing reserved.
 func (s *Service) reserveStripe(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, tokens, micros int64, expires time.Time) (held, short bool, err error) {
@@ -189,8 +174,8 @@ func (s *Service) reserveAll(ctx context.Context, tx *db.Tx, l run.Lease, callIn
 // overage: it is recorded on the reservation and spent, and the next admission or reservation is
 // refused: an overage that leaves the stripe above its allowance deals the budget out again
 // after commit (redeal). The first settlement to find 80% or 100% of a limit spent in the window
-// sends budget.warning / budget.exceeded after commit. It is one statement, so it can go with tx's
-// COMMIT (db.Tx.AtCommit), holding the stripes' locks no longer than the commit takes.
+// sends budget.warning / budget.exceeded after commit. It is one statement; the executor runs it
+// last in its transaction, so the stripes' locks are held only until the commit.
 func (s *Service) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, u llm.Usage, costMicros int64) error {
 	r := l.Run
 	rows, err := tx.Q.BudgetSettle(ctx, dbsqlc.BudgetSettleParams{

@@ -72,8 +72,7 @@ func NewService(d *db.DB, runs *run.Service, log *slog.Logger) *Service {
 }
 
 // hasBudgets reports whether the tenant has any budget, from a short-lived cache. When in doubt
-// (an error) it says yes: the reservation statement then decides. (ReserveTx, inside a
-// transaction, lets its reservation statement decide and answer for the cache.)
+// (an error) it says yes: the reservation statement then decides.
 func (s *Service) hasBudgets(ctx context.Context, tenantID uuid.UUID) bool {
 	if has, known := s.presenceOf(tenantID); known {
 		return has

@@ -573,27 +573,6 @@ func TestNewBudgetCountsTheWindowsUsage(t *testing.T) {
 	require.Equal(t, model.Cost(llm.Usage{InputTokens: 300, OutputTokens: 200}), memberBudget.SpentMicros)
 }
 
-// TestHeldReservationIsNotAddedTwice: reserving a call whose reservation another attempt still
-// holds stores nothing and adds nothing to the budgets, even when the transaction commits
-// (ReserveTx's error reaches a caller that may have committed already).
-func TestHeldReservationIsNotAddedTwice(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	bud := b.setBudget(t, usage.SetBudget{Scope: usage.ScopeTenant, Period: usage.PeriodDay, TokenLimit: ptr(int64(100_000))})
-	first := b.lease(t, b.member)
-	_, err := b.svc.Reserve(context.Background(), first, 0, model, request(1000))
-	require.NoError(t, err)
-	second := b.acquire(t, first.Run.ID)
-	var reserveErr error
-	require.NoError(t, b.runs.InFence(context.Background(), second, func(ctx context.Context, tx *db.Tx) error {
-		_, _, reserveErr = b.svc.ReserveTx(ctx, tx, second, 0, model, request(1000), time.Now().Add(time.Hour))
-		return nil // commit what the statement did
-	}))
-	require.ErrorContains(t, reserveErr, "reserved or settled already")
-	require.Equal(t, int64(1100), b.budget(t, bud.ID).ReservedTokens, "held once")
-	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM reservations`))
-}
-
 // TestStripesShareTheLimit: a budget's stripes are allowed shares of its limit that add up to
 // it. A call too big for its run's stripe is reserved on the budget's totals (the shares dealt
 // out again), a call too big for the totals is refused, and a new limit is dealt out anew.
