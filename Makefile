@@ -61,17 +61,21 @@ generate: $(WEB_DEPS) ## regenerate sqlc queries, gqlgen code, schema.graphql an
 	$(GO) run ./graph/printschema > schema.graphql
 	cd web && $(NPM) run --silent codegen
 
-verify: generate ## fail when generated code is stale, gofmt, go vet or the web app's type check complain
+verify: generate ## fail when generated code is stale, go.mod untidy, the linters or the web app's type check complain
 	@git diff --exit-code --stat -- internal/db/dbsqlc graph schema.graphql web/src/gql || { echo "generated code is stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- internal/db/dbsqlc graph schema.graphql web/src/gql)" || { git status --porcelain -- internal/db/dbsqlc graph schema.graphql web/src/gql; echo "generated files are not committed"; exit 1; }
 	cd web && $(NPM) run --silent typecheck
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy and commit"; exit 1; }
+	@$(MAKE) --no-print-directory lint
+
+# golangci-lint's version is pinned in tools/go.mod (its own module, so its dependencies stay out
+# of go.mod); `go tool` builds it on first use.
+GOLANGCI_LINT = $(GO) tool -modfile=tools/go.mod golangci-lint
+
+lint: ## gofmt, go vet and golangci-lint (.golangci.yaml: depguard, staticcheck, errcheck, ...)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt would change these files"; exit 1; }
 	$(GO) vet ./...
-
-lint: ## gofmt, go vet, and golangci-lint when installed
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) vet ./...
-	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; ran gofmt and go vet only"; fi
+	$(GOLANGCI_LINT) run ./...
 
 bench: services ## agentry bench: overhead against baselines and the goals of docs/PERFORMANCE.md (BENCHFLAGS=--quick)
 	$(GO) run ./cmd/agentry bench $(BENCHFLAGS)

@@ -31,18 +31,7 @@ func (c *chatEnv) sharedEnv() map[string]string {
 	}
 }
 
-// sendVia is send through env, another process on c's database (apiOnly).
-func (c *chatEnv) sendVia(t *testing.T, env *apptest.Env, conv, content string) string {
-	t.Helper()
-	var out struct {
-		SendMessage struct{ Run struct{ ID string } }
-	}
-	env.Do(t, c.s.AccessToken, `mutation($in: SendMessageInput!) { sendMessage(input: $in) { run { id } } }`,
-		map[string]any{"in": map[string]any{"conversationId": conv, "content": content}}).Decode(t, &out)
-	return out.SendMessage.Run.ID
-}
-
-// jobOf is the River job of the run with global id runID, waited for until River has finished
+// finishedJobOf is the River job of the run with global id runID, waited for until River has finished
 // it (finalized).
 func (c *chatEnv) finishedJobOf(t *testing.T, runID string) *rivertype.JobRow {
 	t.Helper()

@@ -46,7 +46,7 @@ func tail(ctx context.Context, args []string, getenv func(string) string, stdout
 		return nil
 	}
 	if err != nil || *runID == "" || *token == "" {
-		return errors.New(tailUsage)
+		return errors.New(strings.TrimSpace(tailUsage))
 	}
 	if *base == "" {
 		addr := getenv("AGENTRY_HTTP_ADDR")

@@ -452,7 +452,7 @@ func (t *turn) reflect(ctx context.Context, p llm.Provider, m llm.Model, st stat
 		return t.summarise(ctx, p, m, st, ReasonFailures, run.StatusFailed), true
 	case Backtrack:
 		backtracks++
-		consecutive = 0 // a new approach starts
+		// A new approach starts: backtrack resets the consecutive failures.
 		if err := t.backtrack(ctx, st, res, backtracks); err != nil {
 			return t.fromError(ctx, err), true
 		}

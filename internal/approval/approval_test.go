@@ -532,7 +532,7 @@ func TestResolveReject(t *testing.T) {
 	require.Equal(t, StatusRejected, eventData(t, evs[len(evs)-2])["status"])
 
 	_, err = b.svc.Resolve(m.ctx, a.ID, DecisionApprove, "")
-	requireCode(t, err, apperr.Conflict)
+	_ = requireCode(t, err, apperr.Conflict)
 	require.Equal(t, StatusRejected, b.getApproval(t, m.tenantID, a.ID).Status, "a rejection cannot be turned into an approval")
 }
 
@@ -594,20 +594,20 @@ func TestResolveChecksCaller(t *testing.T) {
 	_, _, a := b.askCall(t, m)
 
 	_, err := b.svc.Resolve(context.Background(), a.ID, DecisionApprove, "")
-	requireCode(t, err, apperr.Unauthenticated)
+	_ = requireCode(t, err, apperr.Unauthenticated)
 	viewer := b.as(t, m, auth.RoleViewer)
 	_, err = b.svc.Resolve(viewer.ctx, a.ID, DecisionApprove, "")
-	requireCode(t, err, apperr.Forbidden)
+	_ = requireCode(t, err, apperr.Forbidden)
 	_, err = b.svc.Resolve(m.ctx, a.ID, "MAYBE", "")
-	requireCode(t, err, apperr.BadUserInput)
+	_ = requireCode(t, err, apperr.BadUserInput)
 	long := make([]rune, MaxNoteLength+1)
 	for i := range long {
 		long[i] = 'é'
 	}
 	_, err = b.svc.Resolve(m.ctx, a.ID, DecisionApprove, string(long))
-	requireCode(t, err, apperr.BadUserInput)
+	_ = requireCode(t, err, apperr.BadUserInput)
 	_, err = b.svc.Resolve(m.ctx, uuid.New(), DecisionApprove, "")
-	requireCode(t, err, apperr.NotFound)
+	_ = requireCode(t, err, apperr.NotFound)
 
 	// A viewer may read it.
 	got, err := b.svc.Get(viewer.ctx, a.ID)
@@ -623,9 +623,9 @@ func TestOtherTenantSeesNothing(t *testing.T) {
 	l, _, a := b.askCall(t, m)
 
 	_, err := b.svc.Resolve(other.ctx, a.ID, DecisionApprove, "")
-	requireCode(t, err, apperr.NotFound)
+	_ = requireCode(t, err, apperr.NotFound)
 	_, err = b.svc.Get(other.ctx, a.ID)
-	requireCode(t, err, apperr.NotFound)
+	_ = requireCode(t, err, apperr.NotFound)
 	list, err := b.svc.ListByRun(other.ctx, l.Run.ID)
 	require.NoError(t, err)
 	require.Empty(t, list)

@@ -309,7 +309,7 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 			}
 			done := false
 			err := s.db.InTx(ctx, d.TenantID, func(ctx context.Context, tx *db.Tx) error {
-				cur, err := tx.Q.ApprovalGetForUpdate(ctx, dbsqlc.ApprovalGetForUpdateParams{TenantID: d.TenantID, ID: d.ID})
+				cur, err := tx.Q.ApprovalGetForUpdate(ctx, dbsqlc.ApprovalGetForUpdateParams(d))
 				if err != nil {
 					return fmt.Errorf("load approval %s: %w", d.ID, err)
 				}

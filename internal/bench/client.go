@@ -176,8 +176,6 @@ type wsConn struct {
 	nextID int
 	done   chan struct{}
 	err    error
-	// complete receives the ids of subscriptions the server completed.
-	complete chan string
 }
 
 const runEventFields = `{ seq runId type data }`

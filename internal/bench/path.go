@@ -38,12 +38,6 @@ type tracker struct {
 
 func newTracker() *tracker { return &tracker{runs: map[string]*turnRec{}} }
 
-func (t *tracker) rec(runID string) *turnRec {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.recLocked(runID)
-}
-
 func (t *tracker) recLocked(runID string) *turnRec {
 	r := t.runs[runID]
 	if r == nil {

@@ -14,11 +14,13 @@ import (
 
 var (
 	buildOnce sync.Once
+	binDir    string
 	binPath   string
 	buildErr  error
 )
 
-// Binary builds the agentry binary once per test process and returns its path.
+// Binary builds the agentry binary once per test process, in a temporary directory, and returns
+// its path. A package whose tests call it removes it when they end (Main, as its TestMain).
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -29,7 +31,7 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "agentry")
+		binDir, binPath = dir, filepath.Join(dir, "agentry")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/agentry")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
@@ -40,6 +42,17 @@ func Binary(t testing.TB) string {
 	})
 	require.NoError(t, buildErr, "build agentry: %s", binPath)
 	return binPath
+}
+
+// Main runs a package's tests (m.Run) and then removes the binary they built (Binary), so that
+// no run leaves one behind: the TestMain of a package whose tests call Binary is
+// `func TestMain(m *testing.M) { apptest.Main(m) }`.
+func Main(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // ProcessEnv is the environment another agentry process needs to share this one's database,

@@ -107,7 +107,9 @@ func (f *Fake) Stream(ctx context.Context, req llm.Request) (llm.Stream, error) 
 		return nil, s.Err()
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, s.fail(ctxErr(f.name, err), true)
+		e := ctxErr(f.name, err)
+		s.fail(e, true)
+		return nil, e
 	}
 	if reply.Status != 0 {
 		msg := reply.Message
@@ -210,7 +212,7 @@ func (s *fakeStream) sleep(d time.Duration) bool {
 	}
 }
 
-func (s *fakeStream) fail(e *llm.Error, aborted bool) *llm.Error {
+func (s *fakeStream) fail(e *llm.Error, aborted bool) {
 	s.err = e
 	s.finished.Store(true)
 	if aborted {
@@ -218,7 +220,6 @@ func (s *fakeStream) fail(e *llm.Error, aborted bool) *llm.Error {
 		s.fake.aborted++
 		s.fake.mu.Unlock()
 	}
-	return e
 }
 
 func (s *fakeStream) Event() llm.Event { return s.cur }

@@ -70,7 +70,9 @@ func TestAnthropicWireFormat(t *testing.T) {
 			Usage map[string]int
 		}
 	}
-	json.Unmarshal([]byte(strings.TrimPrefix(evs[0], "message_start ")), &start)
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(evs[0], "message_start ")), &start); err != nil {
+		t.Fatal(err)
+	}
 	if start.Message.Model != "claude-x" || start.Message.Usage["input_tokens"] != 20 || start.Message.Usage["cache_read_input_tokens"] != 10 {
 		t.Fatalf("message_start = %s", evs[0])
 	}
