@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,26 +18,6 @@ import (
 	"github.com/agentry/agentry/internal/app/apptest"
 	"github.com/agentry/agentry/internal/llm/llmtest"
 )
-
-// tpBuildAgentry builds cmd/agentry into the test's temp dir. Built per test, not cached
-// across tests: a binary cached in one test's temp dir would vanish with that test (under
-// -count=N or for a later test), and a process-wide directory would need a TestMain to be
-// removed. The build cache makes a rebuild a link step. Should more tests need the binary, build
-// it once in a TestMain.
-func tpBuildAgentry(t *testing.T) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	require.True(t, ok, "cannot locate the test source")
-	root := filepath.Dir(filepath.Dir(file)) // graph/.. is the module root
-	bin := filepath.Join(t.TempDir(), "agentry")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/agentry")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/agentry: %s", out)
-	return bin
-}
 
 // tpLog is a process's output, safe to read while it is written.
 type tpLog struct {
@@ -66,7 +44,7 @@ func (l *tpLog) String() string {
 func TestTwoProcesses(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	bin := tpBuildAgentry(t)
+	bin := apptest.Binary(t)
 	t.Logf("built cmd/agentry in %s", time.Since(start).Round(time.Millisecond))
 	llm := llmtest.NewAnthropicServer(t)
 	release := make(chan struct{})
@@ -109,7 +87,7 @@ func TestTwoProcesses(t *testing.T) {
 	go func() { exited <- worker.Wait() }()
 	t.Cleanup(func() {
 		_ = worker.Process.Kill()
-		<-exited
+		_ = <-exited
 		if t.Failed() {
 			t.Logf("worker output:\n%s", logs.String())
 		}

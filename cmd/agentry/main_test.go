@@ -182,7 +182,10 @@ func start(t *testing.T, env map[string]string, args ...string) *process {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-p.done:
+		case err := <-p.done:
+			if err != nil {
+				t.Logf("%v ended: %v", args, err)
+			}
 		case <-time.After(shutdownTimeout + 10*time.Second):
 			t.Errorf("%v did not stop", args)
 		}
