@@ -87,9 +87,9 @@ func TestTwoProcesses(t *testing.T) {
 	go func() { exited <- worker.Wait() }()
 	t.Cleanup(func() {
 		_ = worker.Process.Kill()
-		_ = <-exited
+		err := <-exited
 		if t.Failed() {
-			t.Logf("worker output:\n%s", logs.String())
+			t.Logf("worker (%v) output:\n%s", err, logs.String())
 		}
 	})
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "agentry listening") }, 30*time.Second, 20*time.Millisecond,
