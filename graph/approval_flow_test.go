@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,13 +115,17 @@ func TestApprovalRejectFeedsBack(t *testing.T) {
 	require.Contains(t, string(last.Raw), "rejected by the user")
 }
 
+// TestApprovalExpiredExecutesNothing: an approval decided after its TTL (the approvals' clock is
+// moved past it) is CONFLICT, and the call it was asked for does not run.
 func TestApprovalExpiredExecutesNothing(t *testing.T) {
 	t.Parallel()
-	c := newChatEnvWith(t, "anthropic", map[string]string{"AGENTRY_APPROVAL_TTL": "1s"})
+	c := newChatEnvWith(t, "anthropic", map[string]string{"AGENTRY_APPROVAL_TTL": "1m"})
+	var skew atomic.Int64
+	c.App.Approvals.SetClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
 	writeThenDone(c, "plan.md", "x")
 	s, _ := c.send(t, c.conversation(t, nil), "write the plan", nil)
 	id, _ := c.pendingApproval(t, s.RunID)
-	time.Sleep(1100 * time.Millisecond)
+	skew.Store(int64(time.Minute + time.Second))
 	res := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { resolveApproval(id: $id, decision: APPROVE) { status } }`, map[string]any{"id": id})
 	require.Equal(t, "CONFLICT", res.Code())
 	require.Contains(t, res.Errors[0].Message, "expired")
@@ -155,7 +160,10 @@ func TestLongTaskConfirmation(t *testing.T) {
 	id, kind := c.pendingApproval(t, runID)
 	require.Equal(t, "continue", kind)
 	require.Equal(t, 20, len(sc.requests()), "paused after 20 turns")
-	time.Sleep(200 * time.Millisecond)
+	// The run's job ended: no worker holds or will take the run while it waits for a person.
+	require.Eventually(t, func() bool {
+		return len(c.Jobs(t, "run", rivertype.JobStateRunning, rivertype.JobStateAvailable, rivertype.JobStateRetryable, rivertype.JobStateScheduled)) == 0
+	}, 5*time.Second, 20*time.Millisecond, "a run waiting for a person holds no job")
 	require.Equal(t, 20, len(sc.requests()), "no turn while waiting")
 	c.resolve(t, id, "APPROVE", "")
 	r := c.waitRun(t, runID, 20*time.Second)

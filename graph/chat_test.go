@@ -360,9 +360,10 @@ func TestSendMessageBusyPolicies(t *testing.T) {
 	// ENQUEUE (default): queued behind, in order.
 	second, _ := c.send(t, conv, "second", nil)
 	third, _ := c.send(t, conv, "third", map[string]any{"ifBusy": "ENQUEUE"})
-	time.Sleep(100 * time.Millisecond)
-	require.Equal(t, "QUEUED", c.run(t, second.RunID).Status)
-	require.Equal(t, "QUEUED", c.run(t, third.RunID).Status)
+	for _, queued := range []sent{second, third} {
+		require.Equal(t, "QUEUED", c.run(t, queued.RunID).Status)
+		require.Nil(t, c.JobOfRun(t, approvalUUID(t, "Run", queued.RunID)), "no job: no worker can start it before its turn")
+	}
 	releaseOnce()
 	require.Equal(t, "COMPLETED", c.waitRun(t, first.RunID, 10*time.Second).Status)
 	require.Equal(t, "COMPLETED", c.waitRun(t, second.RunID, 10*time.Second).Status)

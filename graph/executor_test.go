@@ -368,12 +368,11 @@ func TestUnauthorisedFailsAtOnce(t *testing.T) {
 	}
 	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { failureClass } }`, map[string]any{"id": s.RunID}).Decode(t, &out)
 	require.Equal(t, "TERMINAL", *out.Run.FailureClass)
-	time.Sleep(300 * time.Millisecond)
-	require.Equal(t, 1, c.llm.Calls(), "a terminal failure is not retried")
 	// River records the job's end after the worker returns, in batches.
 	require.Eventually(t, func() bool {
 		return len(c.Jobs(t, "run", rivertype.JobStateCancelled)) == 1
 	}, 5*time.Second, 20*time.Millisecond, "the job ends cancelled: River does not retry it")
+	require.Equal(t, 1, c.llm.Calls(), "a terminal failure is not retried")
 }
 
 func TestRecoverableErrorReachesNextPrompt(t *testing.T) {

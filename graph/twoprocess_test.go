@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/app/apptest"
+	"github.com/agentry/agentry/internal/db/dbtest"
 	"github.com/agentry/agentry/internal/llm/llmtest"
 )
 
@@ -62,7 +63,7 @@ func TestTwoProcesses(t *testing.T) {
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
-		"DATABASE_URL=" + api.OwnerURL,
+		"DATABASE_URL=" + dbtest.PoolURL(api.OwnerURL),
 		"REDIS_URL=" + cfg.RedisURL,
 		"AGENTRY_REDIS_PREFIX=" + cfg.RedisPrefix,
 		"AGENTRY_MASTER_KEY=" + base64.StdEncoding.EncodeToString(cfg.MasterKey),

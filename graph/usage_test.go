@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/app/apptest"
+	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/config"
@@ -219,7 +220,12 @@ func TestBudgetOverageAndActivity(t *testing.T) {
 	require.Nil(t, bud.User)
 
 	sub := apptest.Subscribe(t, c.Server.URL, c.s.AccessToken, `subscription { tenantActivity { seq runId type data } }`, nil)
-	time.Sleep(200 * time.Millisecond) // let the subscription reach Redis
+	// The process's hub listens to the tenant's channel once the subscription is registered.
+	channel := events.Channel(c.App.Config.RedisPrefix, approvalUUID(t, "Tenant", c.s.TenantID))
+	require.Eventually(t, func() bool {
+		n, err := c.App.Redis.PubSubNumSub(context.Background(), channel).Result()
+		return err == nil && n[channel] > 0
+	}, 10*time.Second, 5*time.Millisecond, "the subscription did not reach the hub")
 	conv := c.conversation(t, map[string]any{"agentic": false})
 	s, _ := c.send(t, conv, "write a lot", nil)
 	r := c.waitRun(t, s.RunID, 15*time.Second)

@@ -397,8 +397,9 @@ func TestWorkspaceContinueWaitsForBusyConversation(t *testing.T) {
 
 	code, _ := c.resolveRollback(t, c.s.AccessToken, ap, "CONTINUE")
 	require.Empty(t, code)
-	time.Sleep(300 * time.Millisecond)
 	require.Equal(t, "QUEUED", c.run(t, s.RunID).Status, "waits behind the active run")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs WHERE id = $1 AND job_id IS NULL`, approvalUUID(t, "Run", s.RunID)),
+		"without a job: no worker can take it before the active run ends")
 	close(release)
 	require.Equal(t, "COMPLETED", c.waitRun(t, newer.RunID, 15*time.Second).Status)
 	r := c.waitRun(t, s.RunID, 15*time.Second)

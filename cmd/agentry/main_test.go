@@ -74,7 +74,7 @@ func freeAddr(t *testing.T) string {
 func testEnv(t *testing.T, databaseURL string) map[string]string {
 	t.Helper()
 	env := map[string]string{
-		"DATABASE_URL":             databaseURL,
+		"DATABASE_URL":             dbtest.PoolURL(databaseURL),
 		"AGENTRY_ENV":              "production",
 		"AGENTRY_MASTER_KEY":       masterKey(),
 		"AGENTRY_HTTP_ADDR":        freeAddr(t),

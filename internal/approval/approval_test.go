@@ -214,7 +214,7 @@ func setup(t *testing.T) *bundle {
 	runs.SetInserter(jobs)
 	b := &bundle{db: d, ownerURL: ownerURL, runs: runs, jobs: jobs, clock: &clock{t: time.Now().UTC()}}
 	b.svc = NewService(d, runs, 0, log)
-	b.svc.now = b.clock.Now
+	b.svc.SetClock(b.clock.Now)
 	return b
 }
 

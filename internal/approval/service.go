@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,8 +36,8 @@ type Service struct {
 	runs *run.Service
 	ttl  time.Duration
 	log  *slog.Logger
-	// now is the clock; every deadline comparison uses it (tests move it).
-	now func() time.Time
+	// clock is what now reads (SetClock); nil: time.Now.
+	clock atomic.Pointer[func() time.Time]
 }
 
 // NewService returns the approval service. Approvals expire ttl after they are asked (0 means
@@ -45,7 +46,19 @@ func NewService(d *db.DB, runs *run.Service, ttl time.Duration, log *slog.Logger
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Service{db: d, runs: runs, ttl: ttl, log: log, now: time.Now}
+	return &Service{db: d, runs: runs, ttl: ttl, log: log}
+}
+
+// SetClock replaces the clock every deadline is set and compared with (tests move it instead of
+// waiting for an approval to expire).
+func (s *Service) SetClock(now func() time.Time) { s.clock.Store(&now) }
+
+// now is the service's clock.
+func (s *Service) now() time.Time {
+	if c := s.clock.Load(); c != nil {
+		return (*c)()
+	}
+	return time.Now()
 }
 
 // TTL is how long an approval waits for a person.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,7 +29,7 @@ type DB struct {
 
 // Open connects a pool to url. When role is not empty every connection switches to it (SET ROLE)
 // before use, so the process works with the privileges of the application role whatever user
-// the URL names.
+// the URL names. The pool holds the URL's pool_max_conns connections at most, else 8.
 func Open(ctx context.Context, url, role string, log *slog.Logger) (*DB, error) {
 	return open(ctx, url, role, log, false)
 }
@@ -53,8 +54,8 @@ func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit b
 	if asyncCommit {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
-	if cfg.MaxConns < 8 {
-		cfg.MaxConns = 8
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, 8)
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
@@ -24,10 +24,12 @@ import (
 // safe to run from several processes at once (goose holds a session lock, River migrates in a
 // transaction).
 func Migrate(ctx context.Context, url string, log *slog.Logger) error {
-	sqlDB, err := sql.Open("pgx", url)
+	pool, err := pgxpool.New(ctx, url) // the URL may carry pool parameters (pool_max_conns)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
+	defer pool.Close()
+	sqlDB := stdlib.OpenDBFromPool(pool)
 	defer sqlDB.Close()
 	if err := MigrateSQL(ctx, sqlDB, url, log); err != nil {
 		return err

@@ -57,7 +57,7 @@ func Start(t testing.TB, o Options) *Env {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	env := map[string]string{
-		"DATABASE_URL":       ownerURL,
+		"DATABASE_URL":       dbtest.PoolURL(ownerURL),
 		"AGENTRY_MASTER_KEY": base64.StdEncoding.EncodeToString(key),
 		"AGENTRY_ENV":        "development",
 		"AGENTRY_HTTP_ADDR":  "127.0.0.1:0",

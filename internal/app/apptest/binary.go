@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/db/dbtest"
 )
 
 var (
@@ -62,7 +64,7 @@ func (e *Env) ProcessEnv(extra map[string]string) []string {
 	env := map[string]string{
 		"PATH":                 os.Getenv("PATH"),
 		"HOME":                 os.Getenv("HOME"),
-		"DATABASE_URL":         e.OwnerURL,
+		"DATABASE_URL":         dbtest.PoolURL(e.OwnerURL),
 		"REDIS_URL":            c.RedisURL,
 		"AGENTRY_REDIS_PREFIX": c.RedisPrefix,
 		"AGENTRY_MASTER_KEY":   base64.StdEncoding.EncodeToString(c.MasterKey),

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/peterldowns/pgtestdb"
@@ -72,12 +73,28 @@ func urlOf(t testing.TB, m migrator) string {
 	return pgtestdb.Custom(t, conf, m).URL()
 }
 
-// Open returns the application's handle on a fresh database (pool running as AppRole), closed
-// when t ends, and the database's owner URL.
+// PoolSize is how many connections a pool of a test holds at most. Tests run in parallel
+// processes against one server, which must not run out of connections: the whole suite fits in
+// a server's max_connections of 50.
+const PoolSize = 3
+
+// PoolURL is url (a database's URL) with a pool of PoolSize connections at most: what a test
+// gives a process it starts (apptest) as DATABASE_URL. Only pools understand it (db.Open,
+// pgxpool); a single connection (pgx.Connect) takes url itself.
+func PoolURL(url string) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return fmt.Sprintf("%s%spool_max_conns=%d", url, sep, PoolSize)
+}
+
+// Open returns the application's handle on a fresh database (pool running as AppRole, PoolSize
+// connections at most), closed when t ends, and the database's owner URL.
 func Open(t testing.TB) (*db.DB, string) {
 	t.Helper()
 	ownerURL := URL(t)
-	d, err := db.Open(context.Background(), ownerURL, AppRole, slog.New(slog.DiscardHandler))
+	d, err := db.Open(context.Background(), PoolURL(ownerURL), AppRole, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	return d, ownerURL
