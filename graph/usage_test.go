@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/app/apptest"
-	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/config"
+	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/llm/llmtest"
 	"github.com/agentry/agentry/internal/usage"
 )
