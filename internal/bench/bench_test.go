@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbtest"
 )
 
 // TestBenchHarness runs every measure with tiny windows against the test Postgres and Redis:
@@ -34,7 +35,8 @@ func TestBenchHarness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	rep, err := Run(ctx, Options{DatabaseURL: dbURL, RedisURL: redisURL, Quick: true, Window: 0.1, Tenants: 2,
+	// Its pools are a test's (dbtest.PoolSize), so it fits beside the rest of the suite.
+	rep, err := Run(ctx, Options{DatabaseURL: dbtest.PoolURL(dbURL), RedisURL: redisURL, Quick: true, Window: 0.1, Tenants: 2,
 		Clients: 8, Subscribers: []int{1, 10}, Progress: &progress})
 	require.NoError(t, err, "progress:\n%s", progress.String())
 	t.Log(progress.String())

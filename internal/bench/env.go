@@ -339,9 +339,8 @@ func (l *logTail) report(w io.Writer) {
 // default threshold (50 + 20% of its rows), and analyzes those whose changes since the last
 // analyze passed 50 + 10%. The database grows from empty to some hundred thousand rows within
 // a run; never analyzed, the plans connections cached while it was small stay (River's
-// completer read all of river_job twice per batch, half a core by the fourth measure), and
-// analyzed once while small, the same happens later. It runs between rounds, outside the
-// measured windows.
+// completer's among them, which then reads its whole job table per batch), and analyzed once
+// while small, the same happens later. It runs between rounds, outside the measured windows.
 func (e *env) maintain(ctx context.Context) error {
 	if !e.vacuum {
 		return nil

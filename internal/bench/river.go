@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -116,6 +117,29 @@ func (b *bareRiver) insert(ctx context.Context, args noopArgs) error {
 		_, err := b.client.InsertTx(ctx, tx, args, nil)
 		return err
 	})
+}
+
+// pickup inserts bare River jobs at rate for dur (an open loop, like the measures' own) and
+// records each one's pickup latency (intended insert -> Work) into lat; jobs not worked within a
+// few seconds count as errors.
+func (b *bareRiver) pickup(ctx context.Context, rate float64, dur time.Duration, lat *samples) error {
+	b.record(lat, 0)
+	defer b.record(nil, 0)
+	before := lat.count()
+	var sent atomic.Int64
+	openLoop(ctx, rate, dur, 2*time.Second, func(ctx context.Context, at time.Time) {
+		if err := b.insert(ctx, noopArgs{Sent: at.UnixNano(), Waiter: -1}); err != nil {
+			lat.errors.Add(1)
+			return
+		}
+		sent.Add(1)
+	})
+	deadline := time.Now().Add(3 * time.Second)
+	for int64(lat.count()-before) < sent.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	lat.errors.Add(max(sent.Load()-int64(lat.count()-before), 0))
+	return ctx.Err()
 }
 
 func (b *bareRiver) stop() {
