@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentry/agentry/internal/app/apptest"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbtest"
 	"github.com/agentry/agentry/internal/llm/llmtest"
 	"github.com/agentry/agentry/internal/workspace"
 )
@@ -117,7 +118,10 @@ func TestStepAtomicUnderSIGKILL(t *testing.T) {
 		}
 		return llmtest.Stream(steps...)
 	})
-	wenv := map[string]string{"AGENTRY_WORKER_CONCURRENCY": "10", "AGENTRY_RETRY_BASE_DELAY": "100ms"}
+	wenv := map[string]string{"AGENTRY_WORKER_CONCURRENCY": "10", "AGENTRY_RETRY_BASE_DELAY": "100ms",
+		// Each lane's step holds a connection while it waits on the test's lock; the leases'
+		// renewals need one more.
+		"DATABASE_URL": dbtest.PoolURLOf(env.OwnerURL, lanes+2)}
 	for k, v := range llmEnv {
 		wenv[k] = v
 	}

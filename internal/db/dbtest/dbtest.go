@@ -76,17 +76,21 @@ func urlOf(t testing.TB, m migrator) string {
 // PoolSize is how many connections a pool of a test holds at most. Tests run in parallel
 // processes against one server, which must not run out of connections: the whole suite fits in
 // a server's max_connections of 50.
-const PoolSize = 3
+const PoolSize = 2
 
 // PoolURL is url (a database's URL) with a pool of PoolSize connections at most: what a test
 // gives a process it starts (apptest) as DATABASE_URL. Only pools understand it (db.Open,
 // pgxpool); a single connection (pgx.Connect) takes url itself.
-func PoolURL(url string) string {
+func PoolURL(url string) string { return PoolURLOf(url, PoolSize) }
+
+// PoolURLOf is url with a pool of conns connections at most, for a process whose work needs
+// more at once (transactions that wait on each other's locks, each holding its connection).
+func PoolURLOf(url string, conns int) string {
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	return fmt.Sprintf("%s%spool_max_conns=%d", url, sep, PoolSize)
+	return fmt.Sprintf("%s%spool_max_conns=%d", url, sep, conns)
 }
 
 // Open returns the application's handle on a fresh database (pool running as AppRole, PoolSize
