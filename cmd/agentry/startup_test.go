@@ -126,9 +126,9 @@ func TestServeAndWorkerOnOneMachine(t *testing.T) {
 		go func() { p.exited <- cmd.Wait() }()
 		t.Cleanup(func() {
 			_ = cmd.Process.Kill()
-			<-p.exited
+			err := <-p.exited
 			if t.Failed() {
-				t.Logf("%s output:\n%s", name, p.out.String())
+				t.Logf("%s (%v) output:\n%s", name, err, p.out.String())
 			}
 		})
 		procs[name] = p

@@ -29,7 +29,9 @@ func startTail(t *testing.T, env *apptest.Env, token, runID string, extra ...str
 	go func() { tl.done <- run(ctx, args, getenv(nil), tl.out, io.Discard) }()
 	t.Cleanup(func() {
 		cancel()
-		<-tl.done
+		if err := <-tl.done; err != nil {
+			t.Logf("tail ended: %v", err)
+		}
 	})
 	return tl
 }

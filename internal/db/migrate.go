@@ -141,10 +141,10 @@ func CheckMigrated(ctx context.Context, url string) error {
 	}
 	res, err := migrator.Validate(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("River's migrations: %w", err)
+		return fmt.Errorf("check the migrations of River: %w", err)
 	}
 	if !res.OK {
-		return fmt.Errorf("River's migrations are not all applied (%s): %w", strings.Join(res.Messages, "; "), ErrNotMigrated)
+		return fmt.Errorf("the migrations of River are not all applied (%s): %w", strings.Join(res.Messages, "; "), ErrNotMigrated)
 	}
 	return nil
 }
