@@ -97,10 +97,12 @@ var ErrNotMigrated = errors.New("run agentry migrate")
 // when the database at url lacks some of agentry's or River's migrations: a process started on
 // it would otherwise fail at its first query. It only reads, as the URL's user.
 func CheckMigrated(ctx context.Context, url string) error {
-	sqlDB, err := sql.Open("pgx", url)
+	pool, err := pgxpool.New(ctx, url) // the URL may carry pool parameters (pool_max_conns)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
+	defer pool.Close()
+	sqlDB := stdlib.OpenDBFromPool(pool)
 	defer sqlDB.Close()
 	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
 	if err != nil {
@@ -129,11 +131,6 @@ func CheckMigrated(ctx context.Context, url string) error {
 		}
 		return fmt.Errorf("the database is at migration %d of %d: %w", have, want, ErrNotMigrated)
 	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		return fmt.Errorf("river migration pool: %w", err)
-	}
-	defer pool.Close()
 	// Validate logs what is missing; the error says it.
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
