@@ -755,10 +755,11 @@ func usWait(watched <-chan error) error {
 	}
 }
 
-// TestEveryCallReservedAfterTheLease: with budgets on, each model call of a chat turn is
-// reserved in a transaction of its own once the run's lease has committed (its reservation
-// carries a now() after the acquiring statement that stamps the run's started_at); every call
-// settles once and nothing stays held.
+// TestEveryCallReservedAfterTheLease: with budgets on, the first model call of a chat turn is
+// reserved in the transaction that acquires the run, so it commits with the lease before the call
+// is made: its reservation carries that transaction's now(), not later than the run's started_at
+// (the clock time of the acquiring statement), which any later transaction's now() exceeds. A
+// later call is reserved in a transaction of its own. Every call settles once.
 func TestEveryCallReservedAfterTheLease(t *testing.T) {
 	t.Parallel()
 	c := newChatEnv(t, "anthropic")
@@ -769,24 +770,26 @@ func TestEveryCallReservedAfterTheLease(t *testing.T) {
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
 
 	type res struct {
-		call          int
-		status        string
-		afterTheStart bool
+		call   int
+		status string
+		when   string
 	}
 	var got []res
 	c.ownerTx(t, func(tx pgx.Tx) {
-		rows, err := tx.Query(context.Background(), `SELECT v.call_index, v.status, v.created_at > r.started_at
+		rows, err := tx.Query(context.Background(), `SELECT v.call_index, v.status,
+				CASE WHEN v.created_at <= r.started_at THEN 'with the lease' ELSE 'after' END
 			FROM reservations v JOIN runs r ON r.tenant_id = v.tenant_id AND r.id = v.run_id
 			WHERE v.run_id = $1 ORDER BY v.call_index`, approvalUUID(t, "Run", s.RunID))
 		require.NoError(t, err)
 		for rows.Next() {
 			var x res
-			require.NoError(t, rows.Scan(&x.call, &x.status, &x.afterTheStart))
+			require.NoError(t, rows.Scan(&x.call, &x.status, &x.when))
 			got = append(got, x)
 		}
 		require.NoError(t, rows.Err())
 	})
-	require.Equal(t, []res{{0, "SETTLED", true}, {1, "SETTLED", true}}, got, "both calls reserved after the lease, and settled")
+	require.Equal(t, []res{{0, "SETTLED", "with the lease"}, {1, "SETTLED", "after"}}, got,
+		"the first call reserved with the lease, the second after it; both settled")
 }
 
 // budgetedWithOwnerSQL is a chat environment with a roomy tenant budget in which the database's

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"reflect"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/db"
@@ -18,6 +19,10 @@ type Budgets interface {
 	// Reserve holds the call's worst case; held reports whether anything was reserved. A
 	// BUDGET_EXCEEDED apperr means a budget has no room: the run ends TERMINAL budget_exceeded.
 	Reserve(ctx context.Context, l run.Lease, callIndex int, m llm.Model, req llm.Request) (held bool, err error)
+	// ReserveTx is Reserve inside tx, the transaction that acquires the run: it reserves on the
+	// run's stripes only, and holds nothing (without error) when a stripe is short, leaving the
+	// decision on the budgets' totals to Reserve.
+	ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request) (held bool, err error)
 	// Settle records the call's actual usage against the budgets inside tx (once per call).
 	Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, u llm.Usage, costMicros int64) error
 	// Release gives back what the attempt reserved for the call.
@@ -27,12 +32,68 @@ type Budgets interface {
 // SetBudgets connects budget enforcement (nil: none).
 func (e *Executor) SetBudgets(b Budgets) { e.budgets = b }
 
-// reserve holds the budget for a call about to be made with p and req.
+// preReserved is a call's reservation made ahead, with the request it was made for.
+type preReserved struct {
+	callIndex int
+	req       llm.Request
+}
+
+// reserve holds the budget for a call about to be made with p and req. The first call of a
+// chat turn was usually reserved with the lease already (reserveFirst): when req is the
+// request that reservation was made for, it is used as it is.
 func (t *turn) reserve(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (bool, error) {
 	if t.e.budgets == nil {
 		return false, nil
 	}
+	if pre := t.pre; pre != nil && pre.callIndex == callIndex {
+		t.pre = nil
+		if reflect.DeepEqual(pre.req, req) {
+			return true, nil
+		}
+		t.release(ctx, callIndex) // the request changed (compacted): reserve it anew
+	}
 	return t.e.budgets.Reserve(ctx, t.lease, callIndex, llm.Lookup(p.Name(), req.Model), req)
+}
+
+// reserveFirst reserves, inside tx (the transaction that acquires the run), the first call of
+// an attempt that starts with a model call whose request needs no summary: the reservation
+// then commits with the lease instead of in a transaction of its own.
+func (t *turn) reserveFirst(ctx context.Context, tx *db.Tx, l run.Lease, st state) error {
+	if t.e.budgets == nil || t.e.window == nil || t.built == nil || st.run.MustReflect ||
+		st.run.StopRequested || st.run.PauseRequested || len(pendingCalls(st.calls)) > 0 {
+		return nil
+	}
+	if _, ok := t.lastReply(st.hist); ok {
+		return nil
+	}
+	p, model, err := t.e.models.Resolve(t.conv.Model)
+	if err != nil {
+		return nil // the attempt fails on it when it calls
+	}
+	req := t.baseRequest(model, st, false)
+	if *t.built != "" {
+		req.System += "\n\n" + *t.built
+	}
+	w, fits := t.e.window.Fit(t.windowInput(model, req, st, false))
+	if !fits {
+		return nil // the window manager summarises first: that call is reserved on its own
+	}
+	req.System, req.Messages = w.System, toLLM(w.Messages)
+	callIndex := max(int(st.run.LlmCalls), t.llmCalls(st.hist))
+	held, err := t.e.budgets.ReserveTx(ctx, tx, l, callIndex, llm.Lookup(p.Name(), req.Model), req)
+	if err != nil || !held {
+		return err
+	}
+	t.pre = &preReserved{callIndex: callIndex, req: req}
+	return nil
+}
+
+// releaseUnused gives back a reservation made ahead that no call used.
+func (t *turn) releaseUnused(ctx context.Context) {
+	if t.pre != nil {
+		t.release(ctx, t.pre.callIndex)
+		t.pre = nil
+	}
 }
 
 // release gives a failed call's reservation back; when that fails the sweeper does it later.

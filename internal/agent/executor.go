@@ -254,5 +254,5 @@ func (t *turn) loadFirst(ctx context.Context, tx *db.Tx, l run.Lease) error {
 		}
 		t.built = &text
 	}
-	return nil
+	return t.reserveFirst(ctx, tx, l, st)
 }

@@ -37,6 +37,9 @@ type turn struct {
 	built *string
 	// first is the state read with the lease (loadFirst), for the first load; nil after.
 	first *state
+	// pre is the first call's budget reservation, made in the transaction that acquired the
+	// run (loadFirst); the call it was made for uses it, else it is released. nil after.
+	pre *preReserved
 	// tail is the last token delta of the latest reply, not published yet: it goes out with
 	// the transaction that stores the reply (persistReply), else with the next call or at the
 	// end of the attempt (flushTail).
@@ -60,6 +63,7 @@ func done(o run.Outcome) result { return result{outcome: o} }
 // is suspended, or the attempt fails.
 func (t *turn) work(ctx context.Context) result {
 	defer t.flushTail(context.WithoutCancel(ctx))
+	defer t.releaseUnused(ctx)
 	r := t.lease.Run
 	var err error
 	// t.set and t.conv were read with the lease (loadFirst).

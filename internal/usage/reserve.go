@@ -102,6 +102,22 @@ func (s *Service) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm
 	return held, refusal
 }
 
+// ReserveTx is Reserve inside tx, the transaction that acquires the run (agent.Budgets): the
+// call reserves on the run's stripes; when one is short nothing is held and Reserve decides on
+// the budgets' totals when the call is made.
+func (s *Service) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request) (bool, error) {
+	if l.Attempt != 1 || !s.hasBudgets(ctx, l.Run.TenantID) {
+		return false, nil
+	}
+	expires := time.Now().Add(ReservationTTL)
+	if d, ok := ctx.Deadline(); ok {
+		expires = d.Add(time.Minute)
+	}
+	tokens, micros := WorstCase(m, req)
+	held, _, err := s.reserveStripe(ctx, tx, l, callIndex, tokens, micros, expires)
+	return held, err
+}
+
 // reserveStripe reserves on the run's stripe of every budget that applies (BudgetReserve):
 // short reports a stripe without room, with nothing reserved.
 func (s *Service) reserveStripe(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, tokens, micros int64, expires time.Time) (held, short bool, err error) {
