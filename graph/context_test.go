@@ -709,3 +709,100 @@ func TestContextLengthErrorCompactsAndRetries(t *testing.T) {
 	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { attempt } }`, map[string]any{"id": s.RunID}).Decode(t, &attempt)
 	require.Equal(t, 1, attempt.Run.Attempt)
 }
+
+// TestContextSummaryReservedAgainstTheBudget: context summaries are model calls like the
+// run's own. Under a roomy tenant budget a summary is reserved before it is made and settled
+// with its usage record; under a budget just above one turn's cost, the summary (which would
+// cost more than the turn) is refused, the window falls back to truncation and the turn still
+// completes. A watcher sampling the budget every 10 ms never sees spent + reserved above the
+// limit, and the usage records of the summaries equal their settled reservations.
+func TestContextSummaryReservedAgainstTheBudget(t *testing.T) {
+	t.Parallel()
+	c := newCWEnv(t, nil)
+	c.settings(t, map[string]any{"maxTokensPerTask": 1024})
+	bud := c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
+	budgetID := approvalUUID(t, "Budget", bud.ID).String()
+	stop := make(chan struct{})
+	watched := make(chan error, 1)
+	go func() {
+		watched <- usWatch(c.OwnerURL, stop, func(s, r, l int64) error {
+			if s+r > l {
+				return fmt.Errorf("spent %d + reserved %d > limit %d", s, r, l)
+			}
+			return nil
+		}, budgetID)
+	}()
+	defer func() {
+		close(stop)
+		require.NoError(t, usWait(watched))
+	}()
+
+	type res struct {
+		call                     int
+		status                   string
+		reserved, actual, record int64
+	}
+	reservations := func(runID string) []res {
+		var out []res
+		c.ownerTx(t, func(tx pgx.Tx) {
+			rows, err := tx.Query(context.Background(), `SELECT v.call_index, v.status, v.reserved_tokens, coalesce(v.actual_tokens, 0),
+				coalesce((SELECT u.input_tokens + u.output_tokens FROM usage_records u WHERE u.run_id = v.run_id AND u.call_index = v.call_index), -1)
+				FROM reservations v WHERE v.run_id = $1 ORDER BY v.call_index`, approvalUUID(t, "Run", runID))
+			require.NoError(t, err)
+			for rows.Next() {
+				var x res
+				require.NoError(t, rows.Scan(&x.call, &x.status, &x.reserved, &x.actual, &x.record))
+				out = append(out, x)
+			}
+			require.NoError(t, rows.Err())
+		})
+		return out
+	}
+
+	// A roomy budget: the summary is reserved, then settled with its usage record.
+	roomy := c.conversation(t, nil)
+	c.seed(t, roomy, 299)
+	s1 := c.turn(t, roomy, "question 300: where were we?")
+	_, sums := c.counts()
+	require.Len(t, sums, 1)
+	got := reservations(s1.RunID)
+	require.Len(t, got, 2, "the summary and the turn's call: %+v", got)
+	summary, main := got[0], got[1]
+	require.Equal(t, -1, summary.call)
+	require.Equal(t, "SETTLED", summary.status)
+	require.Equal(t, int64(930), summary.actual, "the summary's usage (900 in, 30 out)")
+	require.Equal(t, summary.actual, summary.record, "the usage record equals the settled reservation")
+	require.Greater(t, summary.reserved, summary.actual, "the worst case covers the call")
+	require.Equal(t, 0, main.call)
+	require.Equal(t, "SETTLED", main.status)
+	require.Equal(t, main.actual, main.record)
+
+	// A budget just above one turn's cost and below a summary's worst case.
+	spent, _, _ := c.budgetRow(t, bud.ID)
+	room := main.reserved + 6_000 // a truncated history sends more than a summarised one
+	require.Less(t, room, summary.reserved, "the summary would not fit")
+	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": spent + room})
+	tight := c.conversation(t, nil)
+	c.seed(t, tight, 299)
+	s2 := c.turn(t, tight, "question 300: and here?")
+	_, sums = c.counts()
+	require.Len(t, sums, 1, "the refused summary was never made")
+	evs := cwWindowEvents(t, c.chatEnv, s2.RunID)
+	require.Len(t, evs, 1)
+	require.Equal(t, true, evs[0]["fallback"])
+	require.Contains(t, evs[0]["error"], "budget", "the refusal is the budget's")
+	got = reservations(s2.RunID)
+	require.Len(t, got, 1, "only the turn's call was reserved: %+v", got)
+	require.Equal(t, 0, got[0].call)
+	require.Equal(t, "SETTLED", got[0].status)
+	final, reserved, limit := c.budgetRow(t, bud.ID)
+	require.LessOrEqual(t, final, limit)
+	require.Zero(t, reserved)
+
+	// Every summary's usage record is its settled reservation, and none is held.
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM usage_records WHERE call_index < 0`))
+	require.Zero(t, c.count(t, `SELECT count(*) FROM usage_records u WHERE u.call_index < 0 AND NOT EXISTS (
+		SELECT 1 FROM reservations v WHERE v.run_id = u.run_id AND v.call_index = u.call_index AND v.status = 'SETTLED'
+		AND v.actual_tokens = u.input_tokens + u.output_tokens)`))
+	require.Zero(t, c.count(t, `SELECT count(*) FROM reservations WHERE status = 'HELD'`))
+}

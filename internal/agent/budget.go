@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/run"
@@ -42,6 +43,12 @@ type preReserved struct {
 // chat turn was usually reserved with the lease already (reserveFirst): when req is the
 // request that reservation was made for, it is used as it is.
 func (t *turn) reserve(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (bool, error) {
+	return t.reserveOn(ctx, llm.Lookup(p.Name(), req.Model), req, callIndex)
+}
+
+// reserveOn is the one reservation path of every model call a run makes (its turns, and the
+// context summaries through summaryMeter): req's worst case on model, keyed by callIndex.
+func (t *turn) reserveOn(ctx context.Context, model llm.Model, req llm.Request, callIndex int) (bool, error) {
 	if t.e.budgets == nil {
 		return false, nil
 	}
@@ -52,7 +59,7 @@ func (t *turn) reserve(ctx context.Context, p llm.Provider, req llm.Request, cal
 		}
 		t.release(ctx, callIndex) // the request changed (compacted): reserve it anew
 	}
-	return t.e.budgets.Reserve(ctx, t.lease, callIndex, llm.Lookup(p.Name(), req.Model), req)
+	return t.e.budgets.Reserve(ctx, t.lease, callIndex, model, req)
 }
 
 // reserveFirst reserves, inside tx (the transaction that acquires the run), the first call of
@@ -98,6 +105,9 @@ func (t *turn) releaseUnused(ctx context.Context) {
 
 // release gives a failed call's reservation back; when that fails the sweeper does it later.
 func (t *turn) release(ctx context.Context, callIndex int) {
+	if t.e.budgets == nil {
+		return
+	}
 	if err := t.e.budgets.Release(context.WithoutCancel(ctx), t.lease, callIndex); err != nil {
 		t.log.WarnContext(ctx, "release budget reservation", slog.Int("call_index", callIndex), slog.Any("error", err))
 	}
@@ -119,4 +129,70 @@ func budgetOutcome(err error) (run.Outcome, bool) {
 		return run.Outcome{}, false
 	}
 	return run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: ReasonBudget, Error: e.Message}, true
+}
+
+// summaryMeter reserves the context window's summarisation calls of one request
+// (contextwin.Meter) on the run's budgets, through reserveOn like the run's own calls: each
+// takes the next negative call index, its reservation is settled when the window is persisted
+// (settleSummaries), and a refusal makes the window fall back to truncation.
+type summaryMeter struct {
+	t    *turn
+	next int // the next call index; 0 until read from the run's usage records
+	held map[int]bool
+}
+
+func (m *summaryMeter) Reserve(ctx context.Context, model llm.Model, req llm.Request) (int, error) {
+	if m.next == 0 {
+		r := m.t.lease.Run
+		err := m.t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			var err error
+			m.next, err = contextwin.NextSummaryIndex(ctx, tx, r)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	idx := m.next
+	m.next--
+	held, err := m.t.reserveOn(ctx, model, req, idx)
+	if err != nil {
+		return 0, err
+	}
+	if held {
+		if m.held == nil {
+			m.held = map[int]bool{}
+		}
+		m.held[idx] = true
+	}
+	return idx, nil
+}
+
+func (m *summaryMeter) Release(ctx context.Context, callIndex int) {
+	if m.held[callIndex] {
+		delete(m.held, callIndex)
+		m.t.release(ctx, callIndex)
+	}
+}
+
+// settleSummaries settles, inside tx, the reservations of the summarisation calls Persist
+// metered; reservations of calls it did not meter stay held for releaseSummaries.
+func (m *summaryMeter) settleSummaries(ctx context.Context, tx *db.Tx, metered []contextwin.Metered) error {
+	for _, c := range metered {
+		if err := m.t.settle(ctx, tx, c.Index, c.Usage, c.CostMicros); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseSummaries gives back what is still held after the window was persisted (settled is
+// what its transaction settled) or failed to be (settled is nil).
+func (m *summaryMeter) releaseSummaries(ctx context.Context, settled []contextwin.Metered) {
+	for _, c := range settled {
+		delete(m.held, c.Index)
+	}
+	for idx := range m.held {
+		m.Release(ctx, idx)
+	}
 }

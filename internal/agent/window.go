@@ -32,19 +32,31 @@ func (t *turn) request(ctx context.Context, model llm.Model, st state, reflectin
 		if extra != "" {
 			req.System += "\n\n" + extra
 		}
-		w, err := t.e.window.Apply(ctx, t.windowInput(model, req, st, force))
+		meter := &summaryMeter{t: t}
+		in := t.windowInput(model, req, st, force)
+		in.Meter = meter
+		w, err := t.e.window.Apply(ctx, in)
 		if err != nil {
 			return req, false, err
 		}
 		if applied = w.Applied != nil; applied {
+			var metered []contextwin.Metered
 			err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-				news, err := contextwin.Persist(ctx, tx, t.lease.Run, t.lease.Attempt, t.conv.ID, w.Applied)
+				news, m, err := contextwin.Persist(ctx, tx, t.lease.Run, t.lease.Attempt, t.conv.ID, w.Applied)
 				if err != nil {
 					return err
 				}
-				_, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), news...)
-				return err
+				if _, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), news...); err != nil {
+					return err
+				}
+				metered = m
+				// Last in the transaction: settling locks the run's budget stripes.
+				return meter.settleSummaries(ctx, tx, m)
 			})
+			if err != nil {
+				metered = nil
+			}
+			meter.releaseSummaries(context.WithoutCancel(ctx), metered)
 			if err != nil {
 				return req, false, err
 			}

@@ -11,8 +11,11 @@
 // conversation with the last message it covers (summarized_through) and is extended
 // incrementally on later turns rather than recomputed. When the summariser fails or times out,
 // the older messages are sent truncated to FallbackChars characters each instead, and the
-// stored summary is left as it was (the next turn tries again). Persist stores the outcome and
-// gives the context.window.applied event.
+// stored summary is left as it was (the next turn tries again). Every summarisation call is
+// reserved against the run's budgets before it is made (Input.Meter: the executor's
+// reservation path) and a refusal is a failure like any other: the window falls back. Persist
+// stores the outcome, meters each call that answered and gives the context.window.applied
+// event; the executor settles the calls' reservations in the same transaction.
 //
 // Strategies (settings.contextStrategy):
 //
@@ -84,6 +87,18 @@ const (
 	ReasonSummarize     = "summarize"
 	ReasonContextLength = "context_length"
 )
+
+// Meter reserves each summarisation call against the budgets of the run it serves before the
+// call is made, through the same reservation path as the run's own model calls (the executor
+// implements it). The call is settled when Persist stores its usage record.
+type Meter interface {
+	// Reserve holds the worst case of req on model and returns the call's index (negative:
+	// the key of its reservation and usage record). An error refuses the call (a
+	// BUDGET_EXCEEDED apperr when a budget has no room): the window falls back to truncation.
+	Reserve(ctx context.Context, model llm.Model, req llm.Request) (callIndex int, err error)
+	// Release gives back the reservation of a call whose answer will not be stored.
+	Release(ctx context.Context, callIndex int)
+}
 
 // Models resolves "provider:model" references (the llm.Registry).
 type Models interface {
@@ -185,6 +200,9 @@ type Input struct {
 	History []dbsqlc.Message
 	// Force compacts to the minimum: the provider refused the last request as too long.
 	Force bool
+	// Meter reserves every summarisation call before it is made (nil: calls are not reserved,
+	// and Persist numbers them).
+	Meter Meter
 }
 
 // Window is the context a request carries.
@@ -223,10 +241,20 @@ type Applied struct {
 	// (empty when Fallback: the stored summary stays).
 	Summary string
 	Through uuid.UUID
-	// Usage is what the summarisation calls cost, on Model of Provider.
+	// Calls are the summarisation calls that answered (also with Fallback, when a later chunk
+	// failed): each is metered and settled by its index. Usage is their sum, on Model of
+	// Provider.
+	Calls    []Call
 	Usage    llm.Usage
 	Model    llm.Model
 	Provider string
+}
+
+// Call is one summarisation call that answered: its index (0 when no Meter numbered it) and
+// what it used.
+type Call struct {
+	Index int
+	Usage llm.Usage
 }
 
 // fitting is Apply's plan for an input: the window when nothing must be summarised, else what
@@ -308,9 +336,15 @@ func (m *Manager) Apply(ctx context.Context, in Input) (Window, error) {
 	}
 	res, err := m.summarise(ctx, in, summary, hist[start:cut], allowance)
 	a.SummaryModel = res.ref
+	a.Calls, a.Usage, a.Model, a.Provider = res.calls, res.usage, res.model, res.provider
 	var w Window
 	if err != nil {
 		if ctx.Err() != nil {
+			if in.Meter != nil {
+				for _, c := range res.calls {
+					in.Meter.Release(ctx, c.Index)
+				}
+			}
 			return Window{}, ctx.Err()
 		}
 		m.log.WarnContext(ctx, "context summary failed; truncating older messages instead",
@@ -320,7 +354,6 @@ func (m *Manager) Apply(ctx context.Context, in Input) (Window, error) {
 		w = window(in.System, hist[cut:], fallback(summary, hist[start:cut], room), budget)
 	} else {
 		a.Summary, a.Through = res.text, hist[cut-1].ID
-		a.Usage, a.Model, a.Provider = res.usage, res.model, res.provider
 		w = window(in.System, hist[cut:], res.text, budget)
 	}
 	a.MessagesKept = len(w.Messages)
@@ -396,6 +429,7 @@ func summaryBlock(summary string) string {
 
 type summarised struct {
 	text     string
+	calls    []Call
 	usage    llm.Usage
 	model    llm.Model
 	provider string
@@ -437,7 +471,8 @@ func (m *Manager) SummaryModel(ref string) (llm.Provider, llm.Model, string, err
 }
 
 // summarise folds msgs into prev with the summary model, chunk by chunk when they do not fit
-// one call.
+// one call. Each call is reserved with in.Meter first; on an error the calls that answered
+// before it are still in the result (their usage is metered).
 func (m *Manager) summarise(ctx context.Context, in Input, prev string, msgs []dbsqlc.Message, maxTokens int) (summarised, error) {
 	var res summarised
 	p, model, ref, err := m.SummaryModel(in.Conversation.Model)
@@ -463,10 +498,20 @@ func (m *Manager) summarise(ctx context.Context, in Input, prev string, msgs []d
 		req := llm.Request{Model: model.ID, System: system, MaxTokens: maxTokens, Messages: []llm.Message{{
 			Role: llm.RoleUser, Blocks: []llm.Block{{Type: llm.BlockText, Text: transcript(prev, lines[:n])}},
 		}}}
+		idx := 0
+		if in.Meter != nil {
+			if idx, err = in.Meter.Reserve(ctx, model, req); err != nil {
+				return res, fmt.Errorf("summarise with %s: %w", ref, err)
+			}
+		}
 		text, usage, err := m.call(ctx, p, req)
 		if err != nil {
+			if in.Meter != nil {
+				in.Meter.Release(ctx, idx)
+			}
 			return res, fmt.Errorf("summarise with %s: %w", ref, err)
 		}
+		res.calls = append(res.calls, Call{Index: idx, Usage: usage})
 		res.usage.InputTokens += usage.InputTokens
 		res.usage.OutputTokens += usage.OutputTokens
 		res.usage.CachedTokens += usage.CachedTokens

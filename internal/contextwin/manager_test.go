@@ -3,6 +3,7 @@ package contextwin_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -363,4 +364,56 @@ func TestSummaryModel(t *testing.T) {
 	m = contextwin.New(contextwin.Options{Models: models{f}, SummaryModel: "openai:gpt-4.1-nano"})
 	_, _, ref, _ = m.SummaryModel("anthropic:claude-opus-4-5")
 	require.Equal(t, "openai:gpt-4.1-nano", ref)
+}
+
+// meter numbers summarisation calls -1, -2, ... and refuses them when refuse is set.
+type meter struct {
+	next     int
+	refuse   error
+	reserved []int
+	released []int
+}
+
+func (m *meter) Reserve(_ context.Context, _ llm.Model, _ llm.Request) (int, error) {
+	if m.refuse != nil {
+		return 0, m.refuse
+	}
+	m.next--
+	m.reserved = append(m.reserved, m.next)
+	return m.next, nil
+}
+
+func (m *meter) Release(_ context.Context, idx int) { m.released = append(m.released, idx) }
+
+func TestSummaryCallsAreReservedFirst(t *testing.T) {
+	t.Parallel()
+	t.Run("reserved", func(t *testing.T) {
+		b := setup(t, 28_000)
+		m := &meter{}
+		w, err := b.m.Apply(context.Background(), contextwin.Input{Conversation: conv("DEFAULT"), Model: b.model, History: history(300), Meter: m})
+		require.NoError(t, err)
+		require.False(t, w.Applied.Fallback)
+		require.Equal(t, []int{-1}, m.reserved)
+		require.Empty(t, m.released)
+		require.Equal(t, []contextwin.Call{{Index: -1, Usage: llm.Usage{InputTokens: 500, OutputTokens: 20}}}, w.Applied.Calls)
+	})
+	t.Run("refused", func(t *testing.T) {
+		b := setup(t, 28_000)
+		m := &meter{refuse: errors.New("tenant budget exceeded")}
+		w, err := b.m.Apply(context.Background(), contextwin.Input{Conversation: conv("DEFAULT"), Model: b.model, History: history(300), Meter: m})
+		require.NoError(t, err)
+		require.True(t, w.Applied.Fallback, "a refused summary falls back to truncation")
+		require.Contains(t, w.Applied.Error, "tenant budget exceeded")
+		require.Empty(t, w.Applied.Calls)
+		require.Zero(t, b.fake.Calls(), "the refused call is not made")
+	})
+	t.Run("failed", func(t *testing.T) {
+		b := setup(t, 28_000)
+		b.fake.SetResponder(func(llm.Request) llmtest.Reply { return llmtest.Error(http.StatusInternalServerError, "down") })
+		m := &meter{}
+		w, err := b.m.Apply(context.Background(), contextwin.Input{Conversation: conv("DEFAULT"), Model: b.model, History: history(300), Meter: m})
+		require.NoError(t, err)
+		require.True(t, w.Applied.Fallback)
+		require.Equal(t, []int{-1}, m.released, "a failed call gives its reservation back")
+	})
 }

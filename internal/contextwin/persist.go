@@ -9,19 +9,22 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/llm"
 )
 
 // Persist stores what a window did, inside tx (the run's fenced transaction, attempt being
-// the run's fence): the conversation's new summary and the last message it covers, a usage
-// record for the summarisation calls, added to the run's totals, and it returns the events to
-// append with them (usage.recorded, context.window.applied).
+// the run's fence): the conversation's new summary and the last message it covers, one usage
+// record per summarisation call that answered, added to the run's totals, and it returns the
+// events to append with them (usage.recorded per call, context.window.applied) and the calls it
+// metered: the caller settles their reservations in tx.
 //
 // Summarisation calls are metered with negative call indexes (-1, -2, ... per run), below the
 // model calls' 0, 1, ...: usage_records is unique per (run, call index), and the summaries of
-// a run never take an index a model call will need.
-func Persist(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, conversationID uuid.UUID, a *Applied) ([]events.New, error) {
+// a run never take an index a model call will need. A Meter numbers the calls when it
+// reserves them (NextSummaryIndex); calls without an index are numbered here the same way.
+func Persist(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, conversationID uuid.UUID, a *Applied) ([]events.New, []Metered, error) {
 	if a == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var news []events.New
 	if !a.Fallback && a.Summary != "" {
@@ -29,35 +32,68 @@ func Persist(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, conver
 		if err := tx.Q.ConversationSetSummary(ctx, dbsqlc.ConversationSetSummaryParams{
 			TenantID: r.TenantID, ID: conversationID, Summary: &summary, SummarizedThrough: uuid.NullUUID{UUID: a.Through, Valid: true},
 		}); err != nil {
-			return nil, fmt.Errorf("store summary: %w", err)
+			return nil, nil, fmt.Errorf("store summary: %w", err)
 		}
 	}
-	if u := a.Usage; u.InputTokens+u.OutputTokens > 0 {
-		low, err := tx.Q.UsageRecordMinCallIndex(ctx, dbsqlc.UsageRecordMinCallIndexParams{TenantID: r.TenantID, RunID: r.ID})
-		if err != nil {
-			return nil, fmt.Errorf("summary call index: %w", err)
+	var metered []Metered
+	next := 0
+	for _, c := range a.Calls {
+		u := c.Usage
+		if u.InputTokens+u.OutputTokens == 0 {
+			continue
 		}
-		idx := min(low, 0) - 1
+		idx := c.Index
+		if idx == 0 {
+			if next == 0 {
+				var err error
+				if next, err = NextSummaryIndex(ctx, tx, r); err != nil {
+					return nil, nil, err
+				}
+			}
+			idx, next = next, next-1
+		}
 		rec, err := tx.Q.UsageRecordInsert(ctx, dbsqlc.UsageRecordInsertParams{
-			TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, UserID: r.UserID, RunKind: r.Kind, CallIndex: idx,
+			TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, UserID: r.UserID, RunKind: r.Kind, CallIndex: int32(idx),
 			Provider: a.Provider, Model: a.Model.ID, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 			CachedTokens: u.CachedTokens, CostMicros: a.Model.Cost(u),
 		})
+		if db.IsNoRows(err) {
+			continue // metered already
+		}
 		if err != nil {
-			return nil, fmt.Errorf("meter summary: %w", err)
+			return nil, nil, fmt.Errorf("meter summary: %w", err)
 		}
 		if err := tx.Q.RunAddUsage(ctx, dbsqlc.RunAddUsageParams{
 			TenantID: r.TenantID, ID: r.ID, Attempt: attempt, InputTokens: rec.InputTokens,
 			OutputTokens: rec.OutputTokens, CostMicros: rec.CostMicros,
 		}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		metered = append(metered, Metered{Index: idx, Usage: u, CostMicros: rec.CostMicros})
 		news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{
 			"callIndex": idx, "purpose": "context_summary", "provider": a.Provider, "model": a.Model.ID,
 			"inputTokens": rec.InputTokens, "outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,
 		}})
 	}
-	return append(news, events.New{Type: events.ContextWindowApplied, Data: a.EventData()}), nil
+	return append(news, events.New{Type: events.ContextWindowApplied, Data: a.EventData()}), metered, nil
+}
+
+// Metered is a summarisation call Persist stored a usage record for: its reservation is
+// settled with Usage and CostMicros.
+type Metered struct {
+	Index      int
+	Usage      llm.Usage
+	CostMicros int64
+}
+
+// NextSummaryIndex is the call index the run's next summarisation call takes: one below the
+// lowest its usage records hold, and -1 for the first.
+func NextSummaryIndex(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (int, error) {
+	low, err := tx.Q.UsageRecordMinCallIndex(ctx, dbsqlc.UsageRecordMinCallIndexParams{TenantID: r.TenantID, RunID: r.ID})
+	if err != nil {
+		return 0, fmt.Errorf("summary call index: %w", err)
+	}
+	return int(min(low, 0)) - 1, nil
 }
 
 // EventData is the context.window.applied event's data.
