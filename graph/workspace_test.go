@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/app/apptest"
+	"github.com/agentry/agentry/internal/approval"
 	"github.com/agentry/agentry/internal/llm/llmtest"
 )
 
@@ -556,4 +557,76 @@ func TestWorkspaceRetentionKeepsPendingRollback(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return len(c.Jobs(t, "workspace_prune", rivertype.JobStateCompleted)) > 0
 	}, 20*time.Second, 100*time.Millisecond, "the retention job did not run")
+}
+
+// An expired rollback question is a decision to keep: the approval is EXPIRED, the run's
+// snapshot is closed as kept, approval.resolved and state.kept (reason expired) follow the
+// run's terminal event, a late answer is CONFLICT, and retention prunes the run's history.
+func TestWorkspaceRollbackQuestionExpiresAsKeep(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	c.settings(t, map[string]any{"autoExecute": true, "approvalThreshold": 100})
+	var q replyQueue
+	q.install(c.llm)
+	conv := c.conversation(t, nil)
+	q.push(wsWrite("w1", "a.txt", "the run's\n"), llmtest.Error(401, "invalid x-api-key"))
+	s, _ := c.send(t, conv, "change and fail", nil)
+	require.Equal(t, "FAILED", c.waitRun(t, s.RunID, 15*time.Second).Status)
+	ap := c.rollbackApproval(t, s.RunID)
+	changed := c.wsTree(t, c.s.AccessToken)
+	runID := approvalUUID(t, "Run", s.RunID)
+	snapshotState := func() string {
+		var st string
+		c.ownerTx(t, func(tx pgx.Tx) {
+			require.NoError(t, tx.QueryRow(context.Background(), `SELECT state FROM workspace_snapshots WHERE run_id = $1`, runID).Scan(&st))
+		})
+		return st
+	}
+	require.Equal(t, "open", snapshotState())
+
+	// A day later nobody has answered: the expiry sweep decides.
+	c.App.Approvals.SetClock(func() time.Time { return time.Now().Add(approval.DefaultTTL + time.Hour) })
+	_, err := c.App.Approvals.ExpireDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "kept", snapshotState(), "the snapshot is closed")
+	require.Equal(t, changed, c.wsTree(t, c.s.AccessToken), "the changes are kept")
+	evs := c.eventsOf(t, s.RunID)
+	var tail []string
+	terminal := -1
+	for i, e := range evs {
+		if e.Type == "execution.failed" {
+			terminal = i
+		}
+	}
+	require.GreaterOrEqual(t, terminal, 0)
+	for _, e := range evs[terminal+1:] {
+		tail = append(tail, e.Type)
+	}
+	require.Equal(t, []string{"approval.resolved", "state.kept"}, tail, "the decision follows the terminal event")
+	var resolved, kept struct{ ApprovalID, SnapshotID, Status, Reason string }
+	require.NoError(t, json.Unmarshal(evs[terminal+1].Data, &resolved))
+	require.NoError(t, json.Unmarshal(evs[terminal+2].Data, &kept))
+	require.Equal(t, "EXPIRED", resolved.Status)
+	require.Equal(t, ap, resolved.ApprovalID)
+	require.Equal(t, "expired", kept.Reason)
+	require.Equal(t, ap, kept.ApprovalID)
+	require.NotEmpty(t, kept.SnapshotID)
+
+	// A late answer changes nothing.
+	code, ext := c.resolveRollback(t, c.s.AccessToken, ap, "ROLLBACK")
+	require.Equal(t, "CONFLICT", code)
+	require.Equal(t, "EXPIRED", ext["status"])
+	require.Equal(t, changed, c.wsTree(t, c.s.AccessToken))
+
+	// Retention may prune the run's history now that the question is closed.
+	c.ownerTx(t, func(tx pgx.Tx) {
+		for _, table := range []string{"workspace_file_versions", "workspace_snapshots", "workspace_journal"} {
+			_, err := tx.Exec(context.Background(), `UPDATE `+table+` SET created_at = created_at - interval '40 days'`)
+			require.NoError(t, err)
+		}
+	})
+	_, err = c.App.Workspace.Prune(context.Background(), time.Now().Add(-30*24*time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, c.count(t, `SELECT count(*) FROM workspace_snapshots WHERE run_id = $1`, runID), "the run's snapshot is pruned")
+	require.Zero(t, c.count(t, `SELECT count(*) FROM workspace_journal WHERE run_id = $1`, runID))
 }

@@ -163,6 +163,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	taskHooks := task.Hooks{}
 	a.Executor.Register(run.KindTask, taskHooks)
 	a.Workspace = workspace.NewService(a.DB, &workspace.Store{}, a.Runs, a.Approvals)
+	a.Approvals.OnExpire(workspace.KindRollback, a.Workspace.RollbackExpired)
 	a.Runs.OnFinish(run.KindTask, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
 		if err := taskHooks.Finished(ctx, tx, fin); err != nil {
 			return err

@@ -38,6 +38,22 @@ type Service struct {
 	log  *slog.Logger
 	// clock is what now reads (SetClock); nil: time.Now.
 	clock atomic.Pointer[func() time.Time]
+	// onExpire decides, per kind, what an expired question means (OnExpire).
+	onExpire map[string]ExpiryHook
+}
+
+// ExpiryHook is told, inside the transaction that marks approval a EXPIRED, that a question of
+// its kind expired on run r (locked); it records what the expiry decides and returns the events
+// saying so, appended after approval.resolved.
+type ExpiryHook func(ctx context.Context, tx *db.Tx, a dbsqlc.Approval, r dbsqlc.Run) ([]events.New, error)
+
+// OnExpire makes h decide what an expired question of kind means (the rollback question: the
+// run's changes are kept). Register hooks before the service is used.
+func (s *Service) OnExpire(kind string, h ExpiryHook) {
+	if s.onExpire == nil {
+		s.onExpire = map[string]ExpiryHook{}
+	}
+	s.onExpire[kind] = h
 }
 
 // NewService returns the approval service. Approvals expire ttl after they are asked (0 means
@@ -249,8 +265,10 @@ func expiredError(a dbsqlc.Approval) error {
 }
 
 // expireTx marks the pending approval cur (locked by the caller) EXPIRED and lets its run move
-// on: a run still waiting is resumed (its executor then treats the question as declined); a run
-// that already ended gets no event, since nothing may follow its terminal event.
+// on: a run still waiting is resumed (its executor then treats the question as declined). A
+// run that already ended gets no event, since nothing may follow its terminal event, except
+// for a question about the ended run (the rollback question), whose kind's ExpiryHook decides:
+// approval.resolved and the hook's events (state.kept) follow the terminal event then.
 func (s *Service) expireTx(ctx context.Context, tx *db.Tx, cur dbsqlc.Approval, now time.Time) (dbsqlc.Approval, error) {
 	r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: cur.TenantID, ID: cur.RunID})
 	if err != nil {
@@ -260,11 +278,18 @@ func (s *Service) expireTx(ctx context.Context, tx *db.Tx, cur dbsqlc.Approval, 
 	if err != nil {
 		return cur, fmt.Errorf("expire approval %s: %w", cur.ID, err)
 	}
+	var decided []events.New
+	hook := s.onExpire[cur.Kind]
+	if hook != nil {
+		if decided, err = hook(ctx, tx, out, r); err != nil {
+			return out, fmt.Errorf("decide expired %s approval %s: %w", cur.Kind, cur.ID, err)
+		}
+	}
 	switch {
 	case r.Status == run.StatusAwaitingApproval:
-		_, err = s.runs.Resume(ctx, tx, r.TenantID, r.ID, []string{run.StatusAwaitingApproval}, resolvedEvents(out)...)
-	case !run.IsTerminal(r.Status):
-		_, err = s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), resolvedEvents(out)[0])
+		_, err = s.runs.Resume(ctx, tx, r.TenantID, r.ID, []string{run.StatusAwaitingApproval}, append(resolvedEvents(out), decided...)...)
+	case !run.IsTerminal(r.Status) || hook != nil:
+		_, err = s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), append(resolvedEvents(out)[:1], decided...)...)
 	}
 	if err != nil {
 		return out, err

@@ -419,6 +419,33 @@ func (s *Service) restoreTo(ctx context.Context, tx *db.Tx, tenantID, projectID 
 	return nil
 }
 
+// ReasonExpired is state.kept's reason when nobody answered the rollback question in time;
+// ReasonChosen when the user chose KEEP.
+const (
+	ReasonExpired = "expired"
+	ReasonChosen  = "chosen"
+)
+
+// RollbackExpired is the approval.ExpiryHook of the rollback question: an expiry is a decision
+// to keep the run's changes. The run's snapshot, if still open, becomes kept, and it returns
+// state.kept with the reason expired (retention may then prune the run's history).
+func (s *Service) RollbackExpired(ctx context.Context, tx *db.Tx, ap dbsqlc.Approval, r dbsqlc.Run) ([]events.New, error) {
+	sn, err := tx.Q.WorkspaceSnapshotByRun(ctx, dbsqlc.WorkspaceSnapshotByRunParams{TenantID: r.TenantID, RunID: uuid.NullUUID{UUID: r.ID, Valid: true}})
+	if db.IsNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run snapshot: %w", err)
+	}
+	if sn.State != SnapshotOpen {
+		return nil, nil
+	}
+	if _, err := tx.Q.WorkspaceSnapshotSetState(ctx, dbsqlc.WorkspaceSnapshotSetStateParams{TenantID: r.TenantID, ID: sn.ID, State: SnapshotKept}); err != nil {
+		return nil, err
+	}
+	return []events.New{{Type: EventKept, Data: map[string]any{"snapshotId": sn.ID, "approvalId": ap.ID, "reason": ReasonExpired}}}, nil
+}
+
 // Finished is the run.FinishHook of every run kind: a completed run's snapshot is committed
 // (state.committed); a failed, cancelled or timed-out run that changed its workspace asks its
 // user, through an approval of kind rollback, whether to roll back, keep or continue.
@@ -582,7 +609,7 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 			if _, err := tx.Q.WorkspaceSnapshotSetState(ctx, dbsqlc.WorkspaceSnapshotSetStateParams{TenantID: a.TenantID, ID: sn.ID, State: SnapshotKept}); err != nil {
 				return err
 			}
-			news = append(news, events.New{Type: EventKept, Data: map[string]any{"snapshotId": sn.ID, "approvalId": ap.ID}})
+			news = append(news, events.New{Type: EventKept, Data: map[string]any{"snapshotId": sn.ID, "approvalId": ap.ID, "reason": ReasonChosen}})
 		}
 		note := choice
 		out, err = tx.Q.ApprovalDecide(ctx, dbsqlc.ApprovalDecideParams{
