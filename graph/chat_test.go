@@ -398,19 +398,23 @@ func TestSendMessageInterrupt(t *testing.T) {
 func TestCancelStreamingRun(t *testing.T) {
 	t.Parallel()
 	c := newChatEnv(t, "openai")
-	// Token deltas are ephemeral: the subscription must be listening before the first one is
-	// sent, so the model waits a moment before it (a turn reaches its model in milliseconds).
-	c.llm.Enqueue(llmtest.Stream(llmtest.Delay(1500*time.Millisecond), llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent")))
+	// The model streams its first words only once the subscription is listening (gate), then
+	// hangs: token deltas are ephemeral, so a delta sent before the subscription reached the
+	// hub would reach it only as the message.snapshot of a late subscriber.
+	gate := make(chan struct{})
+	c.llm.Enqueue(llmtest.Stream(llmtest.Wait(gate), llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent")))
 	conv := c.conversation(t, nil)
 	s, _ := c.send(t, conv, "go", nil)
 	sub := c.SubscribeRun(t, c.s.AccessToken, s.RunID, 0)
-	// Wait for the first token to reach the subscriber.
-	for {
-		ev, ok := sub.Next(10 * time.Second)
+	// The first replayed event means the subscription is registered (it subscribes, then
+	// replays): release the model, and wait for its first token.
+	ev, ok := sub.Next(10 * time.Second)
+	require.True(t, ok)
+	require.NotEqual(t, "message.delta", ev.Type)
+	close(gate)
+	for ev.Type != "message.delta" {
+		ev, ok = sub.Next(10 * time.Second)
 		require.True(t, ok)
-		if ev.Type == "message.delta" {
-			break
-		}
 	}
 	start := time.Now()
 	var out struct{ CancelRun struct{ Status string } }

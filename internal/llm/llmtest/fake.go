@@ -181,6 +181,10 @@ func (s *fakeStream) Next() bool {
 			if !s.sleep(st.delay) {
 				return false
 			}
+		case stepWait:
+			if !s.pause(nil, st.gate) {
+				return false
+			}
 		case stepCut:
 			s.fail(&llm.Error{Class: llm.Transient, Provider: s.fake.name, Message: "stream cut: connection dropped", Err: io.ErrUnexpectedEOF}, false)
 		case stepMalformed:
@@ -201,8 +205,15 @@ func (s *fakeStream) Next() bool {
 func (s *fakeStream) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	return s.pause(t.C, nil)
+}
+
+// pause waits for a Delay's timer or a Wait's gate (the other is nil).
+func (s *fakeStream) pause(timer <-chan time.Time, gate <-chan struct{}) bool {
 	select {
-	case <-t.C:
+	case <-timer:
+		return true
+	case <-gate:
 		return true
 	case <-s.ctx.Done():
 		s.fail(ctxErr(s.fake.name, s.ctx.Err()), true)

@@ -3,7 +3,7 @@
 // NewOpenAIServer), driven by the real SDK clients, and Fake, an in-process llm.Provider playing
 // the same scripts without HTTP.
 //
-// A script is a Reply: either a stream of Steps (Text, ToolCall, Usage, Delay, Cut, Malformed,
+// A script is a Reply: either a stream of Steps (Text, ToolCall, Usage, Delay, Wait, Cut, Malformed,
 // StreamError, RawEvent) or an HTTP error (Error). Servers answer queued replies first (Enqueue),
 // then the responder (SetResponder), then the default reply (SetDefault; initially
 // Stream(Text("ok"))). Servers record requests (Requests), count calls (Calls) and the responses
@@ -31,6 +31,7 @@ const (
 	stepMalformed
 	stepError
 	stepRaw
+	stepWait
 )
 
 // Step is one scripted piece of a streamed reply.
@@ -41,6 +42,7 @@ type Step struct {
 	name    string
 	usage   llm.Usage
 	delay   time.Duration
+	gate    <-chan struct{}
 	errType string
 	message string
 }
@@ -71,6 +73,11 @@ func Usage(in, out, cached int64) Step {
 // Delay pauses the stream for d (flushed bytes stay delivered). A client that goes away during
 // the pause is counted as a disconnect.
 func Delay(d time.Duration) Step { return Step{kind: stepDelay, delay: d} }
+
+// Wait pauses the stream until gate is closed (flushed bytes stay delivered): a test releases
+// the model when it is ready for what follows, instead of guessing a delay. A client that goes
+// away during the pause is counted as a disconnect.
+func Wait(gate <-chan struct{}) Step { return Step{kind: stepWait, gate: gate} }
 
 // Cut drops the connection at this point, without ending the HTTP response.
 func Cut() Step { return Step{kind: stepCut} }

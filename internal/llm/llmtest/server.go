@@ -246,6 +246,8 @@ func run(w *sseWriter, st streamer, reply Reply) {
 			ok = st.toolCall(w, step)
 		case stepDelay:
 			ok = w.sleep(step.delay)
+		case stepWait:
+			ok = w.pause(nil, step.gate)
 		case stepRaw:
 			ok = w.eventRaw(step.name, step.message)
 		case stepCut:
@@ -339,8 +341,15 @@ func (s *sseWriter) flush() {
 func (s *sseWriter) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	return s.pause(t.C, nil)
+}
+
+// pause waits for a Delay's timer or a Wait's gate (the other is nil).
+func (s *sseWriter) pause(timer <-chan time.Time, gate <-chan struct{}) bool {
 	select {
-	case <-t.C:
+	case <-timer:
+		return true
+	case <-gate:
 		return true
 	case <-s.ctx.Done():
 		s.lost()
