@@ -561,3 +561,100 @@ func TestSubscriptionTenantIsolation(t *testing.T) {
 		require.Equal(t, bSent.SendMessage.Run.ID, e.RunID)
 	}
 }
+
+// TestLateSubscriberGetsTheStreamedText: subscribers that join while a reply streams (from the
+// start of the log, and resuming with afterSeq) first get one message.snapshot with the text
+// streamed so far, then the deltas after it: snapshot and deltas make exactly the completed
+// message's text, with no delta repeated or missing. A subscriber from before the first token
+// gets no snapshot; the snapshot is never stored.
+func TestLateSubscriberGetsTheStreamedText(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "anthropic")
+	words := func(prefix string, n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "%s%d ", prefix, i)
+		}
+		return b.String()
+	}
+	part1, part2 := words("early", 40), words("late", 40)
+	gate1, gate2 := make(chan struct{}), make(chan struct{})
+	c.llm.Enqueue(llmtest.Stream(llmtest.Wait(gate1), llmtest.Text(part1), llmtest.Wait(gate2), llmtest.Text(part2)))
+	s, _ := c.send(t, c.conversation(t, map[string]any{"agentic": false}), "stream", nil)
+
+	early := c.SubscribeRun(t, c.s.AccessToken, s.RunID, 0)
+	ev, ok := early.Next(10 * time.Second) // replayed: the subscription is registered
+	require.True(t, ok)
+	got := []apptest.Event{ev}
+	close(gate1)
+	lastSeq := 0
+	for ev.Type != "message.delta" {
+		if ev.Seq > 0 {
+			lastSeq = ev.Seq
+		}
+		ev, ok = early.Next(10 * time.Second)
+		require.True(t, ok)
+		got = append(got, ev)
+	}
+
+	// Two subscribers join mid-reply: from the start, and resuming after what early saw.
+	late := c.SubscribeRun(t, c.s.AccessToken, s.RunID, 0)
+	resumed := c.SubscribeRun(t, c.s.AccessToken, s.RunID, lastSeq)
+	lateEvs := late.Collect(10*time.Second, func(e apptest.Event) bool { return e.Type == "message.snapshot" })
+	resumedEvs := resumed.Collect(10*time.Second, func(e apptest.Event) bool { return e.Type == "message.snapshot" })
+	close(gate2)
+	got = append(got, early.Collect(15*time.Second, nil)...)
+	lateEvs = append(lateEvs, late.Collect(15*time.Second, nil)...)
+	resumedEvs = append(resumedEvs, resumed.Collect(15*time.Second, nil)...)
+
+	type piece struct {
+		CallIndex, Index int
+		Text             string
+		Role, Content    string
+	}
+	decode := func(e apptest.Event) piece {
+		var p piece
+		require.NoError(t, json.Unmarshal(e.Data, &p))
+		return p
+	}
+	// text rebuilds the reply from a subscriber's snapshot and deltas, checking that every
+	// delta continues where the one before it (or the snapshot) left off.
+	text := func(name string, evs []apptest.Event) (streamed, completed string, snapshots int) {
+		next := 0
+		for _, e := range evs {
+			switch e.Type {
+			case "message.snapshot":
+				p := decode(e)
+				snapshots++
+				require.Zero(t, e.Seq, "%s: a snapshot is not stored", name)
+				require.Empty(t, streamed, "%s: the snapshot comes before any delta", name)
+				streamed, next = p.Text, p.Index+1
+			case "message.delta":
+				p := decode(e)
+				require.Equal(t, next, p.Index, "%s: delta %d after %d: a gap or a repeat", name, p.Index, next-1)
+				streamed += p.Text
+				next++
+			case "message.completed":
+				if p := decode(e); p.Role == "ASSISTANT" {
+					completed = p.Content
+				}
+			}
+		}
+		return streamed, completed, snapshots
+	}
+	want := strings.TrimSpace(part1 + part2)
+	for name, evs := range map[string][]apptest.Event{"early": got, "late": lateEvs, "resumed": resumedEvs} {
+		require.Equal(t, "execution.completed", evs[len(evs)-1].Type, name)
+		streamed, completed, snapshots := text(name, evs)
+		require.Equal(t, want, strings.TrimSpace(completed), name)
+		require.Equal(t, completed, streamed, "%s: the streamed text is the completed message's", name)
+		if name == "early" {
+			require.Zero(t, snapshots, "a subscriber from before the first token needs no snapshot")
+		} else {
+			require.Equal(t, 1, snapshots, name)
+		}
+	}
+	require.Equal(t, got[len(got)-1].Seq, apptest.Durable(t, lateEvs, 0)[len(apptest.Durable(t, lateEvs, 0))-1].Seq)
+	apptest.Durable(t, resumedEvs, lastSeq)
+	require.Zero(t, countType(c.eventsOf(t, s.RunID), "message.snapshot"), "the snapshot is not in the log")
+}

@@ -171,7 +171,8 @@ func (p *tailPrinter) print(ev tailEvent) (queued bool) {
 	if p.json {
 		line, _ := json.Marshal(ev)
 		fmt.Fprintln(p.w, string(line))
-	} else if ev.Type == "message.delta" {
+	} else if ev.Type == "message.delta" || ev.Type == "message.snapshot" {
+		// A snapshot is the text a reply had streamed when tail joined; deltas continue it.
 		var d struct{ Text string }
 		_ = json.Unmarshal(ev.Data, &d)
 		fmt.Fprint(p.w, d.Text)

@@ -117,6 +117,9 @@ type outgoing struct {
 	ctx     context.Context
 	channel string
 	payload []byte
+	// streams are the writes to run's streamed-so-far lists that go before the message
+	// (streamWrites).
+	streams []streamWrite
 }
 
 // MaxQueued bounds the messages waiting for Redis (while it is slow or down): beyond it new
@@ -139,6 +142,7 @@ func NewPublisher(rdb redis.UniversalClient, prefix string, log *slog.Logger) *P
 // before p publishes anything.
 func (p *Publisher) DeliverLocally(h *Hub) {
 	p.local, p.origin = h, h.origin
+	h.publisher = p
 }
 
 // Channel is the Redis channel of a tenant's events.
@@ -276,7 +280,7 @@ func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Even
 		}
 		return
 	}
-	p.queue = append(p.queue, outgoing{ctx: context.WithoutCancel(ctx), channel: Channel(p.prefix, tenantID), payload: payload})
+	p.queue = append(p.queue, outgoing{ctx: context.WithoutCancel(ctx), channel: Channel(p.prefix, tenantID), payload: payload, streams: streamWrites(evs)})
 	p.queued++
 	if !p.sending {
 		p.sending = true
@@ -297,11 +301,16 @@ func (p *Publisher) send() {
 		}
 		p.mu.Unlock()
 		var err error
-		if len(batch) == 1 {
+		if len(batch) == 1 && len(batch[0].streams) == 0 {
 			err = p.rdb.Publish(batch[0].ctx, batch[0].channel, batch[0].payload).Err()
 		} else {
 			_, err = p.rdb.Pipelined(batch[0].ctx, func(pipe redis.Pipeliner) error {
 				for _, m := range batch {
+					// A message's stream writes go first: whoever finds a delta missing
+					// from a stream's list subscribed before its message was published.
+					for _, w := range m.streams {
+						w.queue(m.ctx, pipe, p.prefix)
+					}
 					pipe.Publish(m.ctx, m.channel, m.payload)
 				}
 				return nil

@@ -821,3 +821,63 @@ func TestConversationStreamEndsWithItsContext(t *testing.T) {
 	pub.Publish(context.Background(), f.scope.TenantID, delta(convID, 3))
 	require.NoError(t, pub.Flush(context.Background()))
 }
+
+// TestSubscribeRunSnapshotsAStreamingReply: a subscription joining after three token deltas of
+// a reply went out (through Redis: another process's publisher) gets the replay, then one
+// message.snapshot with their text and index, then only the deltas after it (a repeated one is
+// dropped). Once the reply is stored, a new subscription gets no snapshot.
+func TestSubscribeRunSnapshotsAStreamingReply(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f.append(t, f.pub, events.TaskQueued, events.ExecutionStarted)
+	delta := func(index int, text string) events.Event {
+		data, _ := json.Marshal(map[string]any{"callIndex": 0, "index": index, "text": text})
+		return events.Event{RunID: f.scope.RunID, TenantID: f.scope.TenantID, Type: events.MessageDelta, Data: data, Timestamp: time.Now()}
+	}
+	f.pub.Publish(ctx, f.scope.TenantID, delta(0, "Hello"))
+	f.pub.Publish(ctx, f.scope.TenantID, delta(1, ", wor"), delta(2, "ld"))
+	require.NoError(t, f.pub.Flush(ctx))
+
+	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+	require.NoError(t, err)
+	for _, want := range []int{1, 2} {
+		ev, ok := next(t, live, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, want, ev.Seq)
+	}
+	ev, ok := next(t, live, 5*time.Second)
+	require.True(t, ok)
+	require.Equal(t, events.MessageSnapshot, ev.Type)
+	require.Zero(t, ev.Seq)
+	var snap events.Snapshot
+	require.NoError(t, json.Unmarshal(ev.Data, &snap))
+	require.Equal(t, events.Snapshot{CallIndex: 0, Index: 2, Text: "Hello, world"}, snap)
+
+	f.pub.Publish(ctx, f.scope.TenantID, delta(2, "ld"), delta(3, "!"))
+	ev, ok = next(t, live, 5*time.Second)
+	require.True(t, ok)
+	require.JSONEq(t, `{"callIndex":0,"index":3,"text":"!"}`, string(ev.Data), "the repeated delta 2 was dropped")
+
+	err = f.db.InTx(ctx, f.scope.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		_, err := f.pub.Append(ctx, tx, f.scope, events.New{Type: events.MessageCompleted, Data: map[string]any{
+			"role": "ASSISTANT", "callIndex": 0, "content": "Hello, world!"}})
+		return err
+	})
+	require.NoError(t, err)
+	ev, ok = next(t, live, 5*time.Second)
+	require.True(t, ok)
+	require.Equal(t, events.MessageCompleted, ev.Type)
+	require.NoError(t, f.pub.Flush(ctx))
+
+	again, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 2, f.src)
+	require.NoError(t, err)
+	ev, ok = next(t, again, 5*time.Second)
+	require.True(t, ok)
+	require.Equal(t, 3, ev.Seq)
+	nothing(t, again, 200*time.Millisecond)
+	n, err := f.rdb.Exists(ctx, f.prefix+"agentry:stream:"+f.scope.RunID.String()).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "the stored reply cleared its stream")
+}

@@ -38,6 +38,9 @@ type Hub struct {
 	// origin starts the messages of the publisher that delivers to this hub itself
 	// (Publisher.DeliverLocally): the hub skips them when they come back from Redis.
 	origin string
+	// publisher is the publisher that delivers to this hub itself (DeliverLocally), nil when
+	// none does: a stream snapshot waits for what it has queued for Redis.
+	publisher *Publisher
 }
 
 // originLen is the length of a message's origin: a message that does not start with '[' (a

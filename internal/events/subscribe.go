@@ -17,7 +17,10 @@ const idleRefill = 3 * time.Second
 // SubscribeRun streams a run's events: first it subscribes to Redis, then replays the stored
 // events after afterSeq, then forwards live ones. Durable events come out in seq order with no
 // gap and no duplicate (a gap is refilled from Postgres); ephemeral ones (token deltas) are
-// forwarded as they come. The channel closes after the run's terminal event or when ctx ends;
+// forwarded as they come. A subscription that joins (or resumes) while a reply is streaming
+// gets, after the replay, one message.snapshot with the text streamed so far, then the deltas
+// after it: none is repeated and none is missing. The stored log decides whether the reply is
+// still streaming: a reply whose message.completed the replay delivered has no snapshot. The channel closes after the run's terminal event or when ctx ends;
 // a terminal event that the stored events show the run was re-opened after (CONTINUE on its
 // rollback question: execution.resumed follows) does not end a replay.
 func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID uuid.UUID, afterSeq int, src Source) (<-chan Event, error) {
@@ -30,6 +33,8 @@ func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID 
 		defer close(out)
 		defer sub.Close()
 		last := afterSeq
+		completed := map[int]bool{} // the replies whose message.completed went out
+		var pos position
 		send := func(e Event) bool {
 			if e.ConversationID == uuid.Nil {
 				e.ConversationID = conversationID
@@ -53,6 +58,9 @@ func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID 
 					if !send(e) {
 						return false
 					}
+					if c, ok := completedCall(e); ok {
+						completed[c] = true
+					}
 					last = e.Seq
 					if Terminal(e.Type) && !reopened(evs[i+1:]) {
 						return false
@@ -69,6 +77,16 @@ func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID 
 		if last == afterSeq && afterSeq > 0 && ended(ctx, src, afterSeq) {
 			// Resumed at the end of a finished run: the client already has the terminal event.
 			return
+		}
+		snap, ok, err := h.streamSnapshot(ctx, runID)
+		if err != nil {
+			h.log.WarnContext(ctx, "read the streamed-so-far text", "run_id", runID.String(), "error", err)
+		}
+		if ok && !completed[snap.CallIndex] {
+			if !send(snapshotEvent(tenantID, runID, conversationID, snap)) {
+				return
+			}
+			pos = position{active: true, at: deltaPos{CallIndex: snap.CallIndex, Index: snap.Index}}
 		}
 		idle := time.NewTimer(idleRefill)
 		defer idle.Stop()
@@ -87,6 +105,9 @@ func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID 
 			case e := <-sub.C:
 				switch {
 				case !e.Durable():
+					if pos.skip(e) {
+						break // the snapshot included it
+					}
 					if !send(e) {
 						return
 					}

@@ -23,6 +23,17 @@ function shown(s: EventsState): string[] {
 }
 
 describe('events reducer', () => {
+  it('starts a late draft from a snapshot and continues it with the later deltas only', () => {
+    let s = emptyEvents;
+    s = applyEvent(s, ev(1, 'execution.started'));
+    s = applyEvent(s, ev(0, 'message.snapshot', { callIndex: 0, index: 2, text: 'Hello, wor' }));
+    s = applyEvent(s, delta(0, 2, 'wor')); // covered by the snapshot
+    s = applyEvent(s, delta(0, 3, 'ld'));
+    expect(draftText(s.runs[R].drafts[0])).toEqual({ text: 'Hello, world', gap: false });
+    s = applyEvent(s, completed(2, 0, 'Hello, world'));
+    expect(shown(s)).toEqual(['Hello, world']);
+  });
+
   it('keeps each durable event once, in seq order, whatever the delivery order', () => {
     let s = emptyEvents;
     for (const seq of [1, 2, 3, 2, 5, 4, 1, 5]) s = applyEvent(s, ev(seq, `t${seq}`));

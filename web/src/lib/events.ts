@@ -1,8 +1,10 @@
 // The run-event reducer behind the chat and the activity panel. Durable events (seq >= 1) are
 // kept once each, in seq order, whatever mix of stored replay, live subscription and resent
 // events brings them. Token deltas (seq 0, ephemeral) build a draft per model reply (callIndex),
-// deduplicated by their index; the reply's message.completed replaces the draft with the stored
-// text, so a reply shows exactly once whether or not its deltas were seen.
+// deduplicated by their index; a message.snapshot (seq 0: what a reply had streamed when the
+// subscription joined) stands for the deltas up to its index; the reply's message.completed
+// replaces the draft with the stored text, so a reply shows exactly once whether or not its
+// deltas were seen.
 
 export interface RunEventLike {
   seq: number;
@@ -72,6 +74,19 @@ export function applyEvent(state: EventsState, ev: RunEventLike): EventsState {
       ...run,
       drafts: { ...run.drafts, [callIndex]: { callIndex, chunks: { ...d.chunks, [index]: String(data.text ?? '') } } },
     };
+    return { runs: { ...state.runs, [ev.runId]: next } };
+  }
+  if (ev.type === 'message.snapshot' && (!ev.seq || ev.seq <= 0)) {
+    const callIndex = Number(data.callIndex ?? 0);
+    const index = Number(data.index ?? 0);
+    if (run.completed[callIndex]) return state;
+    // The snapshot's text stands at its last delta's index; the deltas before it are covered.
+    const chunks: Record<number, string> = {};
+    for (let i = 0; i < index; i++) chunks[i] = '';
+    chunks[index] = String(data.text ?? '');
+    const d = run.drafts[callIndex];
+    if (d) for (const [i, text] of Object.entries(d.chunks)) if (Number(i) > index) chunks[Number(i)] = text;
+    const next: RunView = { ...run, drafts: { ...run.drafts, [callIndex]: { callIndex, chunks } } };
     return { runs: { ...state.runs, [ev.runId]: next } };
   }
   if (!(ev.seq > 0)) return state;
