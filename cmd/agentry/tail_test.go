@@ -103,3 +103,16 @@ func TestTailApprovalHint(t *testing.T) {
 	require.Contains(t, tl.out.String(), "execution.completed")
 	require.NotContains(t, tl.out.String(), "QUEUED after")
 }
+
+// TestTailPrintsASnapshotThenTheDeltas: tail joining a reply midway prints the snapshot's text,
+// then the deltas continue it on the same line.
+func TestTailPrintsASnapshotThenTheDeltas(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	p := &tailPrinter{w: &out}
+	p.print(tailEvent{Seq: 2, Type: "execution.started", Data: []byte(`{}`)})
+	p.print(tailEvent{Type: "message.snapshot", Data: []byte(`{"callIndex":0,"index":3,"text":"Hello, wor"}`)})
+	p.print(tailEvent{Type: "message.delta", Data: []byte(`{"callIndex":0,"index":4,"text":"ld"}`)})
+	p.print(tailEvent{Seq: 3, Type: "message.completed", Data: []byte(`{}`)})
+	require.Equal(t, "[2] execution.started {}\nHello, world\n[3] message.completed {}\n", out.String())
+}
