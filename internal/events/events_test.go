@@ -136,6 +136,25 @@ func (f *fixture) stored(t *testing.T) []events.Event {
 	return evs
 }
 
+// landed waits until the hub has handled everything f.pub published so far: a marker
+// published after it on a tenant of its own reaches a subscriber of that tenant only after the
+// hub's one Redis connection has delivered every earlier message.
+func (f *fixture) landed(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	marker := uuid.New()
+	sub, err := f.hub.Subscribe(ctx, marker, nil)
+	require.NoError(t, err)
+	defer sub.Close()
+	f.pub.Publish(ctx, marker, events.Event{TenantID: marker, RunID: uuid.New(), Type: events.MessageDelta, Data: []byte(`{}`)})
+	select {
+	case <-sub.C:
+	case <-ctx.Done():
+		t.Fatal("the marker did not come back through the hub")
+	}
+}
+
 // next reads one event from ch within timeout; ok is false when ch closed.
 func next(t *testing.T, ch <-chan events.Event, timeout time.Duration) (events.Event, bool) {
 	t.Helper()
@@ -487,7 +506,7 @@ func TestSubscribeRunSlowReaderLosesNothing(t *testing.T) {
 	for range 100 {
 		f.append(t, f.pub, types...)
 	}
-	time.Sleep(300 * time.Millisecond) // let the publishes land in the full buffers
+	f.landed(t) // the publishes reached the hub: its buffers overflowed
 	callsBefore := f.sourceCalls.Load()
 
 	start := time.Now()
@@ -598,7 +617,6 @@ func TestSubscribeChurnLeaksNoGoroutine(t *testing.T) {
 	for i := range 8 {
 		cycle(i)
 	}
-	time.Sleep(100 * time.Millisecond)
 	opts := []goleak.Option{goleak.IgnoreCurrent()}
 	for i := range 100 {
 		cycle(i)

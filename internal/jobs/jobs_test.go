@@ -166,20 +166,56 @@ func TestClientRunsPurgeOnStart(t *testing.T) {
 	require.Len(t, res.Jobs, 1)
 }
 
+// leaderArgs is the periodic job of a River client that holds the leadership in
+// TestStartEnqueuesReapsFromEveryProcess: only River's leader inserts periodic jobs, so its
+// being worked shows the client was elected.
+type leaderArgs struct{}
+
+func (leaderArgs) Kind() string { return "test_leader" }
+
+type leaderWorker struct {
+	river.WorkerDefaults[leaderArgs]
+}
+
+func (leaderWorker) Work(context.Context, *river.Job[leaderArgs]) error { return nil }
+
 // Start enqueues run reaps from every working process, not only from River's leader: with the
-// leadership held by a process that is gone (as after a SIGKILL, until it expires), two clients
-// started with Start enqueue reaps, one job per period however many processes insert it, and
-// the reaps are worked.
+// leadership held by another process that enqueues no reaps (like one SIGKILLed while it led,
+// until its leadership expires), two clients started with Start enqueue reaps, one job per
+// period however many processes insert it, and the reaps are worked.
 func TestStartEnqueuesReapsFromEveryProcess(t *testing.T) {
 	t.Parallel()
-	d, ownerURL := dbtest.Open(t)
+	d, _ := dbtest.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, ownerURL)
+
+	// The other process: started first, it is elected (River's leader inserts its periodic
+	// job, which is then worked) and keeps the leadership while it runs.
+	workers := river.NewWorkers()
+	river.AddWorker(workers, leaderWorker{})
+	leader, err := river.NewClient(riverpgxv5.New(d.Pool), &river.Config{
+		Logger:  slog.New(slog.DiscardHandler),
+		Queues:  map[string]river.QueueConfig{"test_leader": {MaxWorkers: 1}},
+		Workers: workers,
+		PeriodicJobs: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return leaderArgs{}, &river.InsertOpts{Queue: "test_leader"}
+		}, &river.PeriodicJobOpts{RunOnStart: true})},
+	})
 	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, `INSERT INTO river_leader (leader_id, elected_at, expires_at) VALUES ('a killed process', now(), now() + interval '1 hour')`)
-	require.NoError(t, err)
+	elected, cancelElected := leader.Subscribe(river.EventKindJobCompleted)
+	defer cancelElected()
+	require.NoError(t, leader.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, leader.Stop(stopCtx))
+	})
+	select {
+	case ev := <-elected:
+		require.Equal(t, (leaderArgs{}).Kind(), ev.Job.Kind)
+	case <-ctx.Done():
+		t.Fatal("the first client was not elected River's leader")
+	}
 
 	var clients []*river.Client[pgx.Tx]
 	for range 2 {
@@ -226,7 +262,10 @@ func TestStartEnqueuesReapsFromEveryProcess(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	var leader string
-	require.NoError(t, conn.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&leader))
-	require.Equal(t, "a killed process", leader, "neither client was River's leader")
+	// The leader is still running: it kept the leadership, and the reaps came from Start.
+	select {
+	case <-leader.Stopped():
+		t.Fatal("the leader stopped")
+	default:
+	}
 }
