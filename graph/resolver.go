@@ -11,6 +11,7 @@ import (
 	"github.com/agentry/agentry/internal/chat"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/memory"
+	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/task"
@@ -31,7 +32,7 @@ type Resolver struct {
 	Hub        *events.Hub
 	Memory     *memory.Service
 	Usage      *usage.Service
-	RateLimits *usage.Limiter // nil: no rate limits
+	RateLimits *ratelimit.Limiter // nil: no rate limits
 	Workspaces *workspace.Service
 	Log        *slog.Logger
 }

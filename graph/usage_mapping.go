@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/usage"
 )
@@ -65,7 +66,7 @@ var (
 // rateLimit is the one place rate limits apply: before the resolver of a limited root mutation
 // field runs. A refusal is RATE_LIMITED with retryAfter (seconds) in the extensions and the
 // field answers null.
-func rateLimit(l *usage.Limiter) graphql.RootFieldMiddleware {
+func rateLimit(l *ratelimit.Limiter) graphql.RootFieldMiddleware {
 	return func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
 		rc := graphql.GetRootFieldContext(ctx)
 		if l == nil || rc == nil || !graphql.HasOperationContext(ctx) || graphql.GetOperationContext(ctx).Operation.Operation != ast.Mutation {

@@ -23,7 +23,7 @@ import (
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/llm/llmtest"
-	"github.com/agentry/agentry/internal/usage"
+	"github.com/agentry/agentry/internal/ratelimit"
 )
 
 const (
@@ -565,7 +565,7 @@ func TestRateLimitAheadCommitsNothingWhenRefused(t *testing.T) {
 	_, res := c.send(t, conv, "first", nil) // the limiter learns the plan and the bucket's room
 	require.Empty(t, res.Errors, "%s", res.Body)
 	// Another process (a limiter of its own on the same Redis) spends the rest of the bucket.
-	other := usage.NewLimiter(usage.LimiterOptions{Redis: c.App.Redis, Prefix: c.App.Config.RedisPrefix, DB: c.App.DB,
+	other := ratelimit.New(ratelimit.Options{Redis: c.App.Redis, Prefix: c.App.Config.RedisPrefix, DB: c.App.DB,
 		Spend: map[string]config.RateLimit{"": {Rate: 1, Burst: 20, Period: time.Minute}}, Log: c.App.Log})
 	a := auth.Actor{TenantID: subUUID(t, c.s.TenantID), UserID: subUUID(t, c.s.UserID), Role: auth.RoleOwner}
 	for range 40 {

@@ -31,6 +31,7 @@ import (
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/llm/providers"
 	"github.com/agentry/agentry/internal/memory"
+	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/settings"
@@ -72,7 +73,7 @@ type App struct {
 	Usage     *usage.Service
 	Workspace *workspace.Service // workspace history, snapshots and rollback (issue 7)
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
-	RateLimits *usage.Limiter
+	RateLimits *ratelimit.Limiter
 	Registry   *prometheus.Registry
 	Handler    http.Handler
 	// Health serves /livez, /readyz and /metrics on the health address (AGENTRY_HEALTH_ADDR).
@@ -147,7 +148,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Usage = usage.NewService(a.DB, a.Runs, log)
 	a.Chat.SetAdmission(a.Usage)
 	a.Tasks.SetAdmission(a.Usage)
-	a.RateLimits = usage.NewLimiter(usage.LimiterOptions{
+	a.RateLimits = ratelimit.New(ratelimit.Options{
 		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Create: cfg.RateLimitCreate, Log: log,
 	})
 	a.Tools = tool.NewRegistry()

@@ -1,4 +1,8 @@
-package usage
+// Package ratelimit is agentry's request rate limiting: GCRA buckets in Redis
+// (go-redis/redis_rate) for the mutations that spend (per tenant, by plan, and per API key) and
+// for logIn / signUp (per client IP). The GraphQL root-field middleware applies it before a
+// limited mutation's resolver runs.
+package ratelimit
 
 import (
 	"context"
@@ -57,8 +61,8 @@ const limiterTimeout = 500 * time.Millisecond
 // planTTL is how long the limiter trusts a tenant's plan it has read.
 const planTTL = time.Minute
 
-// LimiterOptions configure a Limiter.
-type LimiterOptions struct {
+// Options configure a Limiter.
+type Options struct {
 	// Redis holds the GCRA state; Prefix namespaces its keys.
 	Redis  redis.UniversalClient
 	Prefix string
@@ -97,8 +101,8 @@ type planEntry struct {
 	expires time.Time
 }
 
-// NewLimiter returns a limiter.
-func NewLimiter(o LimiterOptions) *Limiter {
+// New returns a limiter.
+func New(o Options) *Limiter {
 	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, create: DefaultCreateLimit, log: o.Log,
 		plans: map[uuid.UUID]planEntry{}}
 	if o.Auth != nil {

@@ -1,9 +1,10 @@
-package usage_test
+package ratelimit_test
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -15,12 +16,78 @@ import (
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/config"
-	"github.com/agentry/agentry/internal/usage"
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/db/dbtest"
+	"github.com/agentry/agentry/internal/ratelimit"
 )
 
-func (b *bundle) limiter(t testing.TB, spend map[string]config.RateLimit, authLimit *config.RateLimit) *usage.Limiter {
+// bundle is a test database with one tenant (an OWNER and a MEMBER) and a Redis client.
+type bundle struct {
+	db       *db.DB
+	ownerURL string
+	rdb      *redis.Client
+	tenant   uuid.UUID
+	admin    uuid.UUID
+	member   uuid.UUID
+}
+
+func setup(t testing.TB) *bundle {
 	t.Helper()
-	return usage.NewLimiter(usage.LimiterOptions{
+	d, ownerURL := dbtest.Open(t)
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	opts, err := redis.ParseURL(url)
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	b := &bundle{db: d, ownerURL: ownerURL, rdb: rdb}
+	b.tenant, b.admin, b.member = b.newTenant(t)
+	return b
+}
+
+// newTenant makes a tenant (plan free) with an OWNER (returned as admin) and a MEMBER.
+func (b *bundle) newTenant(t testing.TB) (tenant, admin, member uuid.UUID) {
+	t.Helper()
+	tenant, admin, member = uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	require.NoError(t, b.db.InTx(context.Background(), tenant, func(ctx context.Context, tx *db.Tx) error {
+		if _, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenant, Name: "t"}); err != nil {
+			return err
+		}
+		for u, role := range map[uuid.UUID]string{admin: "OWNER", member: "MEMBER"} {
+			if _, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: u, Email: u.String() + "@example.com"}); err != nil {
+				return err
+			}
+			if _, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: tenant, UserID: u, Role: role}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	return tenant, admin, member
+}
+
+// owner runs fn in a committed system-scoped transaction as the database's owner.
+func (b *bundle) owner(t testing.TB, fn func(tx pgx.Tx)) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, b.ownerURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+	_, err = tx.Exec(ctx, `SELECT set_config('app.system', 'on', true)`)
+	require.NoError(t, err)
+	fn(tx)
+	require.NoError(t, tx.Commit(ctx))
+}
+
+func (b *bundle) limiter(t testing.TB, spend map[string]config.RateLimit, authLimit *config.RateLimit) *ratelimit.Limiter {
+	t.Helper()
+	return ratelimit.New(ratelimit.Options{
 		Redis: b.rdb, Prefix: fmt.Sprintf("rltest%d:", time.Now().UnixNano()), DB: b.db,
 		Spend: spend, Auth: authLimit, Log: slog.New(slog.DiscardHandler),
 	})
@@ -82,8 +149,8 @@ func TestSpendLimitsPerTenantAndKey(t *testing.T) {
 	}
 
 	require.Equal(t, config.RateLimit{Rate: 1, Burst: 3, Period: time.Hour}, l.SpendLimit("free"))
-	require.Equal(t, usage.Plans["enterprise"].Spend, l.SpendLimit("enterprise"), "not overridden")
-	require.Equal(t, usage.Plans["free"].Spend, b.limiter(t, nil, nil).SpendLimit("no-such-plan"))
+	require.Equal(t, ratelimit.Plans["enterprise"].Spend, l.SpendLimit("enterprise"), "not overridden")
+	require.Equal(t, ratelimit.Plans["free"].Spend, b.limiter(t, nil, nil).SpendLimit("no-such-plan"))
 	all := b.limiter(t, map[string]config.RateLimit{"": {Rate: 5, Burst: 5, Period: time.Second}}, nil)
 	require.Equal(t, 5, all.SpendLimit("enterprise").Rate)
 
@@ -99,7 +166,7 @@ func TestSpendLimitsPerTenantAndKey(t *testing.T) {
 	require.NoError(t, keyed.Spend(ctx, session))
 	require.NoError(t, keyed.Spend(ctx, session))
 	require.Equal(t, apperr.RateLimited, apperr.CodeOf(keyed.Spend(ctx, session)), "the tenant's burst of 4")
-	require.Equal(t, config.RateLimit{Rate: 5, Burst: 10, Period: time.Second}, usage.KeyLimit(config.RateLimit{Rate: 10, Burst: 20, Period: time.Second}))
+	require.Equal(t, config.RateLimit{Rate: 5, Burst: 10, Period: time.Second}, ratelimit.KeyLimit(config.RateLimit{Rate: 10, Burst: 20, Period: time.Second}))
 }
 
 // TestAuthLimitPerIP: logIn/signUp are limited per client IP.
