@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentry/agentry/internal/approval"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
@@ -27,10 +28,10 @@ type ApprovalState string
 // Approval states.
 const (
 	ApprovalNone     ApprovalState = ""
-	ApprovalPending  ApprovalState = "PENDING"
-	ApprovalApproved ApprovalState = "APPROVED"
-	ApprovalRejected ApprovalState = "REJECTED"
-	ApprovalExpired  ApprovalState = "EXPIRED"
+	ApprovalPending  ApprovalState = approval.StatusPending
+	ApprovalApproved ApprovalState = approval.StatusApproved
+	ApprovalRejected ApprovalState = approval.StatusRejected
+	ApprovalExpired  ApprovalState = approval.StatusExpired
 )
 
 // Approvals is human-in-the-loop as the executor needs it (internal/approval implements it).
@@ -108,7 +109,7 @@ func (t *turn) load(ctx context.Context) (state, error) {
 	}
 	if err == nil && len(t.earlier) == 0 {
 		for _, c := range st.calls {
-			if c.Status == "FAILED" && c.Error != nil {
+			if c.Status == run.ToolCallFailed && c.Error != nil {
 				t.earlier = append(t.earlier, Failure{Name: c.Name, Args: c.Arguments, Error: *c.Error})
 			}
 		}
@@ -336,7 +337,7 @@ func (t *turn) runStep(ctx context.Context, plans []plannedCall, res *stepResult
 		for i, p := range plans {
 			c := p.call
 			if p.skip != "" {
-				if err := t.recordCall(ctx, tx, c, "", errors.New(p.skip), "REJECTED"); err != nil {
+				if err := t.recordCall(ctx, tx, c, "", errors.New(p.skip), run.ToolCallRejected); err != nil {
 					return err
 				}
 				continue
@@ -377,13 +378,13 @@ func (t *turn) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, out
 	r := t.lease.Run
 	evType := events.ToolCompleted
 	if status == "" {
-		status = "COMPLETED"
+		status = run.ToolCallCompleted
 	}
 	result := llm.Block{Type: llm.BlockToolResult, ToolUseID: c.CallID, Content: output}
 	var outPtr, errPtr *string
 	if runErr != nil {
-		if status == "COMPLETED" {
-			status = "FAILED"
+		if status == run.ToolCallCompleted {
+			status = run.ToolCallFailed
 		}
 		evType = events.ToolFailed
 		msg := runErr.Error()
@@ -481,7 +482,7 @@ func (t *turn) backtrack(ctx context.Context, st state, res stepResult, backtrac
 	// The approach includes earlier attempts at the very same call.
 	for _, c := range st.calls {
 		for _, f := range res.failures {
-			if c.Status == "FAILED" && c.Name == f.Name && bytes.Equal(compact(c.Arguments), compact(f.Args)) {
+			if c.Status == run.ToolCallFailed && c.Name == f.Name && bytes.Equal(compact(c.Arguments), compact(f.Args)) {
 				failed[c.ID] = true
 			}
 		}

@@ -340,7 +340,7 @@ func (t *turn) llmCalls(hist []dbsqlc.Message) int {
 func pendingCalls(calls []dbsqlc.ToolCall) []dbsqlc.ToolCall {
 	var out []dbsqlc.ToolCall
 	for _, c := range calls {
-		if c.Status == "PENDING" || c.Status == "RUNNING" {
+		if c.Status == run.ToolCallPending || c.Status == run.ToolCallRunning {
 			out = append(out, c)
 		}
 	}
@@ -434,7 +434,7 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 				}
 				if _, err := tx.Q.ToolCallInsert(ctx, dbsqlc.ToolCallInsertParams{
 					TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, MessageID: msg.ID, CallID: c.ID,
-					Turn: idx, Name: c.Name, Arguments: c.Input, Status: "PENDING", Risk: int32(risk),
+					Turn: idx, Name: c.Name, Arguments: c.Input, Status: run.ToolCallPending, Risk: int32(risk),
 				}); err != nil {
 					return fmt.Errorf("store tool call: %w", err)
 				}

@@ -40,6 +40,18 @@ const (
 	StatusTimedOut         = "TIMED_OUT"
 )
 
+// Statuses of a tool call: PENDING when the model asked for it, RUNNING while it runs, then
+// COMPLETED, FAILED, REJECTED (not run: a person or a policy refused it) or CANCELLED (its
+// run was cancelled first).
+const (
+	ToolCallPending   = "PENDING"
+	ToolCallRunning   = "RUNNING"
+	ToolCallCompleted = "COMPLETED"
+	ToolCallFailed    = "FAILED"
+	ToolCallRejected  = "REJECTED"
+	ToolCallCancelled = "CANCELLED"
+)
+
 // IsTerminal reports whether status is final.
 func IsTerminal(status string) bool {
 	switch status {

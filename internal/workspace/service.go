@@ -31,6 +31,15 @@ const (
 // KindRollback is the approval kind of the rollback question (approval.KindRollback).
 const KindRollback = "rollback"
 
+// The statuses of an approval (approval.StatusPending, ...: internal/approval depends on this
+// package through the tools).
+const (
+	approvalPending  = "PENDING"
+	approvalApproved = "APPROVED"
+	approvalRejected = "REJECTED"
+	approvalExpired  = "EXPIRED"
+)
+
 // Asker asks a person about a run that has ended (approval.Service.RequestForEnded).
 type Asker interface {
 	RequestForEnded(ctx context.Context, tx *db.Tx, r dbsqlc.Run, kind, question string, data map[string]any) (dbsqlc.Approval, error)
@@ -577,12 +586,12 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 		if ap.Kind != KindRollback {
 			return apperr.Invalid("approvalId", "is a %s approval, not a rollback question; use resolveApproval", ap.Kind)
 		}
-		if ap.Status != "PENDING" {
+		if ap.Status != approvalPending {
 			return apperr.New(apperr.Conflict, "this approval was already decided: %s", ap.Status).With("status", ap.Status)
 		}
 		if !time.Now().Before(ap.ExpiresAt) {
 			// The expiry sweep marks it EXPIRED; the changes stay as they are.
-			return apperr.New(apperr.Conflict, "this question expired at %s; the run's changes were kept", ap.ExpiresAt.UTC().Format(time.RFC3339)).With("status", "EXPIRED")
+			return apperr.New(apperr.Conflict, "this question expired at %s; the run's changes were kept", ap.ExpiresAt.UTC().Format(time.RFC3339)).With("status", approvalExpired)
 		}
 		r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: ap.RunID})
 		if err != nil {
@@ -592,7 +601,7 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 		if err != nil {
 			return fmt.Errorf("run snapshot: %w", err)
 		}
-		status := "APPROVED"
+		status := approvalApproved
 		var news []events.New
 		switch choice {
 		case ChoiceRollback:
@@ -605,7 +614,7 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 			}
 			news = append(news, events.New{Type: EventRolledBack, Data: map[string]any{"snapshotId": sn.ID, "files": n, "approvalId": ap.ID}})
 		case ChoiceKeep:
-			status = "REJECTED"
+			status = approvalRejected
 			if _, err := tx.Q.WorkspaceSnapshotSetState(ctx, dbsqlc.WorkspaceSnapshotSetStateParams{TenantID: a.TenantID, ID: sn.ID, State: SnapshotKept}); err != nil {
 				return err
 			}
