@@ -77,9 +77,7 @@ func (w streamWrite) queue(ctx context.Context, pipe redis.Pipeliner, prefix str
 	}
 	if w.data != nil {
 		pipe.RPush(ctx, key, w.data)
-		if w.reset {
-			pipe.Expire(ctx, key, streamTTL)
-		}
+		pipe.Expire(ctx, key, streamTTL) // a list nobody clears goes an hour after its last delta
 	}
 }
 
