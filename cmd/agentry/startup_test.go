@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/app/apptest"
@@ -45,7 +48,7 @@ func TestStartupConfigurationMistakes(t *testing.T) {
 	behind := dbtest.URL(t)
 	execSQL(t, behind, `DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)`)
 	noRiver := dbtest.URL(t)
-	execSQL(t, noRiver, `DELETE FROM river_migration WHERE version = (SELECT max(version) FROM river_migration)`)
+	riverDownOne(t, noRiver)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = taken.Close() })
@@ -205,4 +208,19 @@ func tryGet(url string) (int, string) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
+}
+
+// riverDownOne takes the database's River schema one migration back, through River's migrator.
+func riverDownOne(t *testing.T, databaseURL string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, databaseURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	require.NoError(t, err)
+	res, err := migrator.Migrate(ctx, rivermigrate.DirectionDown, &rivermigrate.MigrateOpts{MaxSteps: 1})
+	require.NoError(t, err)
+	require.Len(t, res.Versions, 1)
 }
