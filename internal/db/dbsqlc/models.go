@@ -225,6 +225,10 @@ type Run struct {
 	Backtracks          int32
 	MustReflect         bool
 	TaskID              uuid.NullUUID
+	ParentRunID         uuid.NullUUID
+	Depth               int32
+	WaitUntil           *time.Time
+	WaitFor             []uuid.UUID
 }
 
 type RunEvent struct {
@@ -244,6 +248,29 @@ type SigningKey struct {
 	PrivateKeyEnc []byte
 	CreatedAt     time.Time
 	RetireAt      time.Time
+}
+
+type Subagent struct {
+	TenantID       uuid.UUID
+	ID             uuid.UUID
+	ParentRunID    uuid.UUID
+	Role           string
+	Goal           string
+	Status         string
+	Priority       int32
+	Depth          int32
+	MaxTurns       int32
+	MaxTokens      int32
+	TimeoutMinutes int32
+	Tools          []string
+	EndReported    bool
+	Result         *string
+	Error          *string
+	FailureClass   *string
+	CreatedAt      time.Time
+	DispatchedAt   *time.Time
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
 }
 
 type Task struct {

@@ -87,7 +87,7 @@ WITH r AS (
         last_seq = last_seq + CASE WHEN attempt = 0 THEN 2 ELSE 1 END
     WHERE tenant_id = $3::uuid AND id = $4::uuid AND status IN ('QUEUED', 'RUNNING')
       AND (job_id IS NULL OR job_id = $5::bigint)
-    RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+    RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 ), stored AS (
     INSERT INTO run_events (tenant_id, run_id, seq, type, data, created_at)
     SELECT r.tenant_id, r.id, r.last_seq - (CASE WHEN r.attempt = 1 THEN 2 ELSE 1 END) + e.ord, e.type, e.data,
@@ -96,7 +96,7 @@ WITH r AS (
                             (2, $8::text, jsonb_build_object('kind', r.kind))) AS e (ord, type, data)
     WHERE e.ord = 1 OR r.attempt = 1
 )
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM r
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM r
 `
 
 type RunAcquireWithEventsParams struct {
@@ -144,6 +144,10 @@ type RunAcquireWithEventsRow struct {
 	Backtracks          int32
 	MustReflect         bool
 	TaskID              uuid.NullUUID
+	ParentRunID         uuid.NullUUID
+	Depth               int32
+	WaitUntil           *time.Time
+	WaitFor             []uuid.UUID
 }
 
 // A worker takes the run: the attempt is bumped (the new fence) and the lease set. Only a
@@ -198,6 +202,10 @@ func (q *Queries) RunAcquireWithEvents(ctx context.Context, arg RunAcquireWithEv
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -238,7 +246,7 @@ func (q *Queries) RunAddUsage(ctx context.Context, arg RunAddUsageParams) error 
 }
 
 const runFence = `-- name: RunFence :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR UPDATE
 `
 
 type RunFenceParams struct {
@@ -286,6 +294,10 @@ func (q *Queries) RunFence(ctx context.Context, arg RunFenceParams) (Run, error)
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -300,7 +312,7 @@ UPDATE runs SET
     lease_owner = NULL,
     lease_expires_at = NULL
 WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RunFinishParams struct {
@@ -360,12 +372,16 @@ func (q *Queries) RunFinish(ctx context.Context, arg RunFinishParams) (Run, erro
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2
 `
 
 type RunGetParams struct {
@@ -410,12 +426,16 @@ func (q *Queries) RunGet(ctx context.Context, arg RunGetParams) (Run, error) {
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
 
 const runGetByIdempotencyKey = `-- name: RunGetByIdempotencyKey :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND conversation_id = $2 AND idempotency_key = $3
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND conversation_id = $2 AND idempotency_key = $3
 `
 
 type RunGetByIdempotencyKeyParams struct {
@@ -461,12 +481,16 @@ func (q *Queries) RunGetByIdempotencyKey(ctx context.Context, arg RunGetByIdempo
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
 
 const runGetForUpdate = `-- name: RunGetForUpdate :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type RunGetForUpdateParams struct {
@@ -511,6 +535,10 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, arg RunGetForUpdateParams
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -518,7 +546,7 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, arg RunGetForUpdateParams
 const runInsert = `-- name: RunInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, max_attempts, job_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RunInsertParams struct {
@@ -585,6 +613,10 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (Run, erro
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -597,14 +629,14 @@ WITH r AS (
             $6::uuid, $7::bigint, $8::uuid,
             $9::text, $10::integer, $11::bigint,
             cardinality($12::text[]))
-    RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+    RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 ), stored AS (
     INSERT INTO run_events (tenant_id, run_id, seq, type, phase, data, created_at)
     SELECT r.tenant_id, r.id, e.ord::integer, e.type, nullif(($13::text[])[e.ord], ''),
            ($14::text[])[e.ord]::jsonb, $15::timestamptz
     FROM r, unnest($12::text[]) WITH ORDINALITY AS e (type, ord)
 )
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM r
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM r
 `
 
 type RunInsertWithEventsParams struct {
@@ -659,6 +691,10 @@ type RunInsertWithEventsRow struct {
 	Backtracks          int32
 	MustReflect         bool
 	TaskID              uuid.NullUUID
+	ParentRunID         uuid.NullUUID
+	Depth               int32
+	WaitUntil           *time.Time
+	WaitFor             []uuid.UUID
 }
 
 // RunInsert with the run's first events (seqs 1..n, as events.Encode prepared them)
@@ -716,12 +752,16 @@ func (q *Queries) RunInsertWithEvents(ctx context.Context, arg RunInsertWithEven
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
 
 const runList = `-- name: RunList :many
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid = '00000000-0000-0000-0000-000000000000' OR id < $2::uuid)
   AND (cardinality($3::text[]) = 0 OR status = ANY($3::text[]))
@@ -791,6 +831,10 @@ func (q *Queries) RunList(ctx context.Context, arg RunListParams) ([]Run, error)
 			&i.Backtracks,
 			&i.MustReflect,
 			&i.TaskID,
+			&i.ParentRunID,
+			&i.Depth,
+			&i.WaitUntil,
+			&i.WaitFor,
 		); err != nil {
 			return nil, err
 		}
@@ -803,7 +847,7 @@ func (q *Queries) RunList(ctx context.Context, arg RunListParams) ([]Run, error)
 }
 
 const runListByConversation = `-- name: RunListByConversation :many
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2
   AND ($3::uuid = '00000000-0000-0000-0000-000000000000' OR id < $3::uuid)
 ORDER BY id DESC
@@ -865,6 +909,10 @@ func (q *Queries) RunListByConversation(ctx context.Context, arg RunListByConver
 			&i.Backtracks,
 			&i.MustReflect,
 			&i.TaskID,
+			&i.ParentRunID,
+			&i.Depth,
+			&i.WaitUntil,
+			&i.WaitFor,
 		); err != nil {
 			return nil, err
 		}
@@ -877,7 +925,7 @@ func (q *Queries) RunListByConversation(ctx context.Context, arg RunListByConver
 }
 
 const runListByIDs = `-- name: RunListByIDs :many
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND id = ANY($2::uuid[])
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = ANY($2::uuid[])
 `
 
 type RunListByIDsParams struct {
@@ -929,6 +977,10 @@ func (q *Queries) RunListByIDs(ctx context.Context, arg RunListByIDsParams) ([]R
 			&i.Backtracks,
 			&i.MustReflect,
 			&i.TaskID,
+			&i.ParentRunID,
+			&i.Depth,
+			&i.WaitUntil,
+			&i.WaitFor,
 		); err != nil {
 			return nil, err
 		}
@@ -975,7 +1027,7 @@ func (q *Queries) RunListExpiredLeases(ctx context.Context, lim int32) ([]RunLis
 }
 
 const runNextQueued = `-- name: RunNextQueued :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
 ORDER BY conversation_seq
 LIMIT 1
@@ -1025,6 +1077,10 @@ func (q *Queries) RunNextQueued(ctx context.Context, arg RunNextQueuedParams) (R
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -1061,7 +1117,7 @@ UPDATE runs SET status = 'QUEUED', attempt = attempt + 1, lease_owner = NULL, le
     cancel_requested = false, stop_requested = false, pause_requested = false,
     consecutive_failures = 0, backtracks = 0, must_reflect = false, started_at = NULL
 WHERE tenant_id = $1 AND id = $2 AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RunReopenParams struct {
@@ -1110,12 +1166,16 @@ func (q *Queries) RunReopen(ctx context.Context, arg RunReopenParams) (Run, erro
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
 
 const runRequestCancel = `-- name: RunRequestCancel :one
-UPDATE runs SET cancel_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+UPDATE runs SET cancel_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RunRequestCancelParams struct {
@@ -1160,6 +1220,10 @@ func (q *Queries) RunRequestCancel(ctx context.Context, arg RunRequestCancelPara
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -1167,7 +1231,7 @@ func (q *Queries) RunRequestCancel(ctx context.Context, arg RunRequestCancelPara
 const runRequeue = `-- name: RunRequeue :one
 UPDATE runs SET status = 'QUEUED', attempt = attempt + 1, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
 WHERE tenant_id = $1 AND id = $2 AND status = ANY($3::text[])
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RunRequeueParams struct {
@@ -1215,6 +1279,10 @@ func (q *Queries) RunRequeue(ctx context.Context, arg RunRequeueParams) (Run, er
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -1288,7 +1356,7 @@ func (q *Queries) RunSetJob(ctx context.Context, arg RunSetJobParams) error {
 }
 
 const runSetPauseRequested = `-- name: RunSetPauseRequested :one
-UPDATE runs SET pause_requested = $3::boolean WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+UPDATE runs SET pause_requested = $3::boolean WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RunSetPauseRequestedParams struct {
@@ -1334,12 +1402,16 @@ func (q *Queries) RunSetPauseRequested(ctx context.Context, arg RunSetPauseReque
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
 
 const runSetStopRequested = `-- name: RunSetStopRequested :one
-UPDATE runs SET stop_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+UPDATE runs SET stop_requested = true WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RunSetStopRequestedParams struct {
@@ -1384,6 +1456,10 @@ func (q *Queries) RunSetStopRequested(ctx context.Context, arg RunSetStopRequest
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -1391,7 +1467,7 @@ func (q *Queries) RunSetStopRequested(ctx context.Context, arg RunSetStopRequest
 const runSuspend = `-- name: RunSuspend :one
 UPDATE runs SET status = $4::text, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
 WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RunSuspendParams struct {
@@ -1445,12 +1521,16 @@ func (q *Queries) RunSuspend(ctx context.Context, arg RunSuspendParams) (Run, er
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
 
 const runSuspendQueued = `-- name: RunSuspendQueued :one
-UPDATE runs SET status = 'PAUSED', job_id = NULL WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED' RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+UPDATE runs SET status = 'PAUSED', job_id = NULL WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED' RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RunSuspendQueuedParams struct {
@@ -1495,6 +1575,10 @@ func (q *Queries) RunSuspendQueued(ctx context.Context, arg RunSuspendQueuedPara
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }

@@ -12,7 +12,7 @@ import (
 )
 
 const taskActiveRun = `-- name: TaskActiveRun :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs
 WHERE tenant_id = $1 AND task_id = $2 AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
 ORDER BY id DESC
 LIMIT 1
@@ -61,6 +61,10 @@ func (q *Queries) TaskActiveRun(ctx context.Context, arg TaskActiveRunParams) (R
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -374,7 +378,7 @@ func (q *Queries) TaskProjectLock(ctx context.Context, arg TaskProjectLockParams
 const taskRunInsert = `-- name: TaskRunInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, conversation_id, conversation_seq, trigger_message_id, max_attempts)
 VALUES ($1, $2, $3, 'TASK', 'QUEUED', $4, $5, $6, $7, $8)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type TaskRunInsertParams struct {
@@ -434,12 +438,16 @@ func (q *Queries) TaskRunInsert(ctx context.Context, arg TaskRunInsertParams) (R
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
 
 const taskRunList = `-- name: TaskRunList :many
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs
 WHERE tenant_id = $1 AND task_id = $2
   AND ($3::uuid = '00000000-0000-0000-0000-000000000000' OR id < $3::uuid)
 ORDER BY id DESC
@@ -502,6 +510,10 @@ func (q *Queries) TaskRunList(ctx context.Context, arg TaskRunListParams) ([]Run
 			&i.Backtracks,
 			&i.MustReflect,
 			&i.TaskID,
+			&i.ParentRunID,
+			&i.Depth,
+			&i.WaitUntil,
+			&i.WaitFor,
 		); err != nil {
 			return nil, err
 		}
