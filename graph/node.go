@@ -34,6 +34,9 @@ func (r *Resolver) node(ctx context.Context, typ string, id uuid.UUID) (model.No
 	case "ToolCall":
 		c, err := r.RunService.ToolCall(ctx, id)
 		return &model.ToolCall{Row: c}, err
+	case "Subagent":
+		sa, err := r.Subagents.Get(ctx, id)
+		return &model.Subagent{Row: sa}, err
 	case "Task":
 		t, err := r.Tasks.Get(ctx, id)
 		return &model.Task{Row: t}, err

@@ -14,6 +14,7 @@ import (
 	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/usage"
@@ -34,5 +35,6 @@ type Resolver struct {
 	Usage      *usage.Service
 	RateLimits *ratelimit.Limiter // nil: no rate limits
 	Workspaces *workspace.Service
+	Subagents  *subagent.Service
 	Log        *slog.Logger
 }

@@ -36,6 +36,7 @@ type ResolverRoot interface {
 	Query() QueryResolver
 	Run() RunResolver
 	Snapshot() SnapshotResolver
+	Subagent() SubagentResolver
 	Subscription() SubscriptionResolver
 	Task() TaskResolver
 	Tenant() TenantResolver
@@ -211,6 +212,7 @@ type ComplexityRoot struct {
 		AcceptInvitation    func(childComplexity int, token string) int
 		AddMember           func(childComplexity int, input model.AddMemberInput) int
 		CancelRun           func(childComplexity int, id string) int
+		CancelSubagent      func(childComplexity int, id string) int
 		ChangePassword      func(childComplexity int, currentPassword string, newPassword string) int
 		CreateAPIKey        func(childComplexity int, input model.CreateAPIKeyInput) int
 		CreateConversation  func(childComplexity int, input model.CreateConversationInput) int
@@ -234,6 +236,7 @@ type ComplexityRoot struct {
 		SetBudget           func(childComplexity int, input model.SetBudgetInput) int
 		SetMemberRole       func(childComplexity int, userID string, role model.Role) int
 		SignUp              func(childComplexity int, input model.SignUpInput) int
+		SpawnSubagent       func(childComplexity int, input model.SpawnSubagentInput) int
 		StopRun             func(childComplexity int, id string) int
 		SwitchTenant        func(childComplexity int, refreshToken string, tenantID string) int
 		UpdateAgentSettings func(childComplexity int, input model.AgentSettingsInput) int
@@ -277,6 +280,7 @@ type ComplexityRoot struct {
 		Conversation      func(childComplexity int) int
 		CostMicros        func(childComplexity int) int
 		CreatedAt         func(childComplexity int) int
+		Depth             func(childComplexity int) int
 		Error             func(childComplexity int) int
 		Events            func(childComplexity int, afterSeq *int, first *int) int
 		FailureClass      func(childComplexity int) int
@@ -286,11 +290,16 @@ type ComplexityRoot struct {
 		Kind              func(childComplexity int) int
 		MaxAttempts       func(childComplexity int) int
 		OutputTokens      func(childComplexity int) int
+		ParentRun         func(childComplexity int) int
 		StartedAt         func(childComplexity int) int
 		Status            func(childComplexity int) int
+		Subagents         func(childComplexity int) int
 		Task              func(childComplexity int) int
 		TerminationReason func(childComplexity int) int
 		ToolCalls         func(childComplexity int) int
+		TotalCostMicros   func(childComplexity int) int
+		TotalInputTokens  func(childComplexity int) int
+		TotalOutputTokens func(childComplexity int) int
 		Turns             func(childComplexity int) int
 		User              func(childComplexity int) int
 	}
@@ -327,6 +336,27 @@ type ComplexityRoot struct {
 		Label     func(childComplexity int) int
 		Run       func(childComplexity int) int
 		State     func(childComplexity int) int
+	}
+
+	Subagent struct {
+		CreatedAt      func(childComplexity int) int
+		Depth          func(childComplexity int) int
+		Error          func(childComplexity int) int
+		FailureClass   func(childComplexity int) int
+		FinishedAt     func(childComplexity int) int
+		Goal           func(childComplexity int) int
+		ID             func(childComplexity int) int
+		MaxTokens      func(childComplexity int) int
+		MaxTurns       func(childComplexity int) int
+		Parent         func(childComplexity int) int
+		Priority       func(childComplexity int) int
+		Result         func(childComplexity int) int
+		Role           func(childComplexity int) int
+		Run            func(childComplexity int) int
+		StartedAt      func(childComplexity int) int
+		Status         func(childComplexity int) int
+		TimeoutMinutes func(childComplexity int) int
+		Tools          func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -456,6 +486,8 @@ type MutationResolver interface {
 	ResumeRun(ctx context.Context, id string) (*model.Run, error)
 	StopRun(ctx context.Context, id string) (*model.Run, error)
 	UpdateAgentSettings(ctx context.Context, input model.AgentSettingsInput) (*model.AgentSettings, error)
+	SpawnSubagent(ctx context.Context, input model.SpawnSubagentInput) (*model.Subagent, error)
+	CancelSubagent(ctx context.Context, id string) (*model.Subagent, error)
 	CreateTask(ctx context.Context, input model.CreateTaskInput) (*model.Task, error)
 	UpdateTask(ctx context.Context, id string, input model.UpdateTaskInput) (*model.Task, error)
 	RunTask(ctx context.Context, id string) (*model.Run, error)
@@ -493,10 +525,20 @@ type RunResolver interface {
 	Events(ctx context.Context, obj *model.Run, afterSeq *int, first *int) ([]*model.RunEvent, error)
 	ToolCalls(ctx context.Context, obj *model.Run) ([]*model.ToolCall, error)
 	Approvals(ctx context.Context, obj *model.Run) ([]*model.Approval, error)
+	ParentRun(ctx context.Context, obj *model.Run) (*model.Run, error)
+	Subagents(ctx context.Context, obj *model.Run) ([]*model.Subagent, error)
+
+	TotalInputTokens(ctx context.Context, obj *model.Run) (int64, error)
+	TotalOutputTokens(ctx context.Context, obj *model.Run) (int64, error)
+	TotalCostMicros(ctx context.Context, obj *model.Run) (int64, error)
 	Task(ctx context.Context, obj *model.Run) (*model.Task, error)
 }
 type SnapshotResolver interface {
 	Run(ctx context.Context, obj *model.Snapshot) (*model.Run, error)
+}
+type SubagentResolver interface {
+	Parent(ctx context.Context, obj *model.Subagent) (*model.Run, error)
+	Run(ctx context.Context, obj *model.Subagent) (*model.Run, error)
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, afterSeq *int) (<-chan *model.RunEvent, error)
@@ -1177,6 +1219,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CancelRun(childComplexity, args["id"].(string)), true
+	case "Mutation.cancelSubagent":
+		if e.ComplexityRoot.Mutation.CancelSubagent == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_cancelSubagent_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CancelSubagent(childComplexity, args["id"].(string)), true
 	case "Mutation.changePassword":
 		if e.ComplexityRoot.Mutation.ChangePassword == nil {
 			break
@@ -1430,6 +1483,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SignUp(childComplexity, args["input"].(model.SignUpInput)), true
+	case "Mutation.spawnSubagent":
+		if e.ComplexityRoot.Mutation.SpawnSubagent == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_spawnSubagent_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SpawnSubagent(childComplexity, args["input"].(model.SpawnSubagentInput)), true
 	case "Mutation.stopRun":
 		if e.ComplexityRoot.Mutation.StopRun == nil {
 			break
@@ -1743,6 +1807,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.CreatedAt(childComplexity), true
+	case "Run.depth":
+		if e.ComplexityRoot.Run.Depth == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Depth(childComplexity), true
 	case "Run.error":
 		if e.ComplexityRoot.Run.Error == nil {
 			break
@@ -1802,6 +1872,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.OutputTokens(childComplexity), true
+	case "Run.parentRun":
+		if e.ComplexityRoot.Run.ParentRun == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.ParentRun(childComplexity), true
 	case "Run.startedAt":
 		if e.ComplexityRoot.Run.StartedAt == nil {
 			break
@@ -1814,6 +1890,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.Status(childComplexity), true
+	case "Run.subagents":
+		if e.ComplexityRoot.Run.Subagents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Subagents(childComplexity), true
 	case "Run.task":
 		if e.ComplexityRoot.Run.Task == nil {
 			break
@@ -1832,6 +1914,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.ToolCalls(childComplexity), true
+	case "Run.totalCostMicros":
+		if e.ComplexityRoot.Run.TotalCostMicros == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.TotalCostMicros(childComplexity), true
+	case "Run.totalInputTokens":
+		if e.ComplexityRoot.Run.TotalInputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.TotalInputTokens(childComplexity), true
+	case "Run.totalOutputTokens":
+		if e.ComplexityRoot.Run.TotalOutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.TotalOutputTokens(childComplexity), true
 	case "Run.turns":
 		if e.ComplexityRoot.Run.Turns == nil {
 			break
@@ -1963,6 +2063,115 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Snapshot.State(childComplexity), true
+
+	case "Subagent.createdAt":
+		if e.ComplexityRoot.Subagent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.CreatedAt(childComplexity), true
+	case "Subagent.depth":
+		if e.ComplexityRoot.Subagent.Depth == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Depth(childComplexity), true
+	case "Subagent.error":
+		if e.ComplexityRoot.Subagent.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Error(childComplexity), true
+	case "Subagent.failureClass":
+		if e.ComplexityRoot.Subagent.FailureClass == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.FailureClass(childComplexity), true
+	case "Subagent.finishedAt":
+		if e.ComplexityRoot.Subagent.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.FinishedAt(childComplexity), true
+	case "Subagent.goal":
+		if e.ComplexityRoot.Subagent.Goal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Goal(childComplexity), true
+	case "Subagent.id":
+		if e.ComplexityRoot.Subagent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.ID(childComplexity), true
+	case "Subagent.maxTokens":
+		if e.ComplexityRoot.Subagent.MaxTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.MaxTokens(childComplexity), true
+	case "Subagent.maxTurns":
+		if e.ComplexityRoot.Subagent.MaxTurns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.MaxTurns(childComplexity), true
+	case "Subagent.parent":
+		if e.ComplexityRoot.Subagent.Parent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Parent(childComplexity), true
+	case "Subagent.priority":
+		if e.ComplexityRoot.Subagent.Priority == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Priority(childComplexity), true
+	case "Subagent.result":
+		if e.ComplexityRoot.Subagent.Result == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Result(childComplexity), true
+	case "Subagent.role":
+		if e.ComplexityRoot.Subagent.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Role(childComplexity), true
+	case "Subagent.run":
+		if e.ComplexityRoot.Subagent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Run(childComplexity), true
+	case "Subagent.startedAt":
+		if e.ComplexityRoot.Subagent.StartedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.StartedAt(childComplexity), true
+	case "Subagent.status":
+		if e.ComplexityRoot.Subagent.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Status(childComplexity), true
+	case "Subagent.timeoutMinutes":
+		if e.ComplexityRoot.Subagent.TimeoutMinutes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.TimeoutMinutes(childComplexity), true
+	case "Subagent.tools":
+		if e.ComplexityRoot.Subagent.Tools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Tools(childComplexity), true
 
 	case "Subscription.conversationEvents":
 		if e.ComplexityRoot.Subscription.ConversationEvents == nil {
@@ -2337,6 +2546,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputSendMessageInput,
 		ec.unmarshalInputSetBudgetInput,
 		ec.unmarshalInputSignUpInput,
+		ec.unmarshalInputSpawnSubagentInput,
 		ec.unmarshalInputUpdateConversationInput,
 		ec.unmarshalInputUpdateTaskInput,
 	)
@@ -2829,6 +3039,8 @@ enum RunStatus {
   RUNNING
   PAUSED
   AWAITING_APPROVAL
+  "Parked until the sub-agents it waits for end (wait_subagents) or the wait times out; no worker holds it."
+  WAITING
   COMPLETED
   FAILED
   CANCELLED
@@ -2990,6 +3202,101 @@ input AgentSettingsInput {
   maxRetries: Int
   timeoutSeconds: Int
   contextStrategy: ContextStrategy
+}
+`, BuiltIn: false},
+	{Name: "../schema/subagent.graphqls", Input: `enum SubagentRole {
+  "Information gathering and analysis; read-only tools."
+  RESEARCHER
+  "Writing and implementation; the workspace tools."
+  CODER
+  "Review and quality assessment; read-only tools."
+  REVIEWER
+  "Test creation and execution."
+  TESTER
+  "Data analysis; read-only tools."
+  ANALYST
+  "Writing and ideation; no tools."
+  CREATIVE
+  GENERAL
+}
+
+"""
+PENDING: waiting for a slot (the dispatcher starts it when the tenant, its parent and the
+platform have room, in priority order then age). QUEUED: given its slot, its job waits for a
+worker. RUNNING, then its run's end.
+"""
+enum SubagentStatus {
+  PENDING
+  AWAITING_APPROVAL
+  QUEUED
+  RUNNING
+  COMPLETED
+  FAILED
+  CANCELLED
+  TIMED_OUT
+}
+
+"""
+A run started by another run to do a sub-task in a role. Its id is its run's uuid under the
+type Subagent; its own events are on its run's stream, and subagent.* events on its parent's.
+"""
+type Subagent implements Node {
+  id: ID!
+  parent: Run!
+  run: Run
+  role: SubagentRole!
+  goal: String!
+  status: SubagentStatus!
+  "1 (highest) to 10."
+  priority: Int!
+  "1 for a sub-agent of a run a person started, up to 3."
+  depth: Int!
+  maxTurns: Int!
+  maxTokens: Int!
+  timeoutMinutes: Int!
+  "The tools it may call: its role's, narrowed to its parent's."
+  tools: [String!]!
+  "Its final answer, whole (wait_subagents hands the parent a truncated copy)."
+  result: String
+  error: String
+  failureClass: FailureClass
+  createdAt: Time!
+  startedAt: Time
+  finishedAt: Time
+}
+
+input SpawnSubagentInput {
+  parentRunId: ID!
+  role: SubagentRole!
+  goal: String!
+  "1 (highest) to 10, default 5."
+  priority: Int
+  "1 to 100, default 20."
+  maxTurns: Int
+  "1,000 to 1,000,000, default 100,000; under a sub-agent, at most what it has left."
+  maxTokens: Int
+  "1 to 240, default 60."
+  timeoutMinutes: Int
+}
+
+extend type Run {
+  "The run that started this one (a sub-agent's parent)."
+  parentRun: Run
+  "The sub-agents this run started, oldest first."
+  subagents: [Subagent!]!
+  "0 for a run a person started; a sub-agent's depth below it."
+  depth: Int!
+  "Usage of the run and all its descendants (the sum of their usage records)."
+  totalInputTokens: Int64!
+  totalOutputTokens: Int64!
+  totalCostMicros: Int64!
+}
+
+extend type Mutation {
+  "Starts a sub-agent under a run that has not ended (MEMBER or higher). Out-of-range limits and a fourth level are BAD_USER_INPUT."
+  spawnSubagent(input: SpawnSubagentInput!): Subagent!
+  "Cancels a sub-agent and every sub-agent under it. One that has ended is CONFLICT."
+  cancelSubagent(id: ID!): Subagent!
 }
 `, BuiltIn: false},
 	{Name: "../schema/task.graphqls", Input: `enum TaskStatus {
@@ -3646,6 +3953,18 @@ func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.C
 		return ec.fieldContext_Run_toolCalls(ctx, field)
 	case "approvals":
 		return ec.fieldContext_Run_approvals(ctx, field)
+	case "parentRun":
+		return ec.fieldContext_Run_parentRun(ctx, field)
+	case "subagents":
+		return ec.fieldContext_Run_subagents(ctx, field)
+	case "depth":
+		return ec.fieldContext_Run_depth(ctx, field)
+	case "totalInputTokens":
+		return ec.fieldContext_Run_totalInputTokens(ctx, field)
+	case "totalOutputTokens":
+		return ec.fieldContext_Run_totalOutputTokens(ctx, field)
+	case "totalCostMicros":
+		return ec.fieldContext_Run_totalCostMicros(ctx, field)
 	case "task":
 		return ec.fieldContext_Run_task(ctx, field)
 	case "user":
@@ -3720,6 +4039,48 @@ func (ec *executionContext) childFields_Snapshot(ctx context.Context, field grap
 		return ec.fieldContext_Snapshot_createdAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Snapshot", field.Name)
+}
+
+func (ec *executionContext) childFields_Subagent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Subagent_id(ctx, field)
+	case "parent":
+		return ec.fieldContext_Subagent_parent(ctx, field)
+	case "run":
+		return ec.fieldContext_Subagent_run(ctx, field)
+	case "role":
+		return ec.fieldContext_Subagent_role(ctx, field)
+	case "goal":
+		return ec.fieldContext_Subagent_goal(ctx, field)
+	case "status":
+		return ec.fieldContext_Subagent_status(ctx, field)
+	case "priority":
+		return ec.fieldContext_Subagent_priority(ctx, field)
+	case "depth":
+		return ec.fieldContext_Subagent_depth(ctx, field)
+	case "maxTurns":
+		return ec.fieldContext_Subagent_maxTurns(ctx, field)
+	case "maxTokens":
+		return ec.fieldContext_Subagent_maxTokens(ctx, field)
+	case "timeoutMinutes":
+		return ec.fieldContext_Subagent_timeoutMinutes(ctx, field)
+	case "tools":
+		return ec.fieldContext_Subagent_tools(ctx, field)
+	case "result":
+		return ec.fieldContext_Subagent_result(ctx, field)
+	case "error":
+		return ec.fieldContext_Subagent_error(ctx, field)
+	case "failureClass":
+		return ec.fieldContext_Subagent_failureClass(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Subagent_createdAt(ctx, field)
+	case "startedAt":
+		return ec.fieldContext_Subagent_startedAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_Subagent_finishedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Subagent", field.Name)
 }
 
 func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4102,6 +4463,20 @@ func (ec *executionContext) field_Mutation_cancelRun_args(ctx context.Context, r
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_cancelSubagent_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_changePassword_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4464,6 +4839,20 @@ func (ec *executionContext) field_Mutation_signUp_args(ctx context.Context, rawA
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.SignUpInput, error) {
 			return ec.unmarshalNSignUpInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSignUpInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_spawnSubagent_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SpawnSubagentInput, error) {
+			return ec.unmarshalNSpawnSubagentInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSpawnSubagentInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -8572,6 +8961,94 @@ func (ec *executionContext) fieldContext_Mutation_updateAgentSettings(ctx contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_spawnSubagent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_spawnSubagent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SpawnSubagent(ctx, fc.Args["input"].(model.SpawnSubagentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Subagent) graphql.Marshaler {
+			return ec.marshalNSubagent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_spawnSubagent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Subagent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_spawnSubagent_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_cancelSubagent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_cancelSubagent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CancelSubagent(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Subagent) graphql.Marshaler {
+			return ec.marshalNSubagent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_cancelSubagent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Subagent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_cancelSubagent_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createTask(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10409,6 +10886,162 @@ func (ec *executionContext) fieldContext_Run_approvals(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Run_parentRun(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_parentRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().ParentRun(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_parentRun(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Run_subagents(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_subagents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().Subagents(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Subagent) graphql.Marshaler {
+			return ec.marshalNSubagent2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_subagents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Subagent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Run_depth(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_depth(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Depth(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_depth(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Run_totalInputTokens(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_totalInputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().TotalInputTokens(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_totalInputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, true, true, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _Run_totalOutputTokens(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_totalOutputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().TotalOutputTokens(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_totalOutputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, true, true, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _Run_totalCostMicros(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_totalCostMicros(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().TotalCostMicros(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Run_totalCostMicros(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Run", field, true, true, errors.New("field of type Int64 does not have child fields"))
+}
+
 func (ec *executionContext) _Run_task(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10962,6 +11595,438 @@ func (ec *executionContext) _Snapshot_createdAt(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Snapshot_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Snapshot", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_id(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_parent(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_parent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subagent().Parent(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_parent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subagent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subagent_run(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subagent().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subagent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subagent_role(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SubagentRole) graphql.Marshaler {
+			return ec.marshalNSubagentRole2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type SubagentRole does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_goal(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_goal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Goal(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_goal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_status(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SubagentStatus) graphql.Marshaler {
+			return ec.marshalNSubagentStatus2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type SubagentStatus does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_priority(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_priority(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Priority(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_priority(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_depth(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_depth(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Depth(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_depth(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_maxTurns(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_maxTurns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxTurns(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_maxTurns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_maxTokens(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_maxTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxTokens(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_maxTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_timeoutMinutes(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_timeoutMinutes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeoutMinutes(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_timeoutMinutes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_tools(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_tools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tools(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_tools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_result(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_result(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Result(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_result(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_error(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_failureClass(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_failureClass(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FailureClass(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.FailureClass) graphql.Marshaler {
+			return ec.marshalOFailureClass2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐFailureClass(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_failureClass(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type FailureClass does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_startedAt(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_startedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_startedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Subagent_finishedAt(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Time does not have child fields"))
 }
 
 func (ec *executionContext) _Subscription_runEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -13998,6 +15063,78 @@ func (ec *executionContext) unmarshalInputSignUpInput(ctx context.Context, obj a
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputSpawnSubagentInput(ctx context.Context, obj any) (model.SpawnSubagentInput, error) {
+	var it model.SpawnSubagentInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"parentRunId", "role", "goal", "priority", "maxTurns", "maxTokens", "timeoutMinutes"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "parentRunId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parentRunId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ParentRunID = data
+		case "role":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("role"))
+			data, err := ec.unmarshalNSubagentRole2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentRole(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Role = data
+		case "goal":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("goal"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Goal = data
+		case "priority":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("priority"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Priority = data
+		case "maxTurns":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxTurns"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxTurns = data
+		case "maxTokens":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxTokens"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxTokens = data
+		case "timeoutMinutes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeoutMinutes"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TimeoutMinutes = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputUpdateConversationInput(ctx context.Context, obj any) (model.UpdateConversationInput, error) {
 	var it model.UpdateConversationInput
 	if obj == nil {
@@ -14156,6 +15293,11 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Task(ctx, sel, obj)
+	case *model.Subagent:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Subagent(ctx, sel, obj)
 	case *model.Snapshot:
 		if obj == nil {
 			return graphql.Null
@@ -15718,6 +16860,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "spawnSubagent":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_spawnSubagent(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cancelSubagent":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_cancelSubagent(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createTask":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createTask(ctx, field)
@@ -16582,6 +17738,201 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "parentRun":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Run_parentRun(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "subagents":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Run_subagents(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "depth":
+			out.Values[i] = ec._Run_depth(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "totalInputTokens":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Run_totalInputTokens(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "totalOutputTokens":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Run_totalOutputTokens(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "totalCostMicros":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Run_totalCostMicros(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "task":
 			field := field
 
@@ -16916,6 +18267,195 @@ func (ec *executionContext) _Snapshot(ctx context.Context, sel ast.SelectionSet,
 		case "createdAt":
 			out.Values[i] = ec._Snapshot_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var subagentImplementors = []string{"Subagent", "Node"}
+
+func (ec *executionContext) _Subagent(ctx context.Context, sel ast.SelectionSet, obj *model.Subagent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subagentImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Subagent")
+		case "id":
+			out.Values[i] = ec._Subagent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "parent":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Subagent_parent(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "run":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Subagent_run(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "role":
+			out.Values[i] = ec._Subagent_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "goal":
+			out.Values[i] = ec._Subagent_goal(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._Subagent_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "priority":
+			out.Values[i] = ec._Subagent_priority(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "depth":
+			out.Values[i] = ec._Subagent_depth(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxTurns":
+			out.Values[i] = ec._Subagent_maxTurns(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxTokens":
+			out.Values[i] = ec._Subagent_maxTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "timeoutMinutes":
+			out.Values[i] = ec._Subagent_timeoutMinutes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tools":
+			out.Values[i] = ec._Subagent_tools(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "result":
+			out.Values[i] = ec._Subagent_result(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "error":
+			out.Values[i] = ec._Subagent_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "failureClass":
+			out.Values[i] = ec._Subagent_failureClass(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Subagent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "startedAt":
+			out.Values[i] = ec._Subagent_startedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "finishedAt":
+			out.Values[i] = ec._Subagent_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
@@ -18985,6 +20525,11 @@ func (ec *executionContext) marshalNSnapshot2ᚖgithubᚗcomᚋagentryᚋagentry
 	return ec._Snapshot(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNSpawnSubagentInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSpawnSubagentInput(ctx context.Context, v any) (model.SpawnSubagentInput, error) {
+	res, err := ec.unmarshalInputSpawnSubagentInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := model.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -19028,6 +20573,52 @@ func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNSubagent2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Subagent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSubagent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSubagent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagent(ctx context.Context, sel ast.SelectionSet, v *model.Subagent) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Subagent(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSubagentRole2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentRole(ctx context.Context, v any) (model.SubagentRole, error) {
+	var res model.SubagentRole
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSubagentRole2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentRole(ctx context.Context, sel ast.SelectionSet, v model.SubagentRole) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNSubagentStatus2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentStatus(ctx context.Context, v any) (model.SubagentStatus, error) {
+	var res model.SubagentStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSubagentStatus2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentStatus(ctx context.Context, sel ast.SelectionSet, v model.SubagentStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNTask2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTask(ctx context.Context, sel ast.SelectionSet, v *model.Task) graphql.Marshaler {

@@ -129,6 +129,7 @@ func (r *Run) CreatedAt() time.Time        { return r.Row.CreatedAt }
 func (r *Run) StartedAt() *time.Time       { return r.Row.StartedAt }
 func (r *Run) FinishedAt() *time.Time      { return r.Row.FinishedAt }
 func (r *Run) FailureClass() *FailureClass { return (*FailureClass)(r.Row.FailureClass) }
+func (r *Run) Depth() int                  { return int(r.Row.Depth) }
 
 // ToolCall is a tool call row.
 type ToolCall struct{ Row dbsqlc.ToolCall }

@@ -12,6 +12,9 @@ import (
 // argument takes (resolveApproval(id: <approvalId of approval.requested>)).
 var idFields = map[string]string{
 	"runId":          "Run",
+	"subagentId":     "Subagent",
+	"childRunId":     "Run",
+	"parentRunId":    "Run",
 	"activeRunId":    "Run",
 	"queuedBehind":   "Run",
 	"conversationId": "Conversation",

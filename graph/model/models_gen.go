@@ -236,6 +236,20 @@ type SignUpInput struct {
 	InvitationToken *string `json:"invitationToken,omitempty"`
 }
 
+type SpawnSubagentInput struct {
+	ParentRunID string       `json:"parentRunId"`
+	Role        SubagentRole `json:"role"`
+	Goal        string       `json:"goal"`
+	// 1 (highest) to 10, default 5.
+	Priority *int `json:"priority,omitempty"`
+	// 1 to 100, default 20.
+	MaxTurns *int `json:"maxTurns,omitempty"`
+	// 1,000 to 1,000,000, default 100,000; under a sub-agent, at most what it has left.
+	MaxTokens *int `json:"maxTokens,omitempty"`
+	// 1 to 240, default 60.
+	TimeoutMinutes *int `json:"timeoutMinutes,omitempty"`
+}
+
 type Subscription struct {
 }
 
@@ -1170,10 +1184,12 @@ const (
 	RunStatusRunning          RunStatus = "RUNNING"
 	RunStatusPaused           RunStatus = "PAUSED"
 	RunStatusAwaitingApproval RunStatus = "AWAITING_APPROVAL"
-	RunStatusCompleted        RunStatus = "COMPLETED"
-	RunStatusFailed           RunStatus = "FAILED"
-	RunStatusCancelled        RunStatus = "CANCELLED"
-	RunStatusTimedOut         RunStatus = "TIMED_OUT"
+	// Parked until the sub-agents it waits for end (wait_subagents) or the wait times out; no worker holds it.
+	RunStatusWaiting   RunStatus = "WAITING"
+	RunStatusCompleted RunStatus = "COMPLETED"
+	RunStatusFailed    RunStatus = "FAILED"
+	RunStatusCancelled RunStatus = "CANCELLED"
+	RunStatusTimedOut  RunStatus = "TIMED_OUT"
 )
 
 var AllRunStatus = []RunStatus{
@@ -1181,6 +1197,7 @@ var AllRunStatus = []RunStatus{
 	RunStatusRunning,
 	RunStatusPaused,
 	RunStatusAwaitingApproval,
+	RunStatusWaiting,
 	RunStatusCompleted,
 	RunStatusFailed,
 	RunStatusCancelled,
@@ -1189,7 +1206,7 @@ var AllRunStatus = []RunStatus{
 
 func (e RunStatus) IsValid() bool {
 	switch e {
-	case RunStatusQueued, RunStatusRunning, RunStatusPaused, RunStatusAwaitingApproval, RunStatusCompleted, RunStatusFailed, RunStatusCancelled, RunStatusTimedOut:
+	case RunStatusQueued, RunStatusRunning, RunStatusPaused, RunStatusAwaitingApproval, RunStatusWaiting, RunStatusCompleted, RunStatusFailed, RunStatusCancelled, RunStatusTimedOut:
 		return true
 	}
 	return false
@@ -1225,6 +1242,147 @@ func (e *RunStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e RunStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type SubagentRole string
+
+const (
+	// Information gathering and analysis; read-only tools.
+	SubagentRoleResearcher SubagentRole = "RESEARCHER"
+	// Writing and implementation; the workspace tools.
+	SubagentRoleCoder SubagentRole = "CODER"
+	// Review and quality assessment; read-only tools.
+	SubagentRoleReviewer SubagentRole = "REVIEWER"
+	// Test creation and execution.
+	SubagentRoleTester SubagentRole = "TESTER"
+	// Data analysis; read-only tools.
+	SubagentRoleAnalyst SubagentRole = "ANALYST"
+	// Writing and ideation; no tools.
+	SubagentRoleCreative SubagentRole = "CREATIVE"
+	SubagentRoleGeneral  SubagentRole = "GENERAL"
+)
+
+var AllSubagentRole = []SubagentRole{
+	SubagentRoleResearcher,
+	SubagentRoleCoder,
+	SubagentRoleReviewer,
+	SubagentRoleTester,
+	SubagentRoleAnalyst,
+	SubagentRoleCreative,
+	SubagentRoleGeneral,
+}
+
+func (e SubagentRole) IsValid() bool {
+	switch e {
+	case SubagentRoleResearcher, SubagentRoleCoder, SubagentRoleReviewer, SubagentRoleTester, SubagentRoleAnalyst, SubagentRoleCreative, SubagentRoleGeneral:
+		return true
+	}
+	return false
+}
+
+func (e SubagentRole) String() string {
+	return string(e)
+}
+
+func (e *SubagentRole) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SubagentRole(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SubagentRole", str)
+	}
+	return nil
+}
+
+func (e SubagentRole) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SubagentRole) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SubagentRole) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// PENDING: waiting for a slot (the dispatcher starts it when the tenant, its parent and the
+// platform have room, in priority order then age). QUEUED: given its slot, its job waits for a
+// worker. RUNNING, then its run's end.
+type SubagentStatus string
+
+const (
+	SubagentStatusPending          SubagentStatus = "PENDING"
+	SubagentStatusAwaitingApproval SubagentStatus = "AWAITING_APPROVAL"
+	SubagentStatusQueued           SubagentStatus = "QUEUED"
+	SubagentStatusRunning          SubagentStatus = "RUNNING"
+	SubagentStatusCompleted        SubagentStatus = "COMPLETED"
+	SubagentStatusFailed           SubagentStatus = "FAILED"
+	SubagentStatusCancelled        SubagentStatus = "CANCELLED"
+	SubagentStatusTimedOut         SubagentStatus = "TIMED_OUT"
+)
+
+var AllSubagentStatus = []SubagentStatus{
+	SubagentStatusPending,
+	SubagentStatusAwaitingApproval,
+	SubagentStatusQueued,
+	SubagentStatusRunning,
+	SubagentStatusCompleted,
+	SubagentStatusFailed,
+	SubagentStatusCancelled,
+	SubagentStatusTimedOut,
+}
+
+func (e SubagentStatus) IsValid() bool {
+	switch e {
+	case SubagentStatusPending, SubagentStatusAwaitingApproval, SubagentStatusQueued, SubagentStatusRunning, SubagentStatusCompleted, SubagentStatusFailed, SubagentStatusCancelled, SubagentStatusTimedOut:
+		return true
+	}
+	return false
+}
+
+func (e SubagentStatus) String() string {
+	return string(e)
+}
+
+func (e *SubagentStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SubagentStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SubagentStatus", str)
+	}
+	return nil
+}
+
+func (e SubagentStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SubagentStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SubagentStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

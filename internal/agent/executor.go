@@ -62,6 +62,7 @@ type Executor struct {
 	hooks     map[string]KindHooks
 	approvals Approvals
 	budgets   Budgets
+	waiter    Waiter
 	now       func() time.Time
 	retryBase time.Duration
 	// window fits each request into the model's context (nil: the whole history is sent).
@@ -112,7 +113,28 @@ type Limits struct {
 	// ConfirmAfter pauses the run for the user's confirmation (an approval of kind "continue")
 	// every this many turns.
 	ConfirmAfter int
+	// MaxTokens bounds the run's own input plus output tokens (a sub-agent's max tokens): FAILED
+	// budget_exceeded once reached.
+	MaxTokens int64
+	// TimesOut makes the duration limit end the run TIMED_OUT (else FAILED max_duration).
+	TimesOut bool
+	// AllowTool, when set, names the tools the run may call: only those are offered to the
+	// model, and a call to another fails as unavailable.
+	AllowTool func(name string) bool
 }
+
+// Waiter parks a run whose step waits for something that has not happened yet (its sub-agents'
+// ends): internal/subagent implements it.
+type Waiter interface {
+	// Waits reports whether a tool's calls may park the run.
+	Waits(name string) bool
+	// Park decides, inside the fenced tx (the run's row locked), whether call must wait; when it
+	// must, it parks the run (status WAITING, the job ends) and reports true.
+	Park(ctx context.Context, tx *db.Tx, l run.Lease, call dbsqlc.ToolCall) (bool, error)
+}
+
+// SetWaiter connects waiting steps (nil: no tool waits).
+func (e *Executor) SetWaiter(w Waiter) { e.waiter = w }
 
 // KindHooks is what a kind of run (a task run, ...) adds to the executor: its limits and what
 // happens when it starts. (Work that commits with the run's end is a run.FinishHook.)

@@ -175,8 +175,8 @@ func (t *turn) validate(ctx context.Context, pending []dbsqlc.ToolCall) (stepRes
 	parallel := len(step) > 1
 	for i, c := range step {
 		plans[i].call = c
-		known, readOnly := t.e.tools.Info(c.Name)
-		risk := t.e.tools.Risk(c.Name, c.Arguments)
+		known, readOnly := t.tools().Info(c.Name)
+		risk := t.tools().Risk(c.Name, c.Arguments)
 		needs := t.e.approvals != nil && t.e.approvals.Needs(t.set, known, readOnly, risk)
 		if !readOnly || needs {
 			parallel = false
@@ -221,6 +221,9 @@ func (t *turn) validate(ctx context.Context, pending []dbsqlc.ToolCall) (stepRes
 			r := t.requestApproval(ctx, plans[i].call, asks[i])
 			return res, &r
 		}
+	}
+	if r, parked := t.park(ctx, step); parked {
+		return res, &r
 	}
 	var err error
 	if parallel {
@@ -292,7 +295,7 @@ func (t *turn) runParallel(ctx context.Context, batch []dbsqlc.ToolCall, res *st
 			defer wg.Done()
 			errs[i] = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, tx *db.Tx) error {
 				var err error
-				outs[i], err = t.e.tools.Run(ctx, tx, t.callOf(c))
+				outs[i], err = t.tools().Run(ctx, tx, t.callOf(c))
 				return err
 			})
 		}()
@@ -345,7 +348,7 @@ func (t *turn) runStep(ctx context.Context, plans []plannedCall, res *stepResult
 			var output string
 			errs[i] = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, stx *db.Tx) error {
 				var err error
-				output, err = t.e.tools.Run(workspace.ForRun(ctx, t.e.pub, t.lease.Scope(), c.ID), stx, t.callOf(c))
+				output, err = t.tools().Run(workspace.ForRun(ctx, t.e.pub, t.lease.Scope(), c.ID), stx, t.callOf(c))
 				return err
 			})
 			if ctx.Err() != nil {
@@ -671,4 +674,44 @@ func styleInstruction(s settings.Settings) string {
 		"DEBUG":   "Explain every step you take and why, including tool use, in detail.",
 	}[s.Verbosity]
 	return strings.TrimSpace(p + " " + v)
+}
+
+// park lets a waiting call (wait_subagents) park the run before its step runs: when the step
+// is the wait alone, or the wait with calls that only read, and what it waits for has not
+// happened, the run is parked WAITING (no worker held) and the step runs once it is resumed. A
+// wait in a step with calls that change something runs at once (it answers with where things
+// stand), so that nothing of such a step waits on its own effects.
+func (t *turn) park(ctx context.Context, step []dbsqlc.ToolCall) (result, bool) {
+	w := t.e.waiter
+	if w == nil {
+		return result{}, false
+	}
+	var wait *dbsqlc.ToolCall
+	for i, c := range step {
+		if w.Waits(c.Name) && (t.limits.AllowTool == nil || t.limits.AllowTool(c.Name)) {
+			if wait == nil {
+				wait = &step[i]
+			}
+			continue
+		}
+		if _, readOnly := t.tools().Info(c.Name); !readOnly {
+			return result{}, false
+		}
+	}
+	if wait == nil {
+		return result{}, false
+	}
+	parked := false
+	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		parked, err = w.Park(ctx, tx, t.lease, *wait)
+		return err
+	})
+	if err != nil {
+		return t.fromError(ctx, err), true
+	}
+	if parked {
+		return result{suspended: true}, true
+	}
+	return result{}, false
 }

@@ -55,6 +55,8 @@ func (t AdaptiveTerminator) Check(r dbsqlc.Run, calls int, newer []dbsqlc.Messag
 		return Signal{Reason: ReasonCircuitOpen}, true
 	case t.MaxTokens > 0 && r.OutputTokens >= int64(t.MaxTokens):
 		return Signal{Reason: ReasonBudget}, true
+	case t.Limits.MaxTokens > 0 && r.InputTokens+r.OutputTokens >= t.Limits.MaxTokens:
+		return Signal{Reason: ReasonBudget}, true
 	}
 	for _, m := range newer {
 		if StopIntent(m.Content) {

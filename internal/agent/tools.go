@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/llm"
@@ -43,4 +44,52 @@ func (t RegistryTools) Risk(name string, args json.RawMessage) int {
 func (t RegistryTools) Run(ctx context.Context, tx *db.Tx, c ToolCall) (string, error) {
 	res, err := t.Registry.Run(ctx, tool.Env{Tx: tx, TenantID: c.TenantID, ProjectID: c.ProjectID, UserID: c.UserID, RunID: c.RunID}, c.Name, c.Args)
 	return res.Output, err
+}
+
+// tools is what this attempt may call: the executor's tools, narrowed by the run's limits
+// (AllowTool) when they name a set.
+func (t *turn) tools() Tools {
+	if t.limits.AllowTool == nil {
+		return t.e.tools
+	}
+	return allowedTools{Tools: t.e.tools, allow: t.limits.AllowTool}
+}
+
+// allowedTools offers only the tools allow names. A call to another fails as unavailable: it
+// is known and changes nothing (so no person is asked about it), and running it is an error
+// the model reads.
+type allowedTools struct {
+	Tools
+	allow func(string) bool
+}
+
+func (a allowedTools) Specs() []llm.ToolSpec {
+	var out []llm.ToolSpec
+	for _, s := range a.Tools.Specs() {
+		if a.allow(s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (a allowedTools) Info(name string) (bool, bool) {
+	if !a.allow(name) {
+		return true, true
+	}
+	return a.Tools.Info(name)
+}
+
+func (a allowedTools) Risk(name string, args json.RawMessage) int {
+	if !a.allow(name) {
+		return 0
+	}
+	return a.Tools.Risk(name, args)
+}
+
+func (a allowedTools) Run(ctx context.Context, tx *db.Tx, c ToolCall) (string, error) {
+	if !a.allow(c.Name) {
+		return "", fmt.Errorf("tool %s is not available to this run", c.Name)
+	}
+	return a.Tools.Run(ctx, tx, c)
 }

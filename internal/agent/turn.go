@@ -112,6 +112,11 @@ func (t *turn) work(ctx context.Context) result {
 		if err != nil {
 			return t.fromError(ctx, err)
 		}
+		if st.run.CancelRequested {
+			// Cancelled (maybe with an ancestor) while River's cancel is on its way: no model call
+			// starts after the cancel committed.
+			return done(run.Outcome{Status: run.StatusCancelled, Error: "cancelled", TerminationReason: "user_cancel"})
+		}
 		if st.run.StopRequested {
 			return t.summarise(ctx, provider, model, st, ReasonUserStop, run.StatusCompleted)
 		}
@@ -159,7 +164,16 @@ func (t *turn) work(ctx context.Context) result {
 			case ReasonFailures:
 				return t.summarise(ctx, provider, model, st, sig.Reason, run.StatusFailed)
 			case ReasonBudget:
-				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: "maxTokensPerTask used up"})
+				msg := "maxTokensPerTask used up"
+				if t.limits.MaxTokens > 0 && st.run.InputTokens+st.run.OutputTokens >= t.limits.MaxTokens {
+					msg = fmt.Sprintf("max tokens used up (%d of %d)", st.run.InputTokens+st.run.OutputTokens, t.limits.MaxTokens)
+				}
+				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: msg})
+			case ReasonMaxDuration:
+				if t.limits.TimesOut {
+					return done(run.Outcome{Status: run.StatusTimedOut, FailureClass: string(llm.Terminal), TerminationReason: "timeout", Error: "timed out: the run's time limit passed"})
+				}
+				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: "stopped: " + sig.Reason})
 			default:
 				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: "stopped: " + sig.Reason})
 			}
@@ -430,7 +444,7 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 			for _, c := range toolUses(blocks) {
 				risk := 0
 				if t.e.tools != nil {
-					risk = t.e.tools.Risk(c.Name, c.Input)
+					risk = t.tools().Risk(c.Name, c.Input)
 				}
 				if _, err := tx.Q.ToolCallInsert(ctx, dbsqlc.ToolCallInsertParams{
 					TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, MessageID: msg.ID, CallID: c.ID,

@@ -78,7 +78,7 @@ func (t *turn) request(ctx context.Context, model llm.Model, st state, reflectin
 func (t *turn) baseRequest(model llm.Model, st state, reflecting bool) llm.Request {
 	req := llm.Request{Model: model.ID, System: t.systemPrompt(st.run), MaxTokens: t.maxTokens(st.run, model)}
 	if t.conv.Agentic && t.e.tools != nil && !reflecting {
-		req.Tools = t.e.tools.Specs()
+		req.Tools = t.tools().Specs()
 	}
 	return req
 }

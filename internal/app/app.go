@@ -35,6 +35,7 @@ import (
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
@@ -62,6 +63,7 @@ type App struct {
 	Settings  *settings.Service
 	Chat      *chat.Service
 	Tasks     *task.Service
+	Subagents *subagent.Service
 	Runs      *run.Service
 	Approvals *approval.Service
 	Hub       *events.Hub
@@ -172,6 +174,21 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		return a.Workspace.Finished(ctx, tx, fin)
 	})
 	a.Runs.OnFinish(run.KindChatTurn, a.Workspace.Finished)
+	a.Subagents = subagent.NewService(a.DB, a.Runs, a.Tools, subagent.Limits{Platform: cfg.SubagentsPlatformMax}, log)
+	a.Subagents.SetAdmission(a.Usage)
+	for _, t := range a.Subagents.Tools() {
+		if err := a.Tools.Register(t); err != nil {
+			return nil, err
+		}
+	}
+	a.Executor.Register(subagent.KindSubagent, a.Subagents)
+	a.Executor.SetWaiter(a.Subagents)
+	a.Runs.OnFinish(subagent.KindSubagent, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
+		if err := a.Subagents.Finished(ctx, tx, fin); err != nil {
+			return err
+		}
+		return a.Workspace.Finished(ctx, tx, fin)
+	})
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
 	a.Executor.SetBudgets(a.Usage)
@@ -182,12 +199,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
 			periodic := append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
+			periodic = append(periodic, a.Subagents.Register(w)...)
 			return append(periodic, a.Workspace.Register(w, cfg.WorkspaceRetention)...)
 		},
 	}); err != nil {
 		return nil, err
 	}
 	a.Runs.SetInserter(a.River)
+	a.Subagents.SetInserter(a.River)
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis})
 	opts := server.Options{
@@ -210,7 +229,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
 				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
-				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Log: log,
+				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, Log: log,
 			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,

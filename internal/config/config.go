@@ -30,26 +30,27 @@ type Config struct {
 	HTTPAddr    string // AGENTRY_HTTP_ADDR
 	// HealthAddr is AGENTRY_HEALTH_ADDR: where /livez, /readyz and /metrics listen; "" until set
 	// (HealthAddrFor gives each command's default).
-	HealthAddr        string
-	Env               Environment   // AGENTRY_ENV
-	MasterKey         []byte        // AGENTRY_MASTER_KEY (32 bytes, base64 or hex); nil until set
-	AllowedOrigins    []string      // AGENTRY_ALLOWED_ORIGINS, comma separated
-	DefaultModel      string        // AGENTRY_DEFAULT_MODEL
-	SummaryModel      string        // AGENTRY_SUMMARY_MODEL
-	RetryBaseDelay    time.Duration // AGENTRY_RETRY_BASE_DELAY
-	AnthropicAPIKey   string        // ANTHROPIC_API_KEY
-	AnthropicBaseURL  string        // ANTHROPIC_BASE_URL
-	OpenAIAPIKey      string        // OPENAI_API_KEY
-	OpenAIBaseURL     string        // OPENAI_BASE_URL
-	JWTIssuer         string        // AGENTRY_JWT_ISSUER
-	JWTAudience       string        // AGENTRY_JWT_AUDIENCE
-	ShutdownTimeout   time.Duration // AGENTRY_SHUTDOWN_TIMEOUT: grace for in-flight requests and River's soft stop
-	MaxBodyBytes      int64         // AGENTRY_MAX_BODY_BYTES: cap on a GraphQL request body
-	PasswordHashLimit int           // AGENTRY_PASSWORD_HASH_CONCURRENCY: concurrent argon2id hashes per process
-	WorkerConcurrency int           // AGENTRY_WORKER_CONCURRENCY: jobs worked at once per worker process
-	AccessTokenTTL    time.Duration // AGENTRY_ACCESS_TOKEN_TTL: lifetime of access tokens (default 15m)
-	WSInitTimeout     time.Duration // AGENTRY_WS_INIT_TIMEOUT: a WebSocket must send connection_init within this
-	ApprovalTTL       time.Duration // AGENTRY_APPROVAL_TTL: how long an approval waits for a person before it expires (default 24h)
+	HealthAddr           string
+	Env                  Environment   // AGENTRY_ENV
+	MasterKey            []byte        // AGENTRY_MASTER_KEY (32 bytes, base64 or hex); nil until set
+	AllowedOrigins       []string      // AGENTRY_ALLOWED_ORIGINS, comma separated
+	DefaultModel         string        // AGENTRY_DEFAULT_MODEL
+	SummaryModel         string        // AGENTRY_SUMMARY_MODEL
+	RetryBaseDelay       time.Duration // AGENTRY_RETRY_BASE_DELAY
+	AnthropicAPIKey      string        // ANTHROPIC_API_KEY
+	AnthropicBaseURL     string        // ANTHROPIC_BASE_URL
+	OpenAIAPIKey         string        // OPENAI_API_KEY
+	OpenAIBaseURL        string        // OPENAI_BASE_URL
+	JWTIssuer            string        // AGENTRY_JWT_ISSUER
+	JWTAudience          string        // AGENTRY_JWT_AUDIENCE
+	ShutdownTimeout      time.Duration // AGENTRY_SHUTDOWN_TIMEOUT: grace for in-flight requests and River's soft stop
+	MaxBodyBytes         int64         // AGENTRY_MAX_BODY_BYTES: cap on a GraphQL request body
+	PasswordHashLimit    int           // AGENTRY_PASSWORD_HASH_CONCURRENCY: concurrent argon2id hashes per process
+	WorkerConcurrency    int           // AGENTRY_WORKER_CONCURRENCY: jobs worked at once per worker process
+	SubagentsPlatformMax int           // AGENTRY_SUBAGENTS_PLATFORM_MAX: sub-agents running at once across all tenants
+	AccessTokenTTL       time.Duration // AGENTRY_ACCESS_TOKEN_TTL: lifetime of access tokens (default 15m)
+	WSInitTimeout        time.Duration // AGENTRY_WS_INIT_TIMEOUT: a WebSocket must send connection_init within this
+	ApprovalTTL          time.Duration // AGENTRY_APPROVAL_TTL: how long an approval waits for a person before it expires (default 24h)
 	// WorkspaceRetention is how long workspace history (snapshots, file versions, the operation
 	// journal) is kept before the retention job prunes it (AGENTRY_WORKSPACE_RETENTION, default
 	// 720h, at least 1h).
@@ -177,6 +178,7 @@ func Load(getenv Lookup) (*Config, error) {
 	c.MaxBodyBytes = integer("AGENTRY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)
 	c.PasswordHashLimit = int(integer("AGENTRY_PASSWORD_HASH_CONCURRENCY", 2, 1, 256))
 	c.WorkerConcurrency = int(integer("AGENTRY_WORKER_CONCURRENCY", 50, 1, 10000))
+	c.SubagentsPlatformMax = int(integer("AGENTRY_SUBAGENTS_PLATFORM_MAX", 200, 1, 100000))
 	if raw := getenv("AGENTRY_RATE_LIMIT_SPEND"); raw != "" {
 		var err error
 		if c.RateLimitSpend, err = ParseRateLimits(raw); err != nil {

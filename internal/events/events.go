@@ -47,6 +47,16 @@ const (
 	ApprovalResolved     = "approval.resolved"
 	ExecutionReflected   = "execution.reflected"
 	ExecutionBacktracked = "execution.backtracked"
+	// ExecutionWaiting: the run parked WAITING for its sub-agents (no worker held).
+	ExecutionWaiting = "execution.waiting"
+	// Sub-agents, on the parent's stream (the child's own events are on its run's stream).
+	SubagentSpawned          = "subagent.spawned"
+	SubagentAwaitingApproval = "subagent.awaiting_approval"
+	SubagentStarted          = "subagent.started"
+	SubagentCompleted        = "subagent.completed"
+	SubagentFailed           = "subagent.failed"
+	SubagentCancelled        = "subagent.cancelled"
+	SubagentTimedOut         = "subagent.timed_out"
 )
 
 // Terminal reports whether an event of type t ends its run. Only the decision on the run's

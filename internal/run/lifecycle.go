@@ -177,14 +177,22 @@ func (s *Service) orphans(ctx context.Context) ([]runRef, error) {
 
 // RequestStop asks a run to stop gracefully: it finishes its current step, summarises what it
 // did and ends COMPLETED (terminationReason user_stop). A queued or parked run stops at once.
+// Stopping a run cancels its descendants (sub-agents) at once.
 func (s *Service) RequestStop(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
-	return s.control(ctx, runID, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	var desc []dbsqlc.Run
+	return s.controlAfter(ctx, runID, func(ctx context.Context, tx *db.Tx, tenantID uuid.UUID) error {
+		var err error
+		desc, err = s.lockDescendants(ctx, tx, tenantID, runID)
+		return err
+	}, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 		if r.Status == StatusRunning {
-			_, err := tx.Q.RunSetStopRequested(ctx, dbsqlc.RunSetStopRequestedParams{TenantID: r.TenantID, ID: r.ID})
+			if _, err := tx.Q.RunSetStopRequested(ctx, dbsqlc.RunSetStopRequestedParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
+				return err
+			}
+		} else if _, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCompleted, TerminationReason: "user_stop"}, true, false); err != nil {
 			return err
 		}
-		_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCompleted, TerminationReason: "user_stop"}, true, false)
-		return err
+		return s.cancelDescendants(ctx, tx, desc)
 	})
 }
 
@@ -236,12 +244,23 @@ func (s *Service) ResumePaused(ctx context.Context, runID uuid.UUID) (dbsqlc.Run
 // control runs fn on a locked run of the caller's tenant (MEMBER or higher) and returns the run
 // afterwards. A run that has ended is CONFLICT.
 func (s *Service) control(ctx context.Context, runID uuid.UUID, fn func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error) (dbsqlc.Run, error) {
+	return s.controlAfter(ctx, runID, nil, fn)
+}
+
+// controlAfter is control with first, when set, run in the transaction before the run is
+// locked (to lock its descendants first).
+func (s *Service) controlAfter(ctx context.Context, runID uuid.UUID, first func(ctx context.Context, tx *db.Tx, tenantID uuid.UUID) error, fn func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error) (dbsqlc.Run, error) {
 	a, err := auth.Require(ctx, auth.RoleMember)
 	if err != nil {
 		return dbsqlc.Run{}, err
 	}
 	var out dbsqlc.Run
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		if first != nil {
+			if err := first(ctx, tx, a.TenantID); err != nil {
+				return err
+			}
+		}
 		r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: runID})
 		if db.IsNoRows(err) {
 			return apperr.NotFoundf("run")

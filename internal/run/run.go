@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,10 +35,12 @@ const (
 	StatusRunning          = "RUNNING"
 	StatusPaused           = "PAUSED"
 	StatusAwaitingApproval = "AWAITING_APPROVAL"
-	StatusCompleted        = "COMPLETED"
-	StatusFailed           = "FAILED"
-	StatusCancelled        = "CANCELLED"
-	StatusTimedOut         = "TIMED_OUT"
+	// StatusWaiting: parked until the run's sub-agents end or its wait times out.
+	StatusWaiting   = "WAITING"
+	StatusCompleted = "COMPLETED"
+	StatusFailed    = "FAILED"
+	StatusCancelled = "CANCELLED"
+	StatusTimedOut  = "TIMED_OUT"
 )
 
 // Statuses of a tool call: PENDING when the model asked for it, RUNNING while it runs, then
@@ -409,6 +412,10 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, erro
 	}
 	var out dbsqlc.Run
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		desc, err := s.lockDescendants(ctx, tx, a.TenantID, runID)
+		if err != nil {
+			return err
+		}
 		r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: runID})
 		if db.IsNoRows(err) {
 			return apperr.NotFoundf("run")
@@ -419,7 +426,10 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, erro
 		if IsTerminal(r.Status) {
 			return endedError(r)
 		}
-		return s.cancelTx(ctx, tx, r, "cancelled by the user", true)
+		if err := s.cancelTx(ctx, tx, r, "cancelled by the user", true); err != nil {
+			return err
+		}
+		return s.cancelDescendants(ctx, tx, desc)
 	})
 	if err != nil {
 		return out, err
@@ -466,6 +476,10 @@ func (s *Service) CancelActive(ctx context.Context, tx *db.Tx, conv dbsqlc.Conve
 	if !conv.ActiveRunID.Valid {
 		return nil
 	}
+	desc, err := s.lockDescendants(ctx, tx, conv.TenantID, conv.ActiveRunID.UUID)
+	if err != nil {
+		return err
+	}
 	r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: conv.TenantID, ID: conv.ActiveRunID.UUID})
 	if err != nil {
 		return fmt.Errorf("load active run: %w", err)
@@ -473,5 +487,59 @@ func (s *Service) CancelActive(ctx context.Context, tx *db.Tx, conv dbsqlc.Conve
 	if err := s.cancelTx(ctx, tx, r, reason, false); err != nil {
 		return err
 	}
+	if err := s.cancelDescendants(ctx, tx, desc); err != nil {
+		return err
+	}
 	return tx.Q.ConversationSetActiveRun(ctx, dbsqlc.ConversationSetActiveRunParams{TenantID: conv.TenantID, ID: conv.ID})
+}
+
+// lockDescendants locks every descendant of run id (its sub-agents, theirs, ...), deepest
+// first, and returns them shallowest first. A cascade takes them before the run itself: a
+// child's own start and end lock the child's row, then its parent's, and the same order here
+// means the two never wait for each other.
+func (s *Service) lockDescendants(ctx context.Context, tx *db.Tx, tenantID, id uuid.UUID) ([]dbsqlc.Run, error) {
+	desc, err := tx.Q.RunDescendantsForUpdate(ctx, dbsqlc.RunDescendantsForUpdateParams{TenantID: tenantID, ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("lock descendants of run %s: %w", id, err)
+	}
+	slices.Reverse(desc)
+	return desc, nil
+}
+
+// cancelDescendants cancels runs (locked by lockDescendants, shallowest first) whose ancestor
+// was cancelled or stopped in tx: each that has not ended is cancelled like cancelRun does (a
+// running one through River's JobCancelTx, any other ended here), in the same transaction, so
+// no model call of theirs starts after it commits. Each is re-read first: ending one may have
+// changed the next (a child's end resumes a waiting parent).
+func (s *Service) cancelDescendants(ctx context.Context, tx *db.Tx, desc []dbsqlc.Run) error {
+	for _, d := range desc {
+		r, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: d.TenantID, ID: d.ID})
+		if err != nil {
+			return fmt.Errorf("reload descendant run %s: %w", d.ID, err)
+		}
+		if err := s.cancelTx(ctx, tx, r, "cancelled with its parent run", true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CancelTree cancels run id and its descendants in a transaction of the run's tenant, with no
+// caller: the sub-agent dispatcher cancels the sub-agents left running under a parent that has
+// ended. A run that has ended already is left as it is (its descendants are still cancelled).
+func (s *Service) CancelTree(ctx context.Context, tenantID, id uuid.UUID, reason string) error {
+	return s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		desc, err := s.lockDescendants(ctx, tx, tenantID, id)
+		if err != nil {
+			return err
+		}
+		r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: tenantID, ID: id})
+		if err != nil {
+			return err
+		}
+		if err := s.cancelTx(ctx, tx, r, reason, true); err != nil {
+			return err
+		}
+		return s.cancelDescendants(ctx, tx, desc)
+	})
 }

@@ -103,6 +103,60 @@ func (q *Queries) RunDescendantsForUpdate(ctx context.Context, arg RunDescendant
 	return items, nil
 }
 
+const runGetForUpdateSkipLocked = `-- name: RunGetForUpdateSkipLocked :one
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE SKIP LOCKED
+`
+
+type RunGetForUpdateSkipLockedParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+func (q *Queries) RunGetForUpdateSkipLocked(ctx context.Context, arg RunGetForUpdateSkipLockedParams) (Run, error) {
+	row := q.db.QueryRow(ctx, runGetForUpdateSkipLocked, arg.TenantID, arg.ID)
+	var i Run
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.UserID,
+		&i.Kind,
+		&i.Status,
+		&i.ConversationID,
+		&i.ConversationSeq,
+		&i.TriggerMessageID,
+		&i.IdempotencyKey,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Turns,
+		&i.LlmCalls,
+		&i.FailureClass,
+		&i.Error,
+		&i.TerminationReason,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CostMicros,
+		&i.LastSeq,
+		&i.JobID,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
+	)
+	return i, err
+}
+
 const runLastAnswer = `-- name: RunLastAnswer :one
 SELECT content FROM messages
 WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT'
@@ -243,6 +297,57 @@ func (q *Queries) SubagentAllowanceUsed(ctx context.Context, arg SubagentAllowan
 	return used, err
 }
 
+const subagentConversationInsert = `-- name: SubagentConversationInsert :one
+INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
+VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true, $7)
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind
+`
+
+type SubagentConversationInsertParams struct {
+	TenantID     uuid.UUID
+	ID           uuid.UUID
+	ProjectID    uuid.UUID
+	UserID       uuid.UUID
+	Title        *string
+	Model        string
+	SystemPrompt string
+}
+
+// A sub-agent's own conversation (kind TASK: a run's own, not listed among the user's chats),
+// its role's prompt as the system prompt.
+func (q *Queries) SubagentConversationInsert(ctx context.Context, arg SubagentConversationInsertParams) (Conversation, error) {
+	row := q.db.QueryRow(ctx, subagentConversationInsert,
+		arg.TenantID,
+		arg.ID,
+		arg.ProjectID,
+		arg.UserID,
+		arg.Title,
+		arg.Model,
+		arg.SystemPrompt,
+	)
+	var i Conversation
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ProjectID,
+		&i.UserID,
+		&i.Title,
+		&i.Mode,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Agentic,
+		&i.Summary,
+		&i.SummarizedThrough,
+		&i.ActiveRunID,
+		&i.MessageCount,
+		&i.RunCount,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Kind,
+	)
+	return i, err
+}
+
 const subagentDispatchCandidates = `-- name: SubagentDispatchCandidates :many
 WITH active AS (
     SELECT tenant_id, parent_run_id, count(*) AS n FROM subagents WHERE status IN ('QUEUED', 'RUNNING')
@@ -312,6 +417,17 @@ func (q *Queries) SubagentDispatchCandidates(ctx context.Context, arg SubagentDi
 		return nil, err
 	}
 	return items, nil
+}
+
+const subagentDispatchLock = `-- name: SubagentDispatchLock :exec
+SELECT pg_advisory_xact_lock(7215830264017731)
+`
+
+// The dispatcher's lock: one pass at a time across every process, so the counts it decides on
+// do not change under it (held until the pass commits).
+func (q *Queries) SubagentDispatchLock(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, subagentDispatchLock)
+	return err
 }
 
 const subagentDispatchMark = `-- name: SubagentDispatchMark :one
@@ -729,6 +845,40 @@ func (q *Queries) SubagentMarkReported(ctx context.Context, arg SubagentMarkRepo
 		&i.FinishedAt,
 	)
 	return i, err
+}
+
+const subagentOrphans = `-- name: SubagentOrphans :many
+SELECT s.tenant_id, s.id FROM subagents s JOIN runs p ON p.tenant_id = s.tenant_id AND p.id = s.parent_run_id
+WHERE s.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+  AND p.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+LIMIT 100
+`
+
+type SubagentOrphansRow struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Sub-agents that have not ended under a parent that has (the parent completed or failed
+// without waiting for them): the dispatcher cancels them.
+func (q *Queries) SubagentOrphans(ctx context.Context) ([]SubagentOrphansRow, error) {
+	rows, err := q.db.Query(ctx, subagentOrphans)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SubagentOrphansRow{}
+	for rows.Next() {
+		var i SubagentOrphansRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const subagentPlatformActive = `-- name: SubagentPlatformActive :one

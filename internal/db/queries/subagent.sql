@@ -144,3 +144,26 @@ SELECT content FROM messages
 WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT'
 ORDER BY position DESC
 LIMIT 1;
+
+-- name: SubagentConversationInsert :one
+-- A sub-agent's own conversation (kind TASK: a run's own, not listed among the user's chats),
+-- its role's prompt as the system prompt.
+INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
+VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true, $7)
+RETURNING *;
+
+-- name: RunGetForUpdateSkipLocked :one
+SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE SKIP LOCKED;
+
+-- name: SubagentOrphans :many
+-- Sub-agents that have not ended under a parent that has (the parent completed or failed
+-- without waiting for them): the dispatcher cancels them.
+SELECT s.tenant_id, s.id FROM subagents s JOIN runs p ON p.tenant_id = s.tenant_id AND p.id = s.parent_run_id
+WHERE s.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+  AND p.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+LIMIT 100;
+
+-- name: SubagentDispatchLock :exec
+-- The dispatcher's lock: one pass at a time across every process, so the counts it decides on
+-- do not change under it (held until the pass commits).
+SELECT pg_advisory_xact_lock(7215830264017731);

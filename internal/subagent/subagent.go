@@ -1,0 +1,421 @@
+// Package subagent is the sub-agents of a run: a run of kind SUBAGENT under a parent run, with
+// a role (its prompt and tools), a goal, a priority and limits; the tools a model spawns and
+// waits for them with (spawn_subagent, wait_subagents); the parent's suspension while it waits;
+// and the dispatcher that starts queued sub-agents under the platform, per-tenant and per-parent
+// limits, in priority order with the tenants served round robin. See ARCHITECTURE.md.
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/llm"
+	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/tool"
+)
+
+// KindSubagent is the run kind of a sub-agent.
+const KindSubagent = "SUBAGENT"
+
+// Statuses of a sub-agent (the terminal ones are its run's).
+const (
+	StatusPending          = "PENDING"
+	StatusAwaitingApproval = "AWAITING_APPROVAL"
+	StatusQueued           = "QUEUED"
+	StatusRunning          = "RUNNING"
+)
+
+// Ranges and defaults of a sub-agent's settings (the table's CHECK constraints match).
+const (
+	DefaultPriority       = 5
+	DefaultMaxTurns       = 20
+	DefaultMaxTokens      = 100_000
+	DefaultTimeoutMinutes = 60
+	MaxDepth              = 3
+	MaxGoalChars          = 20_000
+)
+
+// Limits are the dispatcher's: how many sub-agents may hold a slot (QUEUED or RUNNING) at once.
+type Limits struct {
+	Platform, Tenant, Parent int
+}
+
+// DefaultLimits: 200 on the platform (AGENTRY_SUBAGENTS_PLATFORM_MAX), 8 per tenant, 5 per
+// parent run.
+var DefaultLimits = Limits{Platform: 200, Tenant: 8, Parent: 5}
+
+// Admission refuses a new run that no budget can pay for (usage.Service implements it).
+type Admission interface {
+	Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
+}
+
+// Service is the sub-agent domain.
+type Service struct {
+	db     *db.DB
+	runs   *run.Service
+	tools  *tool.Registry
+	jobs   run.Inserter
+	admit  Admission
+	limits Limits
+	log    *slog.Logger
+}
+
+// NewService returns the service. Its tools (Tools) must be registered in reg, and its jobs
+// inserter set (SetInserter) before it spawns.
+func NewService(d *db.DB, runs *run.Service, reg *tool.Registry, limits Limits, log *slog.Logger) *Service {
+	if limits.Platform <= 0 {
+		limits.Platform = DefaultLimits.Platform
+	}
+	if limits.Tenant <= 0 {
+		limits.Tenant = DefaultLimits.Tenant
+	}
+	if limits.Parent <= 0 {
+		limits.Parent = DefaultLimits.Parent
+	}
+	return &Service{db: d, runs: runs, tools: reg, limits: limits, log: log}
+}
+
+// SetInserter sets River's client.
+func (s *Service) SetInserter(jobs run.Inserter) { s.jobs = jobs }
+
+// SetAdmission connects budget admission (nil: every spawn is admitted).
+func (s *Service) SetAdmission(a Admission) { s.admit = a }
+
+// Spawn is what a sub-agent is started with. Zero numbers take the defaults.
+type Spawn struct {
+	Role           string
+	Goal           string
+	Priority       int
+	MaxTurns       int
+	MaxTokens      int
+	TimeoutMinutes int
+}
+
+// check fills the defaults and refuses what is out of range, naming the field.
+func (in *Spawn) check() error {
+	if !slices.Contains(Roles, in.Role) {
+		return apperr.Invalid("role", "%q is not a role (one of %s)", in.Role, strings.Join(Roles, ", "))
+	}
+	in.Goal = strings.TrimSpace(in.Goal)
+	if in.Goal == "" {
+		return apperr.Invalid("goal", "must not be empty")
+	}
+	if utf8.RuneCountInString(in.Goal) > MaxGoalChars || !utf8.ValidString(in.Goal) || strings.ContainsRune(in.Goal, 0) {
+		return apperr.Invalid("goal", "must be valid text of at most %d characters", MaxGoalChars)
+	}
+	for _, f := range []struct {
+		name     string
+		v        *int
+		def      int
+		min, max int
+	}{
+		{"priority", &in.Priority, DefaultPriority, 1, 10},
+		{"maxTurns", &in.MaxTurns, DefaultMaxTurns, 1, 100},
+		{"maxTokens", &in.MaxTokens, DefaultMaxTokens, 1000, 1_000_000},
+		{"timeoutMinutes", &in.TimeoutMinutes, DefaultTimeoutMinutes, 1, 240},
+	} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+		if *f.v < f.min || *f.v > f.max {
+			return apperr.Invalid(f.name, "must be between %d and %d (got %d)", f.min, f.max, *f.v)
+		}
+	}
+	return nil
+}
+
+// SpawnFor starts a sub-agent under run parentID for a person or an integration
+// (spawnSubagent). MEMBER or higher; another tenant's run, or a run the caller cannot see, is
+// NOT_FOUND.
+func (s *Service) SpawnFor(ctx context.Context, parentID uuid.UUID, in Spawn) (dbsqlc.Subagent, error) {
+	a, err := auth.Require(ctx, auth.RoleMember)
+	if err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	if _, err := s.runs.Get(ctx, parentID); err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	var out dbsqlc.Subagent
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		parent, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: parentID})
+		if db.IsNoRows(err) {
+			return apperr.NotFoundf("run")
+		}
+		if err != nil {
+			return err
+		}
+		out, err = s.spawn(ctx, tx, parent, in, "api")
+		return err
+	})
+	return out, err
+}
+
+// spawn starts a sub-agent under parent, which tx holds locked (a worker's fenced transaction,
+// or SpawnFor's): the child's conversation, run (QUEUED without a job), goal message and
+// subagent row, subagent.spawned on the parent's stream and task.queued on the child's, and a
+// dispatch job, all in tx.
+func (s *Service) spawn(ctx context.Context, tx *db.Tx, parent dbsqlc.Run, in Spawn, by string) (dbsqlc.Subagent, error) {
+	if err := in.check(); err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	if run.IsTerminal(parent.Status) {
+		return dbsqlc.Subagent{}, apperr.New(apperr.Conflict, "the run has ended (%s): a sub-agent needs a run that is still going", parent.Status)
+	}
+	depth := int(parent.Depth) + 1
+	if depth > MaxDepth {
+		return dbsqlc.Subagent{}, apperr.New(apperr.BadUserInput, "sub-agents nest at most %d deep: this run is at depth %d and cannot start another", MaxDepth, parent.Depth).With("field", "depth")
+	}
+	if !parent.ConversationID.Valid {
+		return dbsqlc.Subagent{}, apperr.New(apperr.Conflict, "this run has no conversation to start a sub-agent from")
+	}
+	conv, err := tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: parent.TenantID, ID: parent.ConversationID.UUID})
+	if err != nil {
+		return dbsqlc.Subagent{}, fmt.Errorf("load conversation: %w", err)
+	}
+	var parentTools []string
+	if parent.Kind == KindSubagent {
+		ps, err := tx.Q.SubagentGet(ctx, dbsqlc.SubagentGetParams{TenantID: parent.TenantID, ID: parent.ID})
+		if err != nil {
+			return dbsqlc.Subagent{}, fmt.Errorf("load parent sub-agent: %w", err)
+		}
+		parentTools = ps.Tools
+		// The child's max tokens come out of what the parent has left.
+		used, err := tx.Q.SubagentAllowanceUsed(ctx, dbsqlc.SubagentAllowanceUsedParams{TenantID: parent.TenantID, ParentRunID: parent.ID})
+		if err != nil {
+			return dbsqlc.Subagent{}, err
+		}
+		left := int64(ps.MaxTokens) - parent.InputTokens - parent.OutputTokens - used
+		if int64(in.MaxTokens) > left {
+			return dbsqlc.Subagent{}, apperr.New(apperr.BudgetExceeded, "maxTokens %d is more than this sub-agent has left to give (%d tokens)", in.MaxTokens, max(left, 0)).With("field", "maxTokens")
+		}
+	}
+	if s.admit != nil {
+		if err := s.admit.Admit(ctx, tx, parent.TenantID, parent.UserID); err != nil {
+			return dbsqlc.Subagent{}, err
+		}
+	}
+	set, err := settings.ForUserID(ctx, tx, parent.TenantID, parent.UserID)
+	if err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	tools := toolsFor(s.tools, in.Role, parentTools)
+	title := in.Role + ": " + truncate(in.Goal, 200)
+	child, err := tx.Q.SubagentConversationInsert(ctx, dbsqlc.SubagentConversationInsertParams{
+		TenantID: parent.TenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: conv.ProjectID, UserID: parent.UserID,
+		Title: &title, Model: conv.Model, SystemPrompt: Prompt(in.Role),
+	})
+	if err != nil {
+		return dbsqlc.Subagent{}, fmt.Errorf("insert sub-agent conversation: %w", err)
+	}
+	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: parent.TenantID, ID: child.ID, N: 1, NewRun: true})
+	if err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	r, err := tx.Q.SubagentRunInsert(ctx, dbsqlc.SubagentRunInsertParams{
+		TenantID: parent.TenantID, ID: runID, UserID: parent.UserID, ParentRunID: uuid.NullUUID{UUID: parent.ID, Valid: true},
+		Depth: int32(depth), ConversationID: uuid.NullUUID{UUID: child.ID, Valid: true}, ConversationSeq: pos.RunCount,
+		TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, MaxAttempts: int32(set.MaxRetries + 1),
+	})
+	if err != nil {
+		return dbsqlc.Subagent{}, fmt.Errorf("insert sub-agent run: %w", err)
+	}
+	text := in.Goal
+	parts, err := json.Marshal([]llm.Block{{Type: llm.BlockText, Text: text}})
+	if err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	if _, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+		TenantID: parent.TenantID, ID: msgID, ConversationID: child.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
+		RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: text, Parts: parts,
+		TokenEstimate: int32((len(text) + 3) / 4),
+	}); err != nil {
+		return dbsqlc.Subagent{}, fmt.Errorf("insert goal message: %w", err)
+	}
+	sa, err := tx.Q.SubagentInsert(ctx, dbsqlc.SubagentInsertParams{
+		TenantID: parent.TenantID, ID: runID, ParentRunID: parent.ID, Role: in.Role, Goal: in.Goal, Status: StatusPending,
+		Priority: int32(in.Priority), Depth: int32(depth), MaxTurns: int32(in.MaxTurns), MaxTokens: int32(in.MaxTokens),
+		TimeoutMinutes: int32(in.TimeoutMinutes), Tools: tools,
+	})
+	if err != nil {
+		return dbsqlc.Subagent{}, fmt.Errorf("insert sub-agent: %w", err)
+	}
+	pub := s.runs.Publisher()
+	if _, err := pub.Append(ctx, tx, run.ScopeOf(r), events.New{Type: events.TaskQueued, Data: map[string]any{
+		"kind": r.Kind, "messageId": msgID, "parentRunId": parent.ID, "queuedBehind": nil,
+	}}); err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	if _, err := pub.Append(ctx, tx, run.ScopeOf(parent), events.New{Type: events.SubagentSpawned, Data: eventData(sa, map[string]any{
+		"goal": truncate(in.Goal, 500), "tools": tools, "by": by, "maxTurns": in.MaxTurns, "maxTokens": in.MaxTokens, "timeoutMinutes": in.TimeoutMinutes,
+	})}); err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	if err := s.requestDispatch(ctx, tx); err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	return sa, nil
+}
+
+// eventData is the data of a subagent.* event: the sub-agent (its id is its run's), its role
+// and priority, and more.
+func eventData(sa dbsqlc.Subagent, more map[string]any) map[string]any {
+	d := map[string]any{"subagentId": sa.ID, "childRunId": sa.ID, "role": sa.Role, "priority": sa.Priority, "depth": sa.Depth}
+	for k, v := range more {
+		d[k] = v
+	}
+	return d
+}
+
+// requestDispatch enqueues a dispatcher pass in tx (after a spawn, or a slot freed).
+func (s *Service) requestDispatch(ctx context.Context, tx *db.Tx) error {
+	if s.jobs == nil {
+		return nil
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, DispatchArgs{}, nil); err != nil {
+		return fmt.Errorf("enqueue sub-agent dispatch: %w", err)
+	}
+	return nil
+}
+
+// Get returns a sub-agent of the caller's tenant whose parent run the caller can see.
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (dbsqlc.Subagent, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	var sa dbsqlc.Subagent
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		sa, err = tx.Q.SubagentGet(ctx, dbsqlc.SubagentGetParams{TenantID: a.TenantID, ID: id})
+		return err
+	})
+	if db.IsNoRows(err) {
+		return sa, apperr.NotFoundf("sub-agent")
+	}
+	if err != nil {
+		return sa, err
+	}
+	if _, err := s.runs.Get(ctx, sa.ParentRunID); err != nil {
+		return sa, apperr.NotFoundf("sub-agent")
+	}
+	return sa, nil
+}
+
+// Cancel cancels a sub-agent and its own sub-agents (cancelSubagent): run.Service.Cancel on its
+// run. MEMBER or higher; one that has ended is CONFLICT.
+func (s *Service) Cancel(ctx context.Context, id uuid.UUID) (dbsqlc.Subagent, error) {
+	if _, err := s.Get(ctx, id); err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	if _, err := s.runs.Cancel(ctx, id); err != nil {
+		return dbsqlc.Subagent{}, err
+	}
+	return s.Get(ctx, id)
+}
+
+// ListByParents returns the sub-agents of each run of parents (the caller checked it may see
+// them), oldest first.
+func (s *Service) ListByParents(ctx context.Context, tenantID uuid.UUID, parents []uuid.UUID) (map[uuid.UUID][]dbsqlc.Subagent, error) {
+	out := map[uuid.UUID][]dbsqlc.Subagent{}
+	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		rows, err := tx.Q.SubagentListByParents(ctx, dbsqlc.SubagentListByParentsParams{TenantID: tenantID, ParentIds: parents})
+		for _, r := range rows {
+			out[r.ParentRunID] = append(out[r.ParentRunID], r)
+		}
+		return err
+	})
+	return out, err
+}
+
+// TreeUsage is a run's usage with its descendants' (the sum of their usage records).
+func (s *Service) TreeUsage(ctx context.Context, tenantID, runID uuid.UUID) (dbsqlc.RunTreeUsageRow, error) {
+	var u dbsqlc.RunTreeUsageRow
+	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		u, err = tx.Q.RunTreeUsage(ctx, dbsqlc.RunTreeUsageParams{TenantID: tenantID, ID: runID})
+		return err
+	})
+	return u, err
+}
+
+// resumeParent makes a WAITING parent workable again in tx (which holds its row lock): QUEUED
+// with a new attempt, execution.resumed, its continuation job. Its conversation already names it
+// as the active run, so it is not touched (a child's end never locks its parent's conversation).
+func (s *Service) resumeParent(ctx context.Context, tx *db.Tx, p dbsqlc.Run, reason string) error {
+	r, err := tx.Q.RunRequeue(ctx, dbsqlc.RunRequeueParams{TenantID: p.TenantID, ID: p.ID, FromStatuses: []string{run.StatusWaiting}})
+	if db.IsNoRows(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("requeue waiting run %s: %w", p.ID, err)
+	}
+	if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), events.New{Type: events.ExecutionResumed, Data: map[string]any{"reason": reason}}); err != nil {
+		return err
+	}
+	jobID, err := s.runs.InsertJob(ctx, tx, r.TenantID, r.ID, r.Kind, r.MaxAttempts)
+	if err != nil {
+		return err
+	}
+	return tx.Q.RunSetJob(ctx, dbsqlc.RunSetJobParams{TenantID: r.TenantID, ID: r.ID, JobID: &jobID})
+}
+
+// WaitTimeoutArgs resumes a waiting run when its wait's time is up.
+type WaitTimeoutArgs struct {
+	TenantID uuid.UUID `json:"tenant_id"`
+	RunID    uuid.UUID `json:"run_id"`
+}
+
+// Kind names the job.
+func (WaitTimeoutArgs) Kind() string { return "subagent_wait_timeout" }
+
+// InsertOpts puts the job on the maintenance queue.
+func (WaitTimeoutArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: run.QueueMaintenance, MaxAttempts: 5}
+}
+
+// WaitTimeoutWorker works WaitTimeoutArgs.
+type WaitTimeoutWorker struct {
+	river.WorkerDefaults[WaitTimeoutArgs]
+	s *Service
+}
+
+// Work resumes the run when it still waits and its wait is over.
+func (w *WaitTimeoutWorker) Work(ctx context.Context, job *river.Job[WaitTimeoutArgs]) error {
+	a := job.Args
+	return w.s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		p, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: a.RunID})
+		if db.IsNoRows(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if p.Status != run.StatusWaiting || p.WaitUntil == nil || p.WaitUntil.After(time.Now()) {
+			return nil
+		}
+		return w.s.resumeParent(ctx, tx, p, "the wait for sub-agents timed out")
+	})
+}
+
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n]) + "…"
+}
