@@ -22,7 +22,10 @@ const Commands = `I am the offline demo model. I understand these commands, one 
   fail transient|recoverable|terminal [once]
                              fail the model call with that failure class (once: only its first attempt)
   stream slowly              answer slowly (each step after it), to leave time for pauseRun, stopRun or cancelRun
-  spawn a sub-agent: GOAL    hand GOAL to a sub-agent (spawn_subagent, where it exists)
+  spawn a sub-agent: GOAL    hand GOAL to a sub-agent (spawn_subagent); GOAL is the sub-agent's own
+                             commands, ";" between them. "spawn a coder sub-agent with priority 1
+                             with max tokens 5000: ..." picks the role and limits
+  wait for sub-agents        wait for this run's sub-agents and answer with their results (wait_subagents)
   help                       this list
 For example "write notes.md: hello then fail terminal" makes a change and then fails: the run
 asks you whether to roll its change back (resolveRollback).`
@@ -34,6 +37,7 @@ const (
 	ReadFileTool      = "read_file"
 	DeleteFileTool    = "delete_file"
 	SpawnSubagentTool = "spawn_subagent"
+	WaitSubagentsTool = "wait_subagents"
 )
 
 // command is one parsed command: a tool call (tool and args set) or something the demo does
@@ -58,7 +62,9 @@ var (
 	failRE   = regexp.MustCompile(`(?i)^fail(?:\s+with)?\s+(transient|recoverable|terminal)(\s+once)?$`)
 	slowRE   = regexp.MustCompile(`(?i)^(?:stream|answer|reply)?\s*slowly$`)
 	helpRE   = regexp.MustCompile(`(?i)^(?:help|what can you do\??)$`)
-	spawnRE  = regexp.MustCompile(`(?is)^spawn(?:\s+an?)?\s+sub-?agent\s*:?\s*(.*)$`)
+	spawnRE  = regexp.MustCompile(`(?is)^spawn(?:\s+an?)?(?:\s+(researcher|coder|reviewer|tester|analyst|creative|general))?\s+sub-?agent((?:\s+(?:with\s+)?(?:priority|max tokens|max turns|timeout)\s+\d+)*)\s*:?\s*(.*)$`)
+	limitRE  = regexp.MustCompile(`(?i)(priority|max tokens|max turns|timeout)\s+(\d+)`)
+	waitRE   = regexp.MustCompile(`(?i)^wait(?:\s+for)?(?:\s+(?:the|my))?\s+sub-?agents?$`)
 )
 
 // parseCommands reads text as commands; ok is false unless every part of it is one (then the
@@ -104,7 +110,22 @@ func parseCommand(s string) (command, bool) {
 		return command{fail: llm.Class(strings.ToUpper(m[1])), once: m[2] != ""}, true
 	}
 	if m := spawnRE.FindStringSubmatch(s); m != nil {
-		return command{spawn: strings.TrimSpace(m[1])}, true
+		role := strings.ToUpper(m[1])
+		if role == "" {
+			role = "GENERAL"
+		}
+		goal := strings.TrimSpace(strings.ReplaceAll(m[3], ";", "\n"))
+		args := map[string]any{"role": role, "goal": goal}
+		for _, l := range limitRE.FindAllStringSubmatch(m[2], -1) {
+			var n int
+			fmt.Sscan(l[2], &n)
+			key := map[string]string{"priority": "priority", "max tokens": "max_tokens", "max turns": "max_turns", "timeout": "timeout_minutes"}[strings.ToLower(l[1])]
+			args[key] = n
+		}
+		return command{spawn: goal, args: args}, true
+	}
+	if waitRE.MatchString(s) {
+		return command{tool: WaitSubagentsTool, args: map[string]any{}, say: "Waiting for my sub-agents."}, true
 	}
 	switch {
 	case slowRE.MatchString(s):
@@ -159,7 +180,7 @@ func runCommands(req llm.Request, u int, cmds []command, passOnce func(key strin
 		case c.help:
 			return answer{text: Label + Commands, slow: a.slow}
 		case c.spawn != "":
-			return answer{text: Label + "Sub-agents do not exist in this agentry yet: there is no spawn_subagent tool to hand \"" + c.spawn + "\" to.", slow: a.slow}
+			return answer{text: Label + "I cannot start a sub-agent here: the spawn_subagent tool is not offered to this run, so \"" + c.spawn + "\" stays undone.", slow: a.slow}
 		}
 	}
 	if r, found := toolResultAnswer(req, last); found && done > 0 {
@@ -178,7 +199,7 @@ func runCommands(req llm.Request, u int, cmds []command, passOnce func(key strin
 func (a answer) withCall(req llm.Request, c command) answer {
 	name, args := c.tool, c.args
 	if c.spawn != "" {
-		name, args = SpawnSubagentTool, map[string]any{"role": "GENERAL", "goal": c.spawn}
+		name, args = SpawnSubagentTool, c.args
 	}
 	spec, ok := offered(req.Tools, name)
 	if !ok {

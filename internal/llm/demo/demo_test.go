@@ -229,6 +229,14 @@ func TestHelpSlowSpawnAndEcho(t *testing.T) {
 	if calls := spawn.ToolCalls(); len(calls) != 1 || calls[0].Name != "spawn_subagent" || !strings.Contains(string(calls[0].Input), "review the code") {
 		t.Fatalf("spawn = %+v", spawn)
 	}
+	coder, _ := run(t, p, llm.Request{Tools: append(workspaceTools, spec("spawn_subagent")), Messages: []llm.Message{user("spawn a coder sub-agent with priority 2 with max tokens 5000: write a.md: x; read a.md")}})
+	if calls := coder.ToolCalls(); len(calls) != 1 || string(calls[0].Input) != `{"goal":"write a.md: x\n read a.md","max_tokens":5000,"priority":2,"role":"CODER"}` {
+		t.Fatalf("coder spawn = %+v", coder)
+	}
+	wait, _ := run(t, p, llm.Request{Tools: append(workspaceTools, spec("wait_subagents")), Messages: []llm.Message{user("wait for sub-agents")}})
+	if calls := wait.ToolCalls(); len(calls) != 1 || calls[0].Name != "wait_subagents" {
+		t.Fatalf("wait = %+v", wait)
+	}
 	echo, _ := run(t, p, llm.Request{Tools: workspaceTools, Messages: []llm.Message{user("Tell me a story")}})
 	if !strings.Contains(echo.Blocks[0].Text, `"help"`) || !strings.Contains(echo.Blocks[0].Text, "write notes.md") {
 		t.Fatalf("echo = %q", echo.Blocks[0].Text)
