@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/agentry/agentry/internal/llm"
 )
@@ -25,6 +26,9 @@ const Commands = `I am the offline demo model. I understand these commands, one 
   spawn a sub-agent: GOAL    hand GOAL to a sub-agent (spawn_subagent); GOAL is the sub-agent's own
                              commands, ";" between them. "spawn a coder sub-agent with priority 1
                              with max tokens 5000: ..." picks the role and limits
+  spawn N sub-agents with priorities P,Q,...: GOAL
+                             N spawn_subagent calls in one reply, their priorities in turn from the list
+  think for N ms             pause N milliseconds before the next answer
   wait for sub-agents        wait for this run's sub-agents and answer with their results (wait_subagents)
   help                       this list
 For example "write notes.md: hello then fail terminal" makes a change and then fails: the run
@@ -51,6 +55,9 @@ type command struct {
 	slow  bool
 	help  bool
 	spawn string // a spawn command's goal
+	// spawns are the arguments of a multi-spawn's calls (one reply).
+	spawns []map[string]any
+	think  time.Duration
 }
 
 var (
@@ -64,6 +71,8 @@ var (
 	helpRE   = regexp.MustCompile(`(?i)^(?:help|what can you do\??)$`)
 	spawnRE  = regexp.MustCompile(`(?is)^spawn(?:\s+an?)?(?:\s+(researcher|coder|reviewer|tester|analyst|creative|general))?\s+sub-?agent((?:\s+(?:with\s+)?(?:priority|max tokens|max turns|timeout)\s+\d+)*)\s*:?\s*(.*)$`)
 	limitRE  = regexp.MustCompile(`(?i)(priority|max tokens|max turns|timeout)\s+(\d+)`)
+	multiRE  = regexp.MustCompile(`(?is)^spawn\s+(\d+)\s+sub-?agents(?:\s+with\s+priorities\s+([\d,\s]+?))?\s*:\s*(.*)$`)
+	thinkRE  = regexp.MustCompile(`(?i)^think\s+for\s+(\d+)\s*ms$`)
 	waitRE   = regexp.MustCompile(`(?i)^wait(?:\s+for)?(?:\s+(?:the|my))?\s+sub-?agents?$`)
 )
 
@@ -90,6 +99,52 @@ func parseCommands(text string) ([]command, bool) {
 }
 
 func parseCommand(s string) (command, bool) {
+	// A spawn's goal is the sub-agent's own commands: it is matched first.
+	if m := multiRE.FindStringSubmatch(s); m != nil {
+		var n int
+		fmt.Sscan(m[1], &n)
+		if n < 1 || n > 50 {
+			return command{}, false
+		}
+		var prios []int
+		for _, p := range strings.Split(m[2], ",") {
+			var v int
+			if _, err := fmt.Sscan(strings.TrimSpace(p), &v); err == nil {
+				prios = append(prios, v)
+			}
+		}
+		goal := strings.TrimSpace(strings.ReplaceAll(m[3], ";", "\n"))
+		c := command{spawn: goal}
+		for i := range n {
+			args := map[string]any{"role": "GENERAL", "goal": goal}
+			if len(prios) > 0 {
+				args["priority"] = prios[i%len(prios)]
+			}
+			c.spawns = append(c.spawns, args)
+		}
+		c.args = c.spawns[0]
+		return c, true
+	}
+	if m := thinkRE.FindStringSubmatch(s); m != nil {
+		var ms int
+		fmt.Sscan(m[1], &ms)
+		return command{think: time.Duration(min(ms, 60_000)) * time.Millisecond}, true
+	}
+	if m := spawnRE.FindStringSubmatch(s); m != nil {
+		role := strings.ToUpper(m[1])
+		if role == "" {
+			role = "GENERAL"
+		}
+		goal := strings.TrimSpace(strings.ReplaceAll(m[3], ";", "\n"))
+		args := map[string]any{"role": role, "goal": goal}
+		for _, l := range limitRE.FindAllStringSubmatch(m[2], -1) {
+			var n int
+			fmt.Sscan(l[2], &n)
+			key := map[string]string{"priority": "priority", "max tokens": "max_tokens", "max turns": "max_turns", "timeout": "timeout_minutes"}[strings.ToLower(l[1])]
+			args[key] = n
+		}
+		return command{spawn: goal, args: args}, true
+	}
 	if m := writeRE.FindStringSubmatch(s); m != nil {
 		content := strings.ReplaceAll(m[2], `\n`, "\n")
 		return command{tool: WriteFileTool, args: map[string]any{"path": m[1], "content": content}, say: "Writing " + m[1] + "."}, true
@@ -108,21 +163,6 @@ func parseCommand(s string) (command, bool) {
 	}
 	if m := failRE.FindStringSubmatch(s); m != nil {
 		return command{fail: llm.Class(strings.ToUpper(m[1])), once: m[2] != ""}, true
-	}
-	if m := spawnRE.FindStringSubmatch(s); m != nil {
-		role := strings.ToUpper(m[1])
-		if role == "" {
-			role = "GENERAL"
-		}
-		goal := strings.TrimSpace(strings.ReplaceAll(m[3], ";", "\n"))
-		args := map[string]any{"role": role, "goal": goal}
-		for _, l := range limitRE.FindAllStringSubmatch(m[2], -1) {
-			var n int
-			fmt.Sscan(l[2], &n)
-			key := map[string]string{"priority": "priority", "max tokens": "max_tokens", "max turns": "max_turns", "timeout": "timeout_minutes"}[strings.ToLower(l[1])]
-			args[key] = n
-		}
-		return command{spawn: goal, args: args}, true
 	}
 	if waitRE.MatchString(s) {
 		return command{tool: WaitSubagentsTool, args: map[string]any{}, say: "Waiting for my sub-agents."}, true
@@ -160,6 +200,10 @@ func runCommands(req llm.Request, u int, cmds []command, passOnce func(key strin
 			a.slow = true // from here on, every answer to the message
 			continue
 		}
+		if c.think > 0 {
+			a.think = c.think // from here on, every answer to the message
+			continue
+		}
 		if c.tool != "" || (c.spawn != "" && offeredName(req.Tools, SpawnSubagentTool)) {
 			if calls < done {
 				calls++
@@ -184,14 +228,14 @@ func runCommands(req llm.Request, u int, cmds []command, passOnce func(key strin
 		}
 	}
 	if r, found := toolResultAnswer(req, last); found && done > 0 {
-		r.slow = a.slow
+		r.slow, r.think = a.slow, a.think
 		return r
 	}
 	if a.slow {
 		a.text = Label + slowText
 		return a
 	}
-	return answer{text: Label + "Done."}
+	return answer{text: Label + "Done.", think: a.think}
 }
 
 // withCall is a with the tool call c asks for; a command whose tool is not offered is answered
@@ -218,6 +262,10 @@ func (a answer) withCall(req llm.Request, c command) answer {
 		a.text += " " + slowText
 	}
 	a.call = &llm.Block{Type: llm.BlockToolUse, ID: callID(req), Name: name, Input: input}
+	for i, more := range c.spawns[min(1, len(c.spawns)):] {
+		in, _ := json.Marshal(more)
+		a.more = append(a.more, llm.Block{Type: llm.BlockToolUse, ID: fmt.Sprintf("%s-%d", a.call.ID, i+2), Name: name, Input: in})
+	}
 	return a
 }
 

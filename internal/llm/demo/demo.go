@@ -70,7 +70,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) (llm.Stream, err
 	if a.slow {
 		delay = max(delay, SlowWordDelay)
 	}
-	return &stream{ctx: ctx, delay: delay, events: a.events(req), stop: make(chan struct{})}, nil
+	return &stream{ctx: ctx, delay: delay, think: a.think, events: a.events(req), stop: make(chan struct{})}, nil
 }
 
 // passOnce reports whether the "fail ... once" command of key has failed already (it passes
@@ -88,8 +88,12 @@ func (p *Provider) passOnce(key string) bool {
 type answer struct {
 	text string
 	call *llm.Block
-	slow bool       // stream at SlowWordDelay
-	fail *llm.Error // fail the call instead
+	// more are further tool calls of the same reply (a spawn of several sub-agents).
+	more []llm.Block
+	slow bool // stream at SlowWordDelay
+	// think is a pause before the reply's first event ("think for N ms").
+	think time.Duration
+	fail  *llm.Error // fail the call instead
 }
 
 // events are the stream of a, with usage estimated for req.
@@ -109,6 +113,13 @@ func (a answer) events(req llm.Request) []llm.Event {
 		)
 		out += len(a.call.Name) + len(a.call.Input)
 		stop = llm.StopToolUse
+		for i, c := range a.more {
+			events = append(events,
+				llm.Event{Type: llm.EventToolCallStart, Index: 2 + i, ToolCallID: c.ID, ToolName: c.Name},
+				llm.Event{Type: llm.EventToolCallDelta, Index: 2 + i, ArgsDelta: string(c.Input)},
+			)
+			out += len(c.Name) + len(c.Input)
+		}
 	}
 	return append(events,
 		llm.Event{Type: llm.EventUsage, Usage: llm.Usage{InputTokens: inputTokens(req), OutputTokens: tokens(out)}},
@@ -299,6 +310,7 @@ func tokens(chars int) int64 { return int64((chars + 3) / 4) }
 type stream struct {
 	ctx    context.Context
 	delay  time.Duration
+	think  time.Duration // before the first event
 	events []llm.Event
 	pos    int
 	cur    llm.Event
@@ -311,8 +323,11 @@ func (s *stream) Next() bool {
 	if s.closed.Load() || s.err != nil || s.pos >= len(s.events) {
 		return false
 	}
-	if s.delay > 0 && s.pos > 0 && s.events[s.pos].Type == llm.EventTextDelta {
-		t := time.NewTimer(s.delay)
+	if d := s.delay; (d > 0 && s.pos > 0 && s.events[s.pos].Type == llm.EventTextDelta) || (s.pos == 0 && s.think > 0) {
+		if s.pos == 0 {
+			d = s.think
+		}
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-s.ctx.Done():

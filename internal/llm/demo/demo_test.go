@@ -237,6 +237,11 @@ func TestHelpSlowSpawnAndEcho(t *testing.T) {
 	if calls := wait.ToolCalls(); len(calls) != 1 || calls[0].Name != "wait_subagents" {
 		t.Fatalf("wait = %+v", wait)
 	}
+	multi, _ := run(t, p, llm.Request{Tools: append(workspaceTools, spec("spawn_subagent")), Messages: []llm.Message{user("spawn 3 sub-agents with priorities 2,7: think for 5 ms; list files")}})
+	if calls := multi.ToolCalls(); len(calls) != 3 || !strings.Contains(string(calls[1].Input), `"priority":7`) || !strings.Contains(string(calls[2].Input), `"priority":2`) ||
+		calls[0].ID == calls[1].ID || !strings.Contains(string(calls[2].Input), `think for 5 ms\n list files`) {
+		t.Fatalf("multi spawn = %+v", multi.ToolCalls())
+	}
 	echo, _ := run(t, p, llm.Request{Tools: workspaceTools, Messages: []llm.Message{user("Tell me a story")}})
 	if !strings.Contains(echo.Blocks[0].Text, `"help"`) || !strings.Contains(echo.Blocks[0].Text, "write notes.md") {
 		t.Fatalf("echo = %q", echo.Blocks[0].Text)
