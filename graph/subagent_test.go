@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/app/apptest"
@@ -376,4 +377,218 @@ func TestSubagentIsolation(t *testing.T) {
 	res = c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelSubagent(id: $id) { id status } }`, map[string]any{"id": s.ID})
 	require.Empty(t, res.Errors, "%s", res.Body)
 	require.Contains(t, string(res.Body), `"CANCELLED"`)
+}
+
+// descendantsOf returns the runs under run (global id) as (id, status), every level.
+func (c *chatEnv) descendantsOf(t *testing.T, runID string) map[uuid.UUID]string {
+	t.Helper()
+	out := map[uuid.UUID]string{}
+	c.ownerTx(t, func(tx pgx.Tx) {
+		rows, err := tx.Query(context.Background(), `WITH RECURSIVE tree AS (
+			SELECT id, status FROM runs WHERE parent_run_id = $1
+			UNION ALL SELECT r.id, r.status FROM runs r JOIN tree ON r.parent_run_id = tree.id)
+			SELECT id, status FROM tree`, approvalUUID(t, "Run", runID))
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var id uuid.UUID
+			var st string
+			require.NoError(t, rows.Scan(&id, &st))
+			out[id] = st
+		}
+	})
+	return out
+}
+
+// TestSubagentCancelCascades: a parent with 3 sub-agents, each waiting for 2 of its own that are
+// in a model call, is cancelled: every descendant ends CANCELLED, and none of them stores a
+// reply or a usage record after the cancel committed.
+func TestSubagentCancelCascades(t *testing.T) {
+	t.Parallel()
+	c := demoEnv(t, apptest.Options{})
+	s, res := c.send(t, c.conversation(t, nil), "spawn 3 sub-agents: spawn 2 sub-agents: think for 30000 ms; wait for sub-agents then wait for sub-agents", nil)
+	require.Empty(t, res.Errors, "%s", res.Body)
+	assert.Eventually(t, func() bool {
+		running := 0
+		for _, st := range c.descendantsOf(t, s.RunID) {
+			if st == "RUNNING" {
+				running++
+			}
+		}
+		return running == 6 // the 6 grandchildren; their 3 parents wait (their slots given back)
+	}, 20*time.Second, 20*time.Millisecond, "descendants never all running")
+	if t.Failed() {
+		t.Logf("parent: %+v; descendants: %v", c.run(t, s.RunID), c.descendantsOf(t, s.RunID))
+		c.ownerTx(t, func(tx pgx.Tx) {
+			rows, _ := tx.Query(context.Background(), `SELECT m.role, m.content FROM messages m JOIN runs r ON r.id = m.run_id WHERE r.kind = 'SUBAGENT' ORDER BY m.id LIMIT 6`)
+			for rows.Next() {
+				var a, b string
+				_ = rows.Scan(&a, &b)
+				t.Logf("%s: %q", a, b)
+			}
+			rows.Close()
+		})
+	}
+	require.Equal(t, "WAITING", c.run(t, s.RunID).Status)
+	res = c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": s.RunID})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	cancelled := time.Now()
+	require.Equal(t, "CANCELLED", c.waitRun(t, s.RunID, 10*time.Second).Status)
+	require.Eventually(t, func() bool {
+		d := c.descendantsOf(t, s.RunID)
+		for _, st := range d {
+			if st != "CANCELLED" {
+				return false
+			}
+		}
+		return len(d) == 9
+	}, 10*time.Second, 20*time.Millisecond)
+	late := c.count(t, `WITH RECURSIVE tree AS (
+			SELECT id FROM runs WHERE parent_run_id = $1
+			UNION ALL SELECT r.id FROM runs r JOIN tree ON r.parent_run_id = tree.id)
+		SELECT (SELECT count(*) FROM messages WHERE role = 'ASSISTANT' AND created_at > $2 AND run_id IN (SELECT id FROM tree))
+		     + (SELECT count(*) FROM usage_records WHERE created_at > $2 AND run_id IN (SELECT id FROM tree))`,
+		approvalUUID(t, "Run", s.RunID), cancelled)
+	require.Zero(t, late, "replies or usage stored after the cancel")
+	for _, sa := range c.subagents(t) {
+		require.Equal(t, "CANCELLED", sa.Status)
+	}
+}
+
+// TestSubagentLimitsEndRuns: a sub-agent past its timeout ends TIMED_OUT and one past its max
+// tokens ends FAILED (budget_exceeded), each with its reason; the parent's wait_subagents reports
+// both, and their slots are free.
+func TestSubagentLimitsEndRuns(t *testing.T) {
+	t.Parallel()
+	c := demoEnv(t, apptest.Options{})
+	// Two minutes have passed for the executor's time limits: a 1-minute sub-agent is over time.
+	c.App.Executor.SetClock(func() time.Time { return time.Now().Add(2 * time.Minute) })
+	s, res := c.send(t, c.conversation(t, nil), "spawn a sub-agent with timeout 1: think for 10 ms then "+
+		"spawn a sub-agent with max tokens 1000: list files; list files; list files; list files; list files; list files; list files; list files then wait for sub-agents", nil)
+	require.Empty(t, res.Errors, "%s", res.Body)
+	r := c.waitRun(t, s.RunID, time.Minute)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	var w waitOutput
+	for _, tc := range r.ToolCalls {
+		if tc.Name == "wait_subagents" {
+			require.NotNil(t, tc.Output)
+			require.NoError(t, json.Unmarshal([]byte(*tc.Output), &w))
+		}
+	}
+	require.Len(t, w.Subagents, 2)
+	statuses := map[string]string{}
+	for _, sa := range w.Subagents {
+		require.NotNil(t, sa.Error, "%+v", sa)
+		statuses[sa.Status] = *sa.Error
+	}
+	require.Contains(t, statuses["TIMED_OUT"], "timed out")
+	require.Contains(t, statuses["FAILED"], "max tokens used up")
+	require.Zero(t, c.count(t, `SELECT count(*) FROM subagents WHERE status IN ('QUEUED', 'RUNNING')`))
+}
+
+// TestSubagentBudgetAndUsage: 50 sub-agents race for a tenant token budget that fits about 12
+// model calls. Sampled every 10 ms, spent + reserved never exceeds the limit; each sub-agent
+// completes or fails with budget_exceeded; no reservation is left; the parent's totals are the
+// sum of its own and its descendants' usage records.
+func TestSubagentBudgetAndUsage(t *testing.T) {
+	t.Parallel()
+	c := demoEnv(t, apptest.Options{})
+	c.settings(t, map[string]any{"maxTokensPerTask": 1024})
+	bud := c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
+	worst, _ := c.probeReservation(t, c.conversation(t, nil))
+	spent, _, _ := c.budgetRow(t, bud.ID)
+	limit := spent + 12*worst + worst/2
+	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": limit})
+
+	ctx, stop := context.WithCancel(context.Background())
+	var over int64 = -1
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			s, r, l := c.budgetRow(t, bud.ID)
+			if s+r > l {
+				over = s + r
+			}
+		}
+	}()
+	s, res := c.send(t, c.conversation(t, nil), "spawn 50 sub-agents: think for 10 ms then wait for sub-agents", nil)
+	require.Empty(t, res.Errors, "%s", res.Body)
+	r := c.waitRun(t, s.RunID, 2*time.Minute)
+	require.Eventually(t, func() bool {
+		return c.count(t, `SELECT count(*) FROM subagents WHERE status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')`) == 0
+	}, time.Minute, 20*time.Millisecond)
+	stop()
+	<-sampled
+	require.Equal(t, int64(-1), over, "spent + reserved went over the limit %d", limit)
+	s2, reserved, _ := c.budgetRow(t, bud.ID)
+	require.Zero(t, reserved)
+	require.LessOrEqual(t, s2, limit)
+	subs := c.subagents(t)
+	require.Len(t, subs, 50)
+	completed, refused := 0, 0
+	for _, sa := range subs {
+		switch sa.Status {
+		case "COMPLETED":
+			completed++
+		case "FAILED":
+			require.NotNil(t, sa.Error)
+			require.Contains(t, strings.ToLower(*sa.Error), "budget", "%s", *sa.Error)
+			refused++
+		default:
+			t.Fatalf("sub-agent %s ended %s", sa.ID, sa.Status)
+		}
+	}
+	t.Logf("parent %s; %d sub-agents completed, %d refused by the budget", r.Status, completed, refused)
+	require.Positive(t, completed)
+	require.Positive(t, refused)
+
+	var tot struct {
+		Run struct{ TotalInputTokens, TotalOutputTokens, TotalCostMicros, InputTokens int64 }
+	}
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { totalInputTokens totalOutputTokens totalCostMicros inputTokens } }`,
+		map[string]any{"id": s.RunID}).Decode(t, &tot)
+	var in, out, cost int64
+	c.ownerTx(t, func(tx pgx.Tx) {
+		require.NoError(t, tx.QueryRow(context.Background(), `SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cost_micros), 0)
+			FROM usage_records WHERE run_id = $1 OR run_id IN (SELECT id FROM runs WHERE parent_run_id = $1)`, approvalUUID(t, "Run", s.RunID)).Scan(&in, &out, &cost))
+	})
+	require.Equal(t, in, tot.Run.TotalInputTokens)
+	require.Equal(t, out, tot.Run.TotalOutputTokens)
+	require.Equal(t, cost, tot.Run.TotalCostMicros)
+	require.Greater(t, tot.Run.TotalInputTokens, tot.Run.InputTokens, "the children's usage is rolled up")
+}
+
+// TestSubagentWorkerSIGKILL: the only worker process, running 5 sub-agents in model calls, is
+// SIGKILLed; another takes over: every sub-agent resumes and completes, and their slots are
+// free within 30 s of the kill; the parent gets every result.
+func TestSubagentWorkerSIGKILL(t *testing.T) {
+	t.Parallel()
+	c := demoEnv(t, apptest.Options{NoWork: true})
+	w1 := startWorker(t, c, "first")
+	s, res := c.send(t, c.conversation(t, nil), "spawn 5 sub-agents: think for 2000 ms then wait for sub-agents", nil)
+	require.Empty(t, res.Errors, "%s", res.Body)
+	require.Eventually(t, func() bool {
+		return c.count(t, `SELECT count(*) FROM runs WHERE kind = 'SUBAGENT' AND status = 'RUNNING'`) == 5
+	}, time.Minute, 10*time.Millisecond)
+	require.NoError(t, w1.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	startWorker(t, c, "second")
+	require.Eventually(t, func() bool {
+		return c.count(t, `SELECT count(*) FROM subagents WHERE status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')`) == 0
+	}, 30*time.Second, 20*time.Millisecond, "slots still held 30 s after the kill")
+	t.Logf("every sub-agent ended %s after the kill", time.Since(killed).Round(time.Millisecond))
+	for _, sa := range c.subagents(t) {
+		require.Equal(t, "COMPLETED", sa.Status)
+	}
+	r := c.waitRun(t, s.RunID, 30*time.Second)
+	require.Equal(t, "COMPLETED", r.Status)
+	require.Zero(t, c.count(t, `SELECT count(*) FROM runs WHERE status IN ('RUNNING', 'QUEUED', 'WAITING')`))
 }

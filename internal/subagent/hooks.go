@@ -207,6 +207,12 @@ func (s *Service) Park(ctx context.Context, tx *db.Tx, l run.Lease, call dbsqlc.
 			return false, fmt.Errorf("schedule wait timeout: %w", err)
 		}
 	}
+	if r.Kind == KindSubagent {
+		// A waiting sub-agent gives its slot back (its own sub-agents may need it).
+		if err := s.requestDispatch(ctx, tx); err != nil {
+			return false, err
+		}
+	}
 	return true, nil
 }
 

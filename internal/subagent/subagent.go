@@ -96,7 +96,8 @@ func (s *Service) SetInserter(jobs run.Inserter) { s.jobs = jobs }
 // SetAdmission connects budget admission (nil: every spawn is admitted).
 func (s *Service) SetAdmission(a Admission) { s.admit = a }
 
-// Spawn is what a sub-agent is started with. Zero numbers take the defaults.
+// Spawn is what a sub-agent is started with. Zero numbers take the defaults (maxTokens under
+// a sub-agent: half of what that one has left, at most the default).
 type Spawn struct {
 	Role           string
 	Goal           string
@@ -170,6 +171,7 @@ func (s *Service) SpawnFor(ctx context.Context, parentID uuid.UUID, in Spawn) (d
 // subagent row, subagent.spawned on the parent's stream and task.queued on the child's, and a
 // dispatch job, all in tx.
 func (s *Service) spawn(ctx context.Context, tx *db.Tx, parent dbsqlc.Run, in Spawn, by string) (dbsqlc.Subagent, error) {
+	defaultTokens := in.MaxTokens == 0
 	if err := in.check(); err != nil {
 		return dbsqlc.Subagent{}, err
 	}
@@ -200,6 +202,10 @@ func (s *Service) spawn(ctx context.Context, tx *db.Tx, parent dbsqlc.Run, in Sp
 			return dbsqlc.Subagent{}, err
 		}
 		left := int64(ps.MaxTokens) - parent.InputTokens - parent.OutputTokens - used
+		if defaultTokens {
+			// Unless told, a sub-agent's sub-agent gets half of what its parent has left.
+			in.MaxTokens = int(max(min(left/2, DefaultMaxTokens), 1000))
+		}
 		if int64(in.MaxTokens) > left {
 			return dbsqlc.Subagent{}, apperr.New(apperr.BudgetExceeded, "maxTokens %d is more than this sub-agent has left to give (%d tokens)", in.MaxTokens, max(left, 0)).With("field", "maxTokens")
 		}

@@ -350,8 +350,10 @@ func (q *Queries) SubagentConversationInsert(ctx context.Context, arg SubagentCo
 
 const subagentDispatchCandidates = `-- name: SubagentDispatchCandidates :many
 WITH active AS (
-    SELECT tenant_id, parent_run_id, count(*) AS n FROM subagents WHERE status IN ('QUEUED', 'RUNNING')
-    GROUP BY tenant_id, parent_run_id
+    SELECT a.tenant_id, a.parent_run_id, count(*) AS n
+    FROM subagents a JOIN runs r ON r.tenant_id = a.tenant_id AND r.id = a.id
+    WHERE a.status IN ('QUEUED', 'RUNNING') AND r.status <> 'WAITING'
+    GROUP BY a.tenant_id, a.parent_run_id
 ), tenant_active AS (
     SELECT tenant_id, sum(n)::bigint AS n FROM active GROUP BY tenant_id
 ), last_served AS (
@@ -882,9 +884,11 @@ func (q *Queries) SubagentOrphans(ctx context.Context) ([]SubagentOrphansRow, er
 }
 
 const subagentPlatformActive = `-- name: SubagentPlatformActive :one
-SELECT count(*)::bigint FROM subagents WHERE status IN ('QUEUED', 'RUNNING')
+SELECT count(*)::bigint FROM subagents a JOIN runs r ON r.tenant_id = a.tenant_id AND r.id = a.id
+WHERE a.status IN ('QUEUED', 'RUNNING') AND r.status <> 'WAITING'
 `
 
+// Sub-agents holding a slot: QUEUED or RUNNING, and not waiting for their own sub-agents.
 func (q *Queries) SubagentPlatformActive(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, subagentPlatformActive)
 	var column_1 int64
@@ -1004,32 +1008,6 @@ func (q *Queries) SubagentSetStatus(ctx context.Context, arg SubagentSetStatusPa
 		&i.StartedAt,
 		&i.FinishedAt,
 	)
-	return i, err
-}
-
-const subagentSlots = `-- name: SubagentSlots :one
-SELECT
-    (SELECT count(*) FROM subagents a WHERE a.status IN ('QUEUED', 'RUNNING'))::bigint AS platform,
-    (SELECT count(*) FROM subagents a WHERE a.status IN ('QUEUED', 'RUNNING') AND a.tenant_id = $1)::bigint AS tenant,
-    (SELECT count(*) FROM subagents a WHERE a.status IN ('QUEUED', 'RUNNING') AND a.tenant_id = $1 AND a.parent_run_id = $2)::bigint AS parent
-`
-
-type SubagentSlotsParams struct {
-	TenantID    uuid.UUID
-	ParentRunID uuid.UUID
-}
-
-type SubagentSlotsRow struct {
-	Platform int64
-	Tenant   int64
-	Parent   int64
-}
-
-// Sub-agents holding a slot (QUEUED or RUNNING): on the platform, in the tenant, under the parent.
-func (q *Queries) SubagentSlots(ctx context.Context, arg SubagentSlotsParams) (SubagentSlotsRow, error) {
-	row := q.db.QueryRow(ctx, subagentSlots, arg.TenantID, arg.ParentRunID)
-	var i SubagentSlotsRow
-	err := row.Scan(&i.Platform, &i.Tenant, &i.Parent)
 	return i, err
 }
 

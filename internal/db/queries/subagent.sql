@@ -50,13 +50,6 @@ UPDATE subagents SET status = 'QUEUED', dispatched_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status = 'PENDING'
 RETURNING *;
 
--- name: SubagentSlots :one
--- Sub-agents holding a slot (QUEUED or RUNNING): on the platform, in the tenant, under the parent.
-SELECT
-    (SELECT count(*) FROM subagents a WHERE a.status IN ('QUEUED', 'RUNNING'))::bigint AS platform,
-    (SELECT count(*) FROM subagents a WHERE a.status IN ('QUEUED', 'RUNNING') AND a.tenant_id = $1)::bigint AS tenant,
-    (SELECT count(*) FROM subagents a WHERE a.status IN ('QUEUED', 'RUNNING') AND a.tenant_id = $1 AND a.parent_run_id = $2)::bigint AS parent;
-
 -- name: SubagentDispatchCandidates :many
 -- The pending sub-agents that may start now (run in a system transaction under the dispatcher's
 -- lock): at most parent_max - running under each parent and tenant_max - running in each
@@ -64,8 +57,10 @@ SELECT
 -- first, then each one's second, ...; the tenant served least recently first). The caller stops
 -- at the platform's free slots.
 WITH active AS (
-    SELECT tenant_id, parent_run_id, count(*) AS n FROM subagents WHERE status IN ('QUEUED', 'RUNNING')
-    GROUP BY tenant_id, parent_run_id
+    SELECT a.tenant_id, a.parent_run_id, count(*) AS n
+    FROM subagents a JOIN runs r ON r.tenant_id = a.tenant_id AND r.id = a.id
+    WHERE a.status IN ('QUEUED', 'RUNNING') AND r.status <> 'WAITING'
+    GROUP BY a.tenant_id, a.parent_run_id
 ), tenant_active AS (
     SELECT tenant_id, sum(n)::bigint AS n FROM active GROUP BY tenant_id
 ), last_served AS (
@@ -88,7 +83,9 @@ ORDER BY f.tenant_rank, l.at NULLS FIRST, f.tenant_id
 LIMIT sqlc.arg(lim)::int;
 
 -- name: SubagentPlatformActive :one
-SELECT count(*)::bigint FROM subagents WHERE status IN ('QUEUED', 'RUNNING');
+-- Sub-agents holding a slot: QUEUED or RUNNING, and not waiting for their own sub-agents.
+SELECT count(*)::bigint FROM subagents a JOIN runs r ON r.tenant_id = a.tenant_id AND r.id = a.id
+WHERE a.status IN ('QUEUED', 'RUNNING') AND r.status <> 'WAITING';
 
 -- name: SubagentMarkReported :one
 -- Claims the report of a sub-agent's end on its parent's stream (once).
