@@ -8,11 +8,10 @@ package graph
 import (
 	"context"
 
-	"github.com/google/uuid"
-
 	"github.com/agentry/agentry/graph/generated"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/subagent"
+	"github.com/google/uuid"
 )
 
 // SpawnSubagent is the resolver for the spawnSubagent field.

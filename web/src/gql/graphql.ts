@@ -152,7 +152,9 @@ export type RunStatus =
   | 'PAUSED'
   | 'QUEUED'
   | 'RUNNING'
-  | 'TIMED_OUT';
+  | 'TIMED_OUT'
+  /** Parked until the sub-agents it waits for end (wait_subagents) or the wait times out; no worker holds it. */
+  | 'WAITING';
 
 export type SendMessageInput = {
   /** files sent with the message (see AttachmentInput) */
