@@ -20,6 +20,7 @@ var idKeyTypes = map[string]string{
 	"runId": "Run", "activeRunId": "Run", "queuedBehind": "Run", "conversationId": "Conversation",
 	"messageId": "Message", "toolCallId": "ToolCall", "approvalId": "Approval", "taskId": "Task",
 	"snapshotId": "Snapshot", "projectId": "Project", "budgetId": "Budget", "userId": "User", "decidedBy": "User",
+	"subagentId": "Subagent", "childRunId": "Run", "parentRunId": "Run",
 }
 
 // requireGlobalIDs checks every top-level id field of data (event data or error extensions):
@@ -113,6 +114,16 @@ func TestGlobalIDsEverywhere(t *testing.T) {
 	c.Do(t, c.s.AccessToken, `mutation { setBudget(input: {scope: TENANT, period: DAY, tokenLimit: 1000000}) { id } }`, nil).Decode(t, &budget)
 	ids["Run"], ids["Conversation"], ids["Tenant"] = s.RunID, conv, c.s.TenantID
 	ids["Task"], ids["ApiKey"], ids["Budget"] = task.CreateTask.ID, key.ID, budget.SetBudget.ID
+	// A sub-agent needs a run that has not ended: one waiting for an approval.
+	s2, _ := c.send(t, c.conversation(t, nil), "write more notes", nil)
+	c.pendingApproval(t, s2.RunID)
+	var sub struct{ SpawnSubagent struct{ ID string } }
+	c.Do(t, c.s.AccessToken, `mutation($p: ID!) { spawnSubagent(input: {parentRunId: $p, role: RESEARCHER, goal: "look around"}) { id } }`,
+		map[string]any{"p": s2.RunID}).Decode(t, &sub)
+	ids["Subagent"] = sub.SpawnSubagent.ID
+	spawnEvs, err := c.runEvents(t, s2.RunID, 0)
+	require.NoError(t, err)
+	require.Equal(t, sub.SpawnSubagent.ID, firstOf(t, spawnEvs, "subagent.spawned", "subagentId"), "subagent.spawned names the sub-agent")
 
 	// node(id) resolves every type that implements Node (the schema's list, so that a new one
 	// fails this test until node knows it).
