@@ -110,9 +110,9 @@ func TestSubagentDispatchLimits(t *testing.T) {
 	// The sampler: what runs, in the tenant and under each parent, every 10 ms.
 	ctx, stop := context.WithCancel(context.Background())
 	var (
-		mu                    sync.Mutex
+		mu                     sync.Mutex
 		peakTenant, peakParent int
-		samples               int
+		samples                int
 	)
 	sampled := make(chan struct{})
 	go func() {
@@ -341,7 +341,9 @@ func TestSubagentDepthLimitsAndTools(t *testing.T) {
 	}
 	// A child's maxTokens comes out of its parent's: the depth-1 sub-agent has 10,000.
 	var first struct {
-		Run struct{ Subagents []struct{ Run struct{ ID string } } }
+		Run struct {
+			Subagents []struct{ Run struct{ ID string } }
+		}
 	}
 	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { subagents { run { id } } } }`, map[string]any{"id": top.RunID}).Decode(t, &first)
 	require.Len(t, first.Run.Subagents, 1)

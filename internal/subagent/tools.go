@@ -62,8 +62,7 @@ func (t spawnTool) Run(ctx context.Context, env tool.Env, raw json.RawMessage) (
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("load run: %w", err)
 	}
-	sa, err := t.s.spawn(ctx, env.Tx, parent, Spawn{Role: a.Role, Goal: a.Goal, Priority: a.Priority, MaxTurns: a.MaxTurns,
-		MaxTokens: a.MaxTokens, TimeoutMinutes: a.TimeoutMinutes}, "tool")
+	sa, err := t.s.spawn(ctx, env.Tx, parent, Spawn(a), "tool")
 	if err != nil {
 		return tool.Result{}, err
 	}

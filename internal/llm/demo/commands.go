@@ -102,7 +102,7 @@ func parseCommand(s string) (command, bool) {
 	// A spawn's goal is the sub-agent's own commands: it is matched first.
 	if m := multiRE.FindStringSubmatch(s); m != nil {
 		var n int
-		fmt.Sscan(m[1], &n)
+		_, _ = fmt.Sscan(m[1], &n)
 		if n < 1 || n > 50 {
 			return command{}, false
 		}
@@ -127,7 +127,7 @@ func parseCommand(s string) (command, bool) {
 	}
 	if m := thinkRE.FindStringSubmatch(s); m != nil {
 		var ms int
-		fmt.Sscan(m[1], &ms)
+		_, _ = fmt.Sscan(m[1], &ms)
 		return command{think: time.Duration(min(ms, 60_000)) * time.Millisecond}, true
 	}
 	if m := spawnRE.FindStringSubmatch(s); m != nil {
@@ -139,7 +139,7 @@ func parseCommand(s string) (command, bool) {
 		args := map[string]any{"role": role, "goal": goal}
 		for _, l := range limitRE.FindAllStringSubmatch(m[2], -1) {
 			var n int
-			fmt.Sscan(l[2], &n)
+			_, _ = fmt.Sscan(l[2], &n)
 			key := map[string]string{"priority": "priority", "max tokens": "max_tokens", "max turns": "max_turns", "timeout": "timeout_minutes"}[strings.ToLower(l[1])]
 			args[key] = n
 		}
