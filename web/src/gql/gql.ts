@@ -37,7 +37,10 @@ type Documents = {
     "\n  mutation ResolveApproval($id: ID!, $decision: ApprovalDecision!, $note: String) {\n    resolveApproval(id: $id, decision: $decision, note: $note) { id status decidedAt }\n  }\n": typeof types.ResolveApprovalDocument,
     "\n  mutation ResolveRollback($id: ID!, $choice: RollbackChoice!) {\n    resolveRollback(approvalId: $id, choice: $choice) { id status note }\n  }\n": typeof types.ResolveRollbackDocument,
     "\n  query Runs($status: [RunStatus!], $kind: [RunKind!], $after: String) {\n    runs(first: 50, status: $status, kind: $kind, after: $after) {\n      edges { node { id kind status turns inputTokens outputTokens costMicros createdAt finishedAt terminationReason failureClass conversation { id title } task { id title } user { id email } } }\n      pageInfo { hasNextPage endCursor }\n    }\n  }\n": typeof types.RunsDocument,
-    "\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n    }\n  }\n": typeof types.RunPageDocument,
+    "\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n  }\n": typeof types.SubagentFieldsFragmentDoc,
+    "\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      depth\n      parentRun { id kind status }\n      totalInputTokens totalOutputTokens totalCostMicros\n      subagents { ...SubagentFields }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n    }\n  }\n": typeof types.RunPageDocument,
+    "\n  query RunSubagents($id: ID!) {\n    run(id: $id) { id status subagents { ...SubagentFields } }\n  }\n": typeof types.RunSubagentsDocument,
+    "\n  mutation CancelSubagent($id: ID!) {\n    cancelSubagent(id: $id) { id status }\n  }\n": typeof types.CancelSubagentDocument,
     "\n  query Tasks {\n    tasks(first: 50) {\n      edges { node { id title description status priority type complexity slug tags createdAt runs(first: 5) { edges { node { id status createdAt costMicros } } } } }\n    }\n  }\n": typeof types.TasksDocument,
     "\n  mutation CreateTask($input: CreateTaskInput!) {\n    createTask(input: $input) { id title status }\n  }\n": typeof types.CreateTaskDocument,
     "\n  mutation RunTask($id: ID!) { runTask(id: $id) { id status } }\n": typeof types.RunTaskDocument,
@@ -85,7 +88,10 @@ const documents: Documents = {
     "\n  mutation ResolveApproval($id: ID!, $decision: ApprovalDecision!, $note: String) {\n    resolveApproval(id: $id, decision: $decision, note: $note) { id status decidedAt }\n  }\n": types.ResolveApprovalDocument,
     "\n  mutation ResolveRollback($id: ID!, $choice: RollbackChoice!) {\n    resolveRollback(approvalId: $id, choice: $choice) { id status note }\n  }\n": types.ResolveRollbackDocument,
     "\n  query Runs($status: [RunStatus!], $kind: [RunKind!], $after: String) {\n    runs(first: 50, status: $status, kind: $kind, after: $after) {\n      edges { node { id kind status turns inputTokens outputTokens costMicros createdAt finishedAt terminationReason failureClass conversation { id title } task { id title } user { id email } } }\n      pageInfo { hasNextPage endCursor }\n    }\n  }\n": types.RunsDocument,
-    "\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n    }\n  }\n": types.RunPageDocument,
+    "\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n  }\n": types.SubagentFieldsFragmentDoc,
+    "\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      depth\n      parentRun { id kind status }\n      totalInputTokens totalOutputTokens totalCostMicros\n      subagents { ...SubagentFields }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n    }\n  }\n": types.RunPageDocument,
+    "\n  query RunSubagents($id: ID!) {\n    run(id: $id) { id status subagents { ...SubagentFields } }\n  }\n": types.RunSubagentsDocument,
+    "\n  mutation CancelSubagent($id: ID!) {\n    cancelSubagent(id: $id) { id status }\n  }\n": types.CancelSubagentDocument,
     "\n  query Tasks {\n    tasks(first: 50) {\n      edges { node { id title description status priority type complexity slug tags createdAt runs(first: 5) { edges { node { id status createdAt costMicros } } } } }\n    }\n  }\n": types.TasksDocument,
     "\n  mutation CreateTask($input: CreateTaskInput!) {\n    createTask(input: $input) { id title status }\n  }\n": types.CreateTaskDocument,
     "\n  mutation RunTask($id: ID!) { runTask(id: $id) { id status } }\n": types.RunTaskDocument,
@@ -219,7 +225,19 @@ export function graphql(source: "\n  query Runs($status: [RunStatus!], $kind: [R
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n    }\n  }\n"): (typeof documents)["\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n    }\n  }\n"];
+export function graphql(source: "\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n  }\n"): (typeof documents)["\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      depth\n      parentRun { id kind status }\n      totalInputTokens totalOutputTokens totalCostMicros\n      subagents { ...SubagentFields }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n    }\n  }\n"): (typeof documents)["\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      depth\n      parentRun { id kind status }\n      totalInputTokens totalOutputTokens totalCostMicros\n      subagents { ...SubagentFields }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RunSubagents($id: ID!) {\n    run(id: $id) { id status subagents { ...SubagentFields } }\n  }\n"): (typeof documents)["\n  query RunSubagents($id: ID!) {\n    run(id: $id) { id status subagents { ...SubagentFields } }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation CancelSubagent($id: ID!) {\n    cancelSubagent(id: $id) { id status }\n  }\n"): (typeof documents)["\n  mutation CancelSubagent($id: ID!) {\n    cancelSubagent(id: $id) { id status }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

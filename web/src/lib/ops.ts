@@ -183,6 +183,13 @@ export const Runs = graphql(`
   }
 `);
 
+export const SubagentFields = graphql(`
+  fragment SubagentFields on Subagent {
+    id role goal status priority depth result error failureClass createdAt startedAt finishedAt
+    run { id inputTokens outputTokens }
+  }
+`);
+
 export const RunPage = graphql(`
   query RunPage($id: ID!) {
     run(id: $id) {
@@ -190,8 +197,24 @@ export const RunPage = graphql(`
       conversation { id title }
       task { id title }
       user { id email }
+      depth
+      parentRun { id kind status }
+      totalInputTokens totalOutputTokens totalCostMicros
+      subagents { ...SubagentFields }
       events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }
     }
+  }
+`);
+
+export const RunSubagents = graphql(`
+  query RunSubagents($id: ID!) {
+    run(id: $id) { id status subagents { ...SubagentFields } }
+  }
+`);
+
+export const CancelSubagent = graphql(`
+  mutation CancelSubagent($id: ID!) {
+    cancelSubagent(id: $id) { id status }
   }
 `);
 

@@ -33,7 +33,7 @@ const MODELS = [
   'openai:gpt-4o-mini',
   'demo:demo',
 ];
-const ACTIVE = new Set(['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL']);
+const ACTIVE = new Set(['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL', 'WAITING']);
 
 export function ChatPage() {
   const { id } = useParams();
@@ -790,7 +790,7 @@ function Composer({
         <div className="runbar" data-testid="run-controls">
           <Badge value={activeRun.status} />
           <span className="muted">
-            {activeRun.status === 'QUEUED' ? 'Waiting for a worker…' : activeRun.status === 'AWAITING_APPROVAL' ? 'Waiting for your decision' : `Turn ${activeRun.turns}`}
+            {activeRun.status === 'QUEUED' ? 'Waiting for a worker…' : activeRun.status === 'AWAITING_APPROVAL' ? 'Waiting for your decision' : activeRun.status === 'WAITING' ? 'Waiting for its sub-agents' : `Turn ${activeRun.turns}`}
           </span>
           <span className="spacer" />
           {activeRun.status === 'PAUSED' ? (

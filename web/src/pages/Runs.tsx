@@ -1,14 +1,14 @@
 import { useEffect, useReducer, useRef, useState } from 'react';
 import { Link, useParams } from 'react-router';
-import { useQuery, useSubscription } from 'urql';
+import { useMutation, useQuery, useSubscription } from 'urql';
 import { Badge, Empty, ErrorBox, Json, Loading } from '../components/ui';
 import { session } from '../lib/client';
 import { dateTime, duration, money, time, tokens } from '../lib/format';
 import { emptyEvents, eventsReducer, type RunEventLike } from '../lib/events';
-import { RunEvents, RunPage as RunPageQuery, Runs } from '../lib/ops';
+import { CancelSubagent, RunEvents, RunPage as RunPageQuery, RunSubagents, Runs } from '../lib/ops';
 import type { RunKind, RunStatus } from '../gql/graphql';
 
-const STATUSES: RunStatus[] = ['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
+const STATUSES: RunStatus[] = ['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
 const KINDS: RunKind[] = ['CHAT_TURN', 'TASK', 'ROUTINE', 'SUBAGENT', 'TEAM'];
 
 export function RunsPage() {
@@ -99,7 +99,7 @@ export function RunsPage() {
   );
 }
 
-const ACTIVE = new Set(['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL']);
+const ACTIVE = new Set(['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL', 'WAITING']);
 
 /** Follows a run that has not ended: its events as they happen, and a refetch of the rest. */
 function Follow({ runId, afterSeq, onEvent }: { runId: string; afterSeq: number; onEvent: (e: RunEventLike) => void }) {
@@ -161,6 +161,20 @@ export function RunPage() {
         <Stat label="Output tokens" value={tokens(run.outputTokens)} />
         <Stat label="Cost" value={money(run.costMicros)} />
       </div>
+      {run.parentRun && (
+        <p className="small">
+          Sub-agent of <Link to={`/runs/${encodeURIComponent(run.parentRun.id)}`}>its parent run</Link> <Badge value={run.parentRun.status} />
+        </p>
+      )}
+      {run.subagents.length > 0 && (
+        <>
+          <h2>Sub-agents</h2>
+          <p className="muted small">
+            With its sub-agents: {tokens(run.totalInputTokens)} in / {tokens(run.totalOutputTokens)} out · {money(run.totalCostMicros)}
+          </p>
+          <SubagentTree nodes={run.subagents as SubagentNode[]} />
+        </>
+      )}
       <h2>Tool calls</h2>
       {run.toolCalls.length === 0 ? (
         <p className="muted">No tool calls.</p>
@@ -236,6 +250,7 @@ function summary(type: string, data: unknown): string {
   if (type === 'usage.recorded') return `${d.inputTokens ?? '?'} in / ${d.outputTokens ?? '?'} out`;
   if (type.startsWith('execution.') && d.terminationReason) return String(d.terminationReason);
   if (type === 'approval.requested') return String(d.kind ?? '');
+  if (type.startsWith('subagent.')) return [String(d.role ?? '').toLowerCase(), d.error ? String(d.error) : ''].filter(Boolean).join(': ');
   return '';
 }
 
@@ -245,5 +260,90 @@ export function Stat({ label, value }: { label: string; value: string }) {
       <div className="label">{label}</div>
       <div className="value">{value}</div>
     </div>
+  );
+}
+
+/** A sub-agent as the run page reads it. */
+type SubagentNode = {
+  id: string;
+  role: string;
+  goal: string;
+  status: string;
+  priority: number;
+  depth: number;
+  result?: string | null;
+  error?: string | null;
+  failureClass?: string | null;
+  startedAt?: string | null;
+  finishedAt?: string | null;
+  createdAt: string;
+  run?: { id: string; inputTokens?: number; outputTokens?: number } | null;
+};
+
+const SUB_ACTIVE = new Set(['PENDING', 'AWAITING_APPROVAL', 'QUEUED', 'RUNNING']);
+
+/**
+ * The tree of a run's sub-agents with their status. The run page refetches the first level on
+ * each of its events (subagent.* are on the parent's stream); a sub-agent's own sub-agents load
+ * when it is opened and follow that sub-agent's run events while it has not ended.
+ */
+function SubagentTree({ nodes }: { nodes: SubagentNode[] }) {
+  const [, cancel] = useMutation(CancelSubagent);
+  return (
+    <ul className="subagent-tree" data-testid="subagent-tree">
+      {nodes.map((s) => (
+        <li key={s.id} data-testid="subagent" data-status={s.status}>
+          <div className="row">
+            <Badge value={s.status} />
+            <strong>{s.role.toLowerCase()}</strong>
+            <span className="muted small">priority {s.priority}</span>
+            {s.run && (
+              <Link className="small" to={`/runs/${encodeURIComponent(s.run.id)}`}>
+                {s.goal.length > 80 ? s.goal.slice(0, 80) + '…' : s.goal}
+              </Link>
+            )}
+            <span className="spacer" />
+            {s.run && <span className="muted small">{tokens((s.run.inputTokens ?? 0) + (s.run.outputTokens ?? 0))} tokens</span>}
+            <span className="muted small">{duration(s.startedAt ?? s.createdAt, s.finishedAt)}</span>
+            {SUB_ACTIVE.has(s.status) && (
+              <button className="link small" onClick={() => void cancel({ id: s.id })}>
+                Cancel
+              </button>
+            )}
+          </div>
+          {s.error && (
+            <div className="error small">
+              {s.failureClass ? s.failureClass.toLowerCase() + ' failure: ' : ''}
+              {s.error}
+            </div>
+          )}
+          {s.result && <div className="muted small subagent-result">{s.result.length > 300 ? s.result.slice(0, 300) + '…' : s.result}</div>}
+          {s.run && s.depth < 3 && <Children runId={s.run.id} active={SUB_ACTIVE.has(s.status)} />}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** A sub-agent's own sub-agents, loaded when opened, live while it has not ended. */
+function Children({ runId, active }: { runId: string; active: boolean }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <details className="small" onToggle={(e) => setOpen((e.target as HTMLDetailsElement).open)}>
+      <summary className="muted">its sub-agents</summary>
+      {open && <ChildrenList runId={runId} active={active} />}
+    </details>
+  );
+}
+
+function ChildrenList({ runId, active }: { runId: string; active: boolean }) {
+  const [q, refetch] = useQuery({ query: RunSubagents, variables: { id: runId } });
+  const subs = (q.data?.run?.subagents ?? []) as SubagentNode[];
+  return (
+    <>
+      {active && <Follow runId={runId} afterSeq={0} onEvent={(e) => e.type.startsWith('subagent.') && refetch({ requestPolicy: 'network-only' })} />}
+      {q.error && <ErrorBox error={q.error} />}
+      {subs.length === 0 ? <p className="muted small">None.</p> : <SubagentTree nodes={subs} />}
+    </>
   );
 }
