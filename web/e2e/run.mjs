@@ -363,6 +363,30 @@ await scenario('the access token is renewed without a logout', async () => {
   assert(runs.viewer.user.email === alice.email, 'the renewed token is good');
 });
 
+await scenario('sub-agents: the run page shows them as a tree with live status', async () => {
+  const { page } = alice;
+  const conv = await newConversation(page, 'Sub-agents');
+  await send(page, 'Please write the plan file'); // parks for an approval: a run that has not ended
+  await page.getByTestId('approval-card').waitFor();
+  const token = await tokenOf(page);
+  const runs = await gql(token, 'query($c: ID!) { conversation(id: $c) { runs(first: 5) { edges { node { id status } } } } }', { c: conv });
+  const parent = runs.conversation.runs.edges.map((e) => e.node).find((r) => r.status === 'AWAITING_APPROVAL');
+  assert(parent, 'the parent run waits for its approval');
+  const spawn = 'mutation($in: SpawnSubagentInput!) { spawnSubagent(input: $in) { id status } }';
+  for (const [role, goal, priority] of [['RESEARCHER', 'Please stream an answer about the plan', 2], ['REVIEWER', 'Please stream a review', 5], ['CODER', 'Please write the plan file', 8]]) {
+    await gql(token, spawn, { in: { parentRunId: parent.id, role, goal, priority } });
+  }
+  await page.goto(`${base}/runs/${encodeURIComponent(parent.id)}`);
+  const tree = page.getByTestId('subagent-tree');
+  await tree.waitFor();
+  assert((await tree.getByTestId('subagent').count()) === 3, 'three sub-agents in the tree');
+  // Their status follows the parent's subagent.* events without a reload.
+  await page.locator('[data-testid="subagent"][data-status="COMPLETED"]').first().waitFor({ timeout: 20000 });
+  await shot(page, 'run-subagents');
+  await gql(await tokenOf(page), 'mutation($id: ID!) { cancelRun(id: $id) { status } }', { id: parent.id });
+  await page.locator('[data-testid="subagent"][data-status="CANCELLED"]').first().waitFor({ timeout: 20000 });
+});
+
 await scenario('budgets: initial JS under 300 KB gzip, chat page first paint under 1.5 s (cold cache)', async () => {
   // Each load is a session of its own (another refresh-token family) in a context with an empty
   // cache. The median of three loads is compared with the budget: the machine is shared.
