@@ -165,7 +165,7 @@ func (p *tailPrinter) print(ev tailEvent) (queued bool) {
 	switch ev.Type {
 	case "task.queued", "execution.resumed":
 		p.queued, queued = true, true
-	case "execution.started", "execution.paused", "execution.completed", "execution.failed", "execution.cancelled", "execution.timed_out", "approval.requested":
+	case "execution.started", "execution.paused", "execution.waiting", "execution.completed", "execution.failed", "execution.cancelled", "execution.timed_out", "approval.requested":
 		p.queued = false
 	}
 	if p.json {
@@ -180,6 +180,9 @@ func (p *tailPrinter) print(ev tailEvent) (queued bool) {
 	} else {
 		p.endLine()
 		fmt.Fprintf(p.w, "[%d] %s %s\n", ev.Seq, ev.Type, ev.Data)
+	}
+	if ev.Type == "execution.waiting" {
+		p.hint("the run waits for its sub-agents (no worker held); it goes on when they end or the wait times out. See run { subagents { status } }.")
 	}
 	if ev.Type == "approval.requested" {
 		var d struct{ ApprovalID, Kind, Question string }
