@@ -604,3 +604,33 @@ func TestSubagentWorkerSIGKILL(t *testing.T) {
 	require.Equal(t, "COMPLETED", r.Status)
 	require.Zero(t, c.count(t, `SELECT count(*) FROM runs WHERE status IN ('RUNNING', 'QUEUED', 'WAITING')`))
 }
+
+// TestSubagentFourthLevelIsAToolError: a sub-agent at depth 3 whose model calls spawn_subagent
+// gets a tool error saying why (the model reads it and answers), and no fourth level exists.
+func TestSubagentFourthLevelIsAToolError(t *testing.T) {
+	t.Parallel()
+	c := demoEnv(t, apptest.Options{})
+	top, res := c.send(t, c.conversation(t, nil), "think for 30000 ms", nil) // a run that goes on
+	require.Empty(t, res.Errors, "%s", res.Body)
+	parent := top.RunID
+	var deepest spawned
+	for depth := 1; depth <= 3; depth++ {
+		goal := "think for 30000 ms"
+		if depth == 3 {
+			goal = "spawn a sub-agent: think for 10 ms"
+		}
+		s, res := c.spawn(t, c.s.AccessToken, map[string]any{"parentRunId": parent, "role": "GENERAL", "goal": goal, "maxTokens": 20_000})
+		require.Empty(t, res.Errors, "%s", res.Body)
+		parent, deepest = s.Run.ID, s
+	}
+	r := c.waitRun(t, deepest.Run.ID, time.Minute)
+	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	require.Len(t, r.ToolCalls, 1)
+	require.Equal(t, "spawn_subagent", r.ToolCalls[0].Name)
+	require.Equal(t, "FAILED", r.ToolCalls[0].Status)
+	require.NotNil(t, r.ToolCalls[0].Error)
+	require.Contains(t, *r.ToolCalls[0].Error, "nest at most 3 deep")
+	require.Zero(t, c.count(t, `SELECT count(*) FROM runs WHERE depth > 3`))
+	res = c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": top.RunID})
+	require.Empty(t, res.Errors, "%s", res.Body)
+}
