@@ -585,7 +585,7 @@ func TestSubagentWorkerSIGKILL(t *testing.T) {
 	t.Parallel()
 	c := demoEnv(t, apptest.Options{NoWork: true})
 	w1 := startWorker(t, c, "first")
-	s, res := c.send(t, c.conversation(t, nil), "spawn 5 sub-agents: think for 2000 ms then wait for sub-agents", nil)
+	s, res := c.send(t, c.conversation(t, nil), "spawn 5 sub-agents: think for 1200 ms then wait for sub-agents", nil)
 	require.Empty(t, res.Errors, "%s", res.Body)
 	require.Eventually(t, func() bool {
 		return c.count(t, `SELECT count(*) FROM runs WHERE kind = 'SUBAGENT' AND status = 'RUNNING'`) == 5
