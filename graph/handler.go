@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -120,7 +121,26 @@ func NewHandler(o HandlerOptions) http.Handler {
 			Tenancy: r.Tenancy, Runs: r.RunService, Chat: r.Chat, Tasks: r.Tasks, Approvals: r.Approvals,
 		})))
 	})
-	return sockets.serve(o.Sockets, explore(o.Development, refusals(srv)))
+	return sockets.serve(o.Sockets, watchSSE(r.Auth, explore(o.Development, refusals(srv))))
+}
+
+// watchSSE ends an authenticated SSE stream as soon as its credential stops authenticating
+// (logged out, revoked, its user removed) or its role drops (auth.Service.Watch): the
+// request's context ends, and with it every subscription the stream carries.
+func watchSSE(a *auth.Service, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		actor, ok := auth.ActorFrom(r.Context())
+		if !ok || a == nil || !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		bearer, _ := auth.BearerToken(r.Header.Get("Authorization"))
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := a.Watch(actor, bearer, cancel)
+		defer stop()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // rulesWithoutSuggestions is gqlparser's default rule set with every rule that suggests names
@@ -139,8 +159,9 @@ func rulesWithoutSuggestions() *rules.Rules {
 }
 
 // wsInit authenticates a WebSocket in connection_init ({"authorization": "Bearer <token>"}),
-// counts it against its user's cap, and bounds the connection's life by the credential's expiry:
-// when an access token expires the socket is closed.
+// counts it against its user's cap, and bounds the connection's life by the credential's: when
+// an access token expires, or the credential is revoked or loses its role, the socket is
+// closed.
 func wsInit(a *auth.Service, sockets *sockets) transport.WebsocketInitFunc {
 	return func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		raw := p.Authorization()
@@ -161,6 +182,14 @@ func wsInit(a *auth.Service, sockets *sockets) transport.WebsocketInitFunc {
 			return transport.WithWebsocketCloseCode(transport.AppendCloseReason(ctx, err.Error()), closeTooMany), nil, err
 		}
 		ctx = auth.WithActor(ctx, actor)
+		// The socket ends as soon as its credential stops authenticating or its role drops
+		// (logged out, revoked, removed or demoted).
+		{
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			stop := a.Watch(actor, token, cancel)
+			onClose(ctx, func() { stop(); cancel() })
+		}
 		if !expires.IsZero() {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, expires)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -126,14 +127,15 @@ func TestJWTMatrix(t *testing.T) {
 	}
 
 	// Sanity: a token the test signs with the real key passes, so the failures below are caused
-	// by the one thing each case changes, not by the test's signing.
+	// by the one thing each case changes, not by the test's signing. The role claim does not
+	// decide: the role is the user's current membership's (OWNER).
 	for _, role := range []string{"OWNER", "VIEWER"} {
 		tok := jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { c["role"] = role }))
 		res := env.Do(t, tok, query, nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		var out struct{ Viewer struct{ Role string } }
 		res.Decode(t, &out)
-		require.Equal(t, role, out.Viewer.Role)
+		require.Equal(t, "OWNER", out.Viewer.Role, "claimed role %s", role)
 	}
 	validViewer := jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { c["role"] = "VIEWER" }))
 
@@ -154,6 +156,9 @@ func TestJWTMatrix(t *testing.T) {
 		}))},
 		{"nbf in the future", jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { c["nbf"] = now.Add(2 * time.Minute).Unix() }))},
 		{"iat in the future", jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { c["iat"] = now.Add(2 * time.Minute).Unix() }))},
+		{"no session (sid)", jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { delete(c, "sid") }))},
+		{"a session that does not exist", jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { c["sid"] = uuid.NewString() }))},
+		{"a session id that is no uuid", jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { c["sid"] = "x" }))},
 		{"wrong iss", jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { c["iss"] = "not-agentry" }))},
 		{"missing iss", jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { delete(c, "iss") }))},
 		{"wrong aud", jwtSign(t, jwt.SigningMethodEdDSA, priv, kid, with(func(c jwt.MapClaims) { c["aud"] = []string{"other-api"} }))},

@@ -59,7 +59,9 @@ func TestMembersRolesAndRemoval(t *testing.T) {
 		mu      sync.Mutex
 		changed []uuid.UUID // the users OnMemberChange was told of
 	)
-	env.App.Tenancy.OnMemberChange = func(_, userID uuid.UUID) {
+	wired := env.App.Tenancy.OnMemberChange
+	env.App.Tenancy.OnMemberChange = func(tenantID, userID uuid.UUID) {
+		wired(tenantID, userID)
 		mu.Lock()
 		defer mu.Unlock()
 		changed = append(changed, userID)

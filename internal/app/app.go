@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -82,6 +83,8 @@ type App struct {
 	Health http.Handler
 	// CloseSockets closes every open WebSocket subscription (graceful shutdown).
 	CloseSockets context.CancelFunc
+	// stopListening ends the subscription to credential changes (auth.Service.ListenForChanges).
+	stopListening context.CancelFunc
 }
 
 // Check returns the mistakes of cfg that New stops at before it connects anywhere: what
@@ -136,6 +139,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	}
 	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, cfg.AccessTokenTTL, nil), log)
 	a.Tenancy = tenancy.NewService(a.DB)
+	// A member's role change or removal reaches their open credentials at once.
+	a.Tenancy.OnMemberChange = func(tenantID, userID uuid.UUID) { a.Auth.Changed(context.Background(), tenantID, userID) }
 	a.Settings = settings.NewService(a.DB)
 	a.Auth.OnSignUp = chat.CreateDefaultProject
 
@@ -220,6 +225,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		AllowedOrigins: cfg.AllowedOrigins,
 	}
 	if mode.API {
+		var listen context.Context
+		listen, a.stopListening = context.WithCancel(context.Background())
+		if err := a.Auth.ListenForChanges(listen, a.Redis, cfg.RedisPrefix); err != nil {
+			return nil, err
+		}
 		a.Hub = events.NewHub(a.Redis, cfg.RedisPrefix, log)
 		// Runs worked here reach this process's subscribers without the trip through Redis.
 		pub.DeliverLocally(a.Hub)
@@ -263,6 +273,9 @@ func (a *App) Close() {
 	var errs []error
 	if a.CloseSockets != nil {
 		a.CloseSockets()
+	}
+	if a.stopListening != nil {
+		a.stopListening()
 	}
 	if a.Hub != nil {
 		errs = append(errs, a.Hub.Close())

@@ -64,6 +64,7 @@ func (s *Service) ChangePassword(ctx context.Context, current, next string) (Ses
 		if _, err := tx.Q.RefreshTokenRevokeAllOfUser(ctx, a.UserID); err != nil {
 			return fmt.Errorf("revoke sessions: %w", err)
 		}
+		tx.AfterCommit(func() { s.Changed(ctx, uuid.Nil, a.UserID) })
 		sess, err = s.startSession(ctx, tx, a, uuid.Must(uuid.NewV7()))
 		return err
 	})

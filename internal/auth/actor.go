@@ -60,6 +60,9 @@ type Actor struct {
 	PlatformAdmin bool
 	// APIKeyID is set when the caller authenticated with an API key.
 	APIKeyID uuid.UUID
+	// SessionID is the session (refresh-token family) an access token belongs to: logging out
+	// ends it, and with it every access token it issued. Nil for API keys and jobs.
+	SessionID uuid.UUID
 }
 
 type actorKey struct{}

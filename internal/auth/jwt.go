@@ -23,6 +23,8 @@ type Claims struct {
 	TenantID      string `json:"tid"`
 	Role          Role   `json:"role"`
 	PlatformAdmin bool   `json:"padm,omitempty"`
+	// SessionID is the session (refresh-token family) that issued the token.
+	SessionID string `json:"sid,omitempty"`
 }
 
 // Tokens issues and verifies access tokens. The algorithm is pinned to EdDSA; iss, aud and exp
@@ -101,6 +103,9 @@ func (t *Tokens) Issue(ctx context.Context, a Actor) (string, time.Time, error) 
 		Role:          a.Role,
 		PlatformAdmin: a.PlatformAdmin,
 	}
+	if a.SessionID != uuid.Nil {
+		claims.SessionID = a.SessionID.String()
+	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
 	tok.Header["kid"] = kid
 	s, err := tok.SignedString(key)
@@ -144,6 +149,11 @@ func (t *Tokens) Verify(ctx context.Context, token string) (Actor, time.Time, er
 		return Actor{}, time.Time{}, apperr.New(apperr.Unauthenticated, "invalid access token claims")
 	}
 	a := Actor{UserID: userID, TenantID: tenantID, Role: claims.Role, PlatformAdmin: claims.PlatformAdmin}
+	if claims.SessionID != "" {
+		if a.SessionID, err = uuid.Parse(claims.SessionID); err != nil {
+			return Actor{}, time.Time{}, apperr.New(apperr.Unauthenticated, "invalid access token claims")
+		}
+	}
 	t.mu.Lock()
 	if len(t.verified) >= maxVerified {
 		t.verified = map[string]verifiedToken{}

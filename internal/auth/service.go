@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/mail"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -27,6 +28,8 @@ type Service struct {
 	passwords *Passwords
 	tokens    *Tokens
 	log       *slog.Logger
+	cur       *current
+	bus       atomic.Pointer[changeBus]
 	// OnSignUp, when set, runs inside the sign-up transaction after the tenant exists (other
 	// domains create the tenant's defaults there, e.g. its default project).
 	OnSignUp func(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
@@ -34,7 +37,7 @@ type Service struct {
 
 // NewService returns the auth service.
 func NewService(d *db.DB, passwords *Passwords, tokens *Tokens, log *slog.Logger) *Service {
-	return &Service{db: d, passwords: passwords, tokens: tokens, log: log}
+	return &Service{db: d, passwords: passwords, tokens: tokens, log: log, cur: newCurrent()}
 }
 
 // Tokens returns the access-token service.
@@ -209,6 +212,7 @@ func (s *Service) startSessionWith(ctx context.Context, tx *db.Tx, a Actor, fami
 	if err != nil {
 		return Session{}, fmt.Errorf("insert refresh token: %w", err)
 	}
+	a.SessionID = family
 	access, exp, err := s.tokens.Issue(ctx, a)
 	if err != nil {
 		return Session{}, err
@@ -293,7 +297,7 @@ func (s *Service) sessionActor(ctx context.Context, tx *db.Tx, tok dbsqlc.Refres
 	if err != nil {
 		return Actor{}, fmt.Errorf("load user: %w", err)
 	}
-	return Actor{UserID: tok.UserID, TenantID: tok.TenantID, Role: Role(m.Role), PlatformAdmin: user.IsPlatformAdmin}, nil
+	return Actor{UserID: tok.UserID, TenantID: tok.TenantID, Role: Role(m.Role), PlatformAdmin: user.IsPlatformAdmin, SessionID: tok.FamilyID}, nil
 }
 
 // spend marks a live refresh token used and runs then in the same transaction (of the token's
@@ -345,6 +349,7 @@ func (s *Service) spendOr(ctx context.Context, token string, then func(ctx conte
 
 func (s *Service) revokeFamily(ctx context.Context, row dbsqlc.RefreshToken) error {
 	return s.db.InTx(ctx, row.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		tx.AfterCommit(func() { s.Changed(ctx, row.TenantID, row.UserID) })
 		return tx.Q.RefreshTokenRevokeFamily(ctx, dbsqlc.RefreshTokenRevokeFamilyParams{TenantID: row.TenantID, FamilyID: row.FamilyID})
 	})
 }
@@ -362,14 +367,21 @@ func (s *Service) LogOut(ctx context.Context, token string) error {
 	return s.revokeFamily(ctx, row)
 }
 
-// Authenticate resolves a bearer credential (an access token or an API key) to its actor. The
-// returned time is when the credential stops being valid (zero for API keys).
+// Authenticate resolves a bearer credential (an access token or an API key) to its actor, with
+// the role its user holds now. The returned time is when the credential stops being valid
+// (zero for API keys). An access token of a session that was logged out or revoked, or whose
+// user left the tenant, is UNAUTHENTICATED.
 func (s *Service) Authenticate(ctx context.Context, bearer string) (Actor, time.Time, error) {
 	if strings.HasPrefix(bearer, apiKeyPrefix) {
 		a, err := s.authenticateAPIKey(ctx, bearer)
 		return a, time.Time{}, err
 	}
-	return s.tokens.Verify(ctx, bearer)
+	a, exp, err := s.tokens.Verify(ctx, bearer)
+	if err != nil {
+		return a, exp, err
+	}
+	a, err = s.currentActor(ctx, a)
+	return a, exp, err
 }
 
 var errBadAPIKey = apperr.New(apperr.Unauthenticated, "invalid or revoked API key")
@@ -427,6 +439,18 @@ func (s *Service) CreateAPIKey(ctx context.Context, name string, role Role) (Cre
 	secret, prefix := newAPIKey()
 	var out CreatedAPIKey
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		// The role that counts is the membership's as this key is made, not the one the
+		// credential was checked with a moment ago.
+		m, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: a.TenantID, UserID: a.UserID})
+		if db.IsNoRows(err) || (err == nil && m.InviteTokenHash != nil) {
+			return errSessionEnded
+		}
+		if err != nil {
+			return fmt.Errorf("load membership: %w", err)
+		}
+		if now := Role(m.Role); !now.AtLeast(RoleAdmin) || !now.AtLeast(role) {
+			return apperr.New(apperr.Forbidden, "this operation needs the ADMIN role or higher, and a key's role cannot be above your own (%s)", now)
+		}
 		key, err := tx.Q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{
 			TenantID: a.TenantID, ID: uuid.Must(uuid.NewV7()), UserID: a.UserID, Name: name,
 			Prefix: prefix, SecretHash: hashSecret(secret), Role: string(role),
@@ -452,6 +476,9 @@ func (s *Service) RevokeAPIKey(ctx context.Context, id uuid.UUID) (dbsqlc.ApiKey
 		key, err = tx.Q.APIKeyRevoke(ctx, dbsqlc.APIKeyRevokeParams{TenantID: a.TenantID, ID: id})
 		if db.IsNoRows(err) {
 			return apperr.NotFoundf("API key")
+		}
+		if err == nil {
+			tx.AfterCommit(func() { s.Changed(ctx, a.TenantID, key.UserID) })
 		}
 		return err
 	})

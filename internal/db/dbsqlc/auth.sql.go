@@ -332,6 +332,36 @@ func (q *Queries) RefreshTokenRotate(ctx context.Context, arg RefreshTokenRotate
 	return i, err
 }
 
+const sessionState = `-- name: SessionState :one
+SELECT m.role,
+       EXISTS (SELECT 1 FROM refresh_tokens r
+               WHERE r.tenant_id = m.tenant_id AND r.family_id = $1 AND r.user_id = m.user_id
+                 AND r.revoked_at IS NULL AND r.expires_at > now()) AS open
+FROM memberships m
+WHERE m.tenant_id = $2 AND m.user_id = $3 AND m.invite_token_hash IS NULL
+`
+
+type SessionStateParams struct {
+	FamilyID uuid.UUID
+	TenantID uuid.UUID
+	UserID   uuid.UUID
+}
+
+type SessionStateRow struct {
+	Role string
+	Open bool
+}
+
+// What an access token of session family_id may do now: its user's role in the tenant (no row:
+// they are no member, or only invited) and whether the session is still open (not logged out,
+// revoked by a password change or a removal, nor expired).
+func (q *Queries) SessionState(ctx context.Context, arg SessionStateParams) (SessionStateRow, error) {
+	row := q.db.QueryRow(ctx, sessionState, arg.FamilyID, arg.TenantID, arg.UserID)
+	var i SessionStateRow
+	err := row.Scan(&i.Role, &i.Open)
+	return i, err
+}
+
 const signingKeyInsert = `-- name: SigningKeyInsert :exec
 INSERT INTO signing_keys (kid, algorithm, public_key, private_key_enc, retire_at) VALUES ($1, 'EdDSA', $2, $3, $4)
 `

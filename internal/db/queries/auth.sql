@@ -72,3 +72,14 @@ WHERE user_id = $1 AND revoked_at IS NULL;
 
 -- name: UserSetPassword :exec
 UPDATE users SET password_hash = sqlc.arg(password_hash) WHERE id = sqlc.arg(id);
+
+-- name: SessionState :one
+-- What an access token of session family_id may do now: its user's role in the tenant (no row:
+-- they are no member, or only invited) and whether the session is still open (not logged out,
+-- revoked by a password change or a removal, nor expired).
+SELECT m.role,
+       EXISTS (SELECT 1 FROM refresh_tokens r
+               WHERE r.tenant_id = m.tenant_id AND r.family_id = sqlc.arg(family_id) AND r.user_id = m.user_id
+                 AND r.revoked_at IS NULL AND r.expires_at > now()) AS open
+FROM memberships m
+WHERE m.tenant_id = sqlc.arg(tenant_id) AND m.user_id = sqlc.arg(user_id) AND m.invite_token_hash IS NULL;
