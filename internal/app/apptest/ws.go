@@ -143,3 +143,30 @@ func seqs(evs []Event) []int {
 	}
 	return out
 }
+
+// WaitEnd reads the subscription until the server ends it (complete, error, or the socket
+// closed) and reports whether that happened within timeout.
+func (s *Subscription) WaitEnd(timeout time.Duration) bool {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for !s.Done {
+		var msg struct {
+			Type string `json:"type"`
+		}
+		if err := wsjson.Read(ctx, s.conn, &msg); err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			s.Done = true // the server closed the socket
+			break
+		}
+		switch msg.Type {
+		case "ping":
+			_ = wsjson.Write(ctx, s.conn, map[string]any{"type": "pong"})
+		case "complete", "error":
+			s.Done = true
+		}
+	}
+	return true
+}
