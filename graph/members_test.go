@@ -154,7 +154,10 @@ func TestMembersRolesAndRemoval(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.ElementsMatch(t, []string{"", "CONFLICT"}, codes, "exactly one demotion goes through")
+	// The second, under the tenant's lock, is an ADMIN by then (FORBIDDEN to touch an OWNER), or,
+	// had it read the roles before, would find the last OWNER (CONFLICT).
+	require.Contains(t, codes, "", "one demotion goes through")
+	require.True(t, slices.Contains(codes, "FORBIDDEN") || slices.Contains(codes, "CONFLICT"), "exactly one demotion goes through: %v", codes)
 	owners := 0
 	for _, m := range memMembers(t, env, member.AccessToken) {
 		if m.Role == "OWNER" {

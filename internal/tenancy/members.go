@@ -44,7 +44,10 @@ func (s *Service) SetMemberRole(ctx context.Context, userID uuid.UUID, role auth
 		return Member{}, err
 	}
 	var out Member
-	err = s.changeMember(ctx, a, userID, func(ctx context.Context, tx *db.Tx, m dbsqlc.Membership) error {
+	err = s.changeMember(ctx, a, userID, func(ctx context.Context, tx *db.Tx, a auth.Actor, m dbsqlc.Membership) error {
+		if err := grantable(a, role); err != nil {
+			return err
+		}
 		if m.Role == string(auth.RoleOwner) && role != auth.RoleOwner {
 			if err := lastOwner(ctx, tx, a.TenantID, "demote"); err != nil {
 				return err
@@ -70,7 +73,7 @@ func (s *Service) RemoveMember(ctx context.Context, userID uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	return s.changeMember(ctx, a, userID, func(ctx context.Context, tx *db.Tx, m dbsqlc.Membership) error {
+	return s.changeMember(ctx, a, userID, func(ctx context.Context, tx *db.Tx, a auth.Actor, m dbsqlc.Membership) error {
 		if m.Role == string(auth.RoleOwner) {
 			if err := lastOwner(ctx, tx, a.TenantID, "remove"); err != nil {
 				return err
@@ -87,12 +90,27 @@ func (s *Service) RemoveMember(ctx context.Context, userID uuid.UUID) error {
 }
 
 // changeMember runs fn on the membership of userID in a's tenant, with the tenant's member
-// changes serialised (its row locked) and an ADMIN kept off OWNERs; OnMemberChange follows
-// the commit.
-func (s *Service) changeMember(ctx context.Context, a auth.Actor, userID uuid.UUID, fn func(ctx context.Context, tx *db.Tx, m dbsqlc.Membership) error) error {
+// changes serialised (its row locked), the caller's role read again under the lock (fn gets
+// the caller with it) and an ADMIN kept off OWNERs; OnMemberChange follows the commit.
+func (s *Service) changeMember(ctx context.Context, a auth.Actor, userID uuid.UUID, fn func(ctx context.Context, tx *db.Tx, a auth.Actor, m dbsqlc.Membership) error) error {
 	return s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		if _, err := tx.Q.TenantLockForMembers(ctx, a.TenantID); err != nil {
 			return fmt.Errorf("lock tenant: %w", err)
+		}
+		// The caller's powers are their role now, under the lock: a change made a moment ago
+		// (their own demotion among them) counts.
+		self, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: a.TenantID, UserID: a.UserID})
+		if db.IsNoRows(err) {
+			return apperr.New(apperr.Unauthenticated, "you are no longer a member of this tenant")
+		}
+		if err != nil {
+			return fmt.Errorf("load own membership: %w", err)
+		}
+		if now := auth.Role(self.Role); a.APIKeyID == uuid.Nil || !now.AtLeast(a.Role) {
+			a.Role = now
+		}
+		if !a.Role.AtLeast(auth.RoleAdmin) {
+			return apperr.New(apperr.Forbidden, "this operation needs the ADMIN role or higher")
 		}
 		m, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: a.TenantID, UserID: userID})
 		if db.IsNoRows(err) {
@@ -107,7 +125,7 @@ func (s *Service) changeMember(ctx context.Context, a auth.Actor, userID uuid.UU
 		if s.OnMemberChange != nil {
 			tx.AfterCommit(func() { s.OnMemberChange(a.TenantID, userID) })
 		}
-		return fn(ctx, tx, m)
+		return fn(ctx, tx, a, m)
 	})
 }
 
