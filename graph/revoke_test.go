@@ -3,8 +3,8 @@ package graph_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
