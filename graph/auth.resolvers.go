@@ -99,6 +99,38 @@ func (r *mutationResolver) AcceptInvitation(ctx context.Context, token string) (
 	return true, nil
 }
 
+// VerifyEmail is the resolver for the verifyEmail field.
+func (r *mutationResolver) VerifyEmail(ctx context.Context, token string) (bool, error) {
+	if err := r.Auth.VerifyEmail(ctx, token); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// RequestEmailVerification is the resolver for the requestEmailVerification field.
+func (r *mutationResolver) RequestEmailVerification(ctx context.Context) (bool, error) {
+	if err := r.Auth.RequestEmailVerification(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// RequestPasswordReset is the resolver for the requestPasswordReset field.
+func (r *mutationResolver) RequestPasswordReset(ctx context.Context, email string) (bool, error) {
+	if err := r.Auth.RequestPasswordReset(ctx, email); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// ResetPassword is the resolver for the resetPassword field.
+func (r *mutationResolver) ResetPassword(ctx context.Context, token string, newPassword string) (bool, error) {
+	if err := r.Auth.ResetPassword(ctx, token, newPassword); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // SetMemberRole is the resolver for the setMemberRole field.
 func (r *mutationResolver) SetMemberRole(ctx context.Context, userID string, role model.Role) (*model.Membership, error) {
 	uid, err := model.DecodeID("User", userID)
@@ -230,6 +262,11 @@ func (r *viewerResolver) Memberships(ctx context.Context, obj *model.Viewer) ([]
 		}
 	}
 	return out, nil
+}
+
+// EmailVerified is the resolver for the emailVerified field.
+func (r *viewerResolver) EmailVerified(ctx context.Context, obj *model.Viewer) (bool, error) {
+	return r.Auth.EmailVerified(ctx)
 }
 
 // Mutation returns generated.MutationResolver implementation.

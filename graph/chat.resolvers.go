@@ -80,6 +80,21 @@ func (r *messageResolver) Run(ctx context.Context, obj *model.Message) (*model.R
 	return &model.Run{Row: row}, nil
 }
 
+// Author is the resolver for the author field.
+func (r *messageResolver) Author(ctx context.Context, obj *model.Message) (*model.User, error) {
+	if !obj.Row.AuthorID.Valid {
+		return nil, nil
+	}
+	u, err := loader.From(ctx).User(ctx, obj.Row.AuthorID.UUID)
+	if apperr.CodeOf(err) == apperr.NotFound {
+		return nil, nil // the author left the tenant
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &model.User{UserID: u.ID, Row: &u}, nil
+}
+
 // CreateConversation is the resolver for the createConversation field.
 func (r *mutationResolver) CreateConversation(ctx context.Context, input model.CreateConversationInput) (*model.Conversation, error) {
 	in := chat.NewConversation{Title: deref(input.Title), Model: deref(input.Model), SystemPrompt: deref(input.SystemPrompt), Agentic: input.Agentic}

@@ -513,11 +513,9 @@ func TestContextMemoryRecall(t *testing.T) {
 	c.turn(t, c.conversation(t, nil), "Remember: my favourite colour is teal, and staging is hercules.")
 
 	// Another user of the tenant, and another tenant, keep similar facts.
-	var member struct {
-		AddMember struct{ User struct{ ID string } }
-	}
-	c.Do(t, c.s.AccessToken, `mutation { addMember(input: {email: "colleague@example.com", role: MEMBER}) { user { id } } }`, nil).Decode(t, &member)
-	_, colleague := isoDecodeID(t, member.AddMember.User.ID)
+	colleagueAcct := c.SignUp(t, "", "")
+	memJoin(t, c.Env, c.s.AccessToken, colleagueAcct, c.s.TenantID, "MEMBER")
+	_, colleague := isoDecodeID(t, colleagueAcct.UserID)
 	_, tenantA := isoDecodeID(t, c.s.TenantID)
 	cwExec(t, c.OwnerURL, `INSERT INTO memories (tenant_id, id, user_id, project_id, content)
 SELECT $1, gen_random_uuid(), $2, id, 'The favourite colour of this user is magenta.' FROM projects WHERE tenant_id = $1 AND is_default`, tenantA, colleague)

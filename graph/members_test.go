@@ -3,6 +3,7 @@ package graph_test
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -26,12 +27,22 @@ type memMember struct {
 	Tenant  struct{ ID, Name string }
 }
 
-// memJoin adds the account of s to the tenant of owner with role, and returns a session of s
-// in that tenant.
+// memJoin invites the account of s to the tenant of owner with role, accepts the invitation
+// as s (through the link emailed to s), and returns a session of s in that tenant.
 func memJoin(t *testing.T, env *apptest.Env, owner string, s apptest.Session, tenantID, role string) sessAuthPayload {
 	t.Helper()
+	n := len(env.Mail.Sent(s.Email))
 	res := env.Do(t, owner, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": s.Email, "role": role}})
 	require.Empty(t, res.Errors, "%s", res.Body)
+	invitations := 0
+	for _, m := range env.Mail.Sent(s.Email)[:n] {
+		if strings.Contains(m.Subject, "invited") {
+			invitations++
+		}
+	}
+	token := env.LinkToken(t, s.Email, "invited", invitations+1)
+	res = env.Do(t, s.AccessToken, `mutation($t: String!) { acceptInvitation(token: $t) }`, map[string]any{"t": token})
+	require.Empty(t, res.Errors, "acceptInvitation: %s", res.Body)
 	return sessDecodeAuth(t, sessLogIn(t, env, s.Email, s.Password, tenantID), "logIn")
 }
 

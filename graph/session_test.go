@@ -342,20 +342,8 @@ func TestLogIn(t *testing.T) {
 	require.Equal(t, "UNAUTHENTICATED", unknown.Code(), "%s", unknown.Body)
 	require.Equal(t, wrong.Errors[0].Message, unknown.Errors[0].Message)
 
-	// The owner of T2 adds A, who already has an account.
-	res := env.Do(t, b.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": a.Email, "role": "MEMBER"}})
-	var added struct {
-		AddMember struct {
-			Role            string
-			Pending         bool
-			InvitationToken string
-			User            struct{ ID, Email string }
-		}
-	}
-	res.Decode(t, &added)
-	require.False(t, added.AddMember.Pending)
-	require.Equal(t, "MEMBER", added.AddMember.Role)
-	require.Equal(t, a.UserID, added.AddMember.User.ID)
+	// The owner of T2 invites A, who already has an account, and A accepts.
+	memJoin(t, env, b.AccessToken, a, b.TenantID, "MEMBER")
 
 	// Without tenantId: the first tenant joined.
 	p := sessDecodeAuth(t, sessLogIn(t, env, a.Email, a.Password, ""), "logIn")
@@ -367,7 +355,7 @@ func TestLogIn(t *testing.T) {
 	p = sessDecodeAuth(t, sessLogIn(t, env, a.Email, a.Password, b.TenantID), "logIn")
 	require.Equal(t, b.TenantID, p.Viewer.Tenant.ID)
 	require.Equal(t, "MEMBER", p.Viewer.Role)
-	res = env.Do(t, p.AccessToken, sessViewerRole, nil)
+	res := env.Do(t, p.AccessToken, sessViewerRole, nil)
 	var v struct {
 		Viewer struct {
 			Role   string
@@ -390,76 +378,118 @@ func TestLogIn(t *testing.T) {
 	require.Equal(t, "UNAUTHENTICATED", res.Code(), "%s", res.Body)
 }
 
-func TestInvitedMemberSignsUpAndLogsIn(t *testing.T) {
-	t.Parallel()
-	env := apptest.Start(t, apptest.Options{NoWork: true})
-	owner := env.SignUp(t, "", "Inviting")
-	email := fmt.Sprintf("invitee-%d@example.com", time.Now().UnixNano())
-
-	res := env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": email, "role": "ADMIN"}})
-	var added struct {
-		AddMember struct {
-			Role            string
-			Pending         bool
-			InvitationToken string
-			User            struct{ ID, Email string }
-		}
-	}
-	res.Decode(t, &added)
-	require.True(t, added.AddMember.Pending)
-	require.Equal(t, "ADMIN", added.AddMember.Role)
-	require.Equal(t, email, added.AddMember.User.Email)
-
-	// A pending member cannot log in (no password yet), with any password.
-	res = sessLogIn(t, env, email, "", owner.TenantID)
-	require.Equal(t, "UNAUTHENTICATED", res.Code(), "%s", res.Body)
-
-	// Adding them twice is a conflict.
-	res = env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": email, "role": "MEMBER"}})
-	require.Equal(t, "CONFLICT", res.Code(), "%s", res.Body)
-
-	// Someone signs up with that email but without the invitation's token: they get the
-	// account and a tenant of their own, never the inviting tenant's seat.
-	own := env.SignUp(t, email, "Own")
-	require.NotEqual(t, owner.TenantID, own.TenantID)
-	require.Equal(t, added.AddMember.User.ID, own.UserID, "sign-up did not complete the invited account")
-	require.Equal(t, "OWNER", sessRole(t, env, own.AccessToken))
-	res = sessLogIn(t, env, email, own.Password, owner.TenantID)
-	require.Equal(t, "NOT_FOUND", res.Code(), "an unproven invitation granted the seat: %s", res.Body)
-
-	// A wrong token is refused; the invitation's token grants the seat.
-	res = env.Do(t, own.AccessToken, `mutation($t: String!) { acceptInvitation(token: $t) }`, map[string]any{"t": "agi_forged"})
-	require.Equal(t, "NOT_FOUND", res.Code(), "%s", res.Body)
-	require.NotEmpty(t, added.AddMember.InvitationToken)
-	res = env.Do(t, own.AccessToken, `mutation($t: String!) { acceptInvitation(token: $t) }`, map[string]any{"t": added.AddMember.InvitationToken})
-	require.Empty(t, res.Errors, "%s", res.Body)
-
-	p := sessDecodeAuth(t, sessLogIn(t, env, email, own.Password, owner.TenantID), "logIn")
-	require.Equal(t, owner.TenantID, p.Viewer.Tenant.ID)
-	require.Equal(t, "ADMIN", p.Viewer.Role)
-	require.Equal(t, own.UserID, p.Viewer.User.ID)
-
-	// A token works once.
-	res = env.Do(t, own.AccessToken, `mutation($t: String!) { acceptInvitation(token: $t) }`, map[string]any{"t": added.AddMember.InvitationToken})
-	require.Equal(t, "NOT_FOUND", res.Code())
+// sessSignUp signs up without verifying the address (apptest's SignUp verifies it).
+func sessSignUp(t *testing.T, env *apptest.Env, email, password string) sessAuthPayload {
+	t.Helper()
+	res := env.Do(t, "", `mutation($in: SignUpInput!) { signUp(input: $in) { accessToken refreshToken viewer { role tenant { id } user { id email } } } }`,
+		map[string]any{"in": map[string]any{"email": email, "password": password, "tenantName": "Own of " + email}})
+	return sessDecodeAuth(t, res, "signUp")
 }
 
-// TestSignUpWithInvitationToken: signing up with the token joins the inviting tenant at once.
-func TestSignUpWithInvitationToken(t *testing.T) {
+const sessAccept = `mutation($t: String!) { acceptInvitation(token: $t) }`
+
+type sessAdded struct {
+	AddMember struct {
+		Role            string
+		Pending         bool
+		InvitationToken string
+		User            struct{ ID, Email string }
+	}
+}
+
+// TestInvitationNeedsTokenAndVerifiedEmail performs the attacks on invitations: signing up
+// with an invited address before (or without) the invitation gets no seat; the invitation is
+// joined only with its token, by a signed-in person whose verified email is the invited one;
+// addMember answers the same for an address with an account and one without, and makes no
+// account for the latter.
+func TestInvitationNeedsTokenAndVerifiedEmail(t *testing.T) {
+	t.Parallel()
+	env := apptest.Start(t, apptest.Options{NoWork: true})
+	owner := env.SignUp(t, "", "Inviting")
+	existing := env.SignUp(t, "", "Existing's own")
+	email := fmt.Sprintf("invitee-%d@example.com", time.Now().UnixNano())
+	const password = "correct horse battery"
+
+	// The answers for an unknown address and for an account's are the same (but for the email
+	// and the fresh ids and tokens), and no account is made for the unknown one.
+	var unknown, known sessAdded
+	env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": email, "role": "ADMIN"}}).Decode(t, &unknown)
+	env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": existing.Email, "role": "ADMIN"}}).Decode(t, &known)
+	for _, a := range []sessAdded{unknown, known} {
+		require.True(t, a.AddMember.Pending)
+		require.Equal(t, "ADMIN", a.AddMember.Role)
+		require.NotEmpty(t, a.AddMember.InvitationToken)
+	}
+	require.NotEqual(t, existing.UserID, known.AddMember.User.ID, "the answer names the existing account")
+	conn, err := pgx.Connect(t.Context(), env.OwnerURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var users int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM users WHERE lower(email) = lower($1)`, email).Scan(&users))
+	require.Zero(t, users, "addMember made an account for an unknown address")
+	// The account was not added without its consent.
+	res := sessLogIn(t, env, existing.Email, existing.Password, owner.TenantID)
+	require.Equal(t, "NOT_FOUND", res.Code(), "an invitation granted the seat without its token: %s", res.Body)
+	// Both addresses got the invitation's link.
+	require.Equal(t, unknown.AddMember.InvitationToken, env.LinkToken(t, email, "invited", 1))
+
+	// Someone signs up with the invited address, without the token: an account and a tenant of
+	// their own, never the inviting tenant's seat.
+	own := sessSignUp(t, env, email, password)
+	require.NotEqual(t, owner.TenantID, own.Viewer.Tenant.ID)
+	res = sessLogIn(t, env, email, password, owner.TenantID)
+	require.Equal(t, "NOT_FOUND", res.Code(), "signing up with an invited address granted the seat: %s", res.Body)
+
+	// With the token, but the address not verified yet: FORBIDDEN.
+	res = env.Do(t, own.AccessToken, sessAccept, map[string]any{"t": unknown.AddMember.InvitationToken})
+	require.Equal(t, "FORBIDDEN", res.Code(), "%s", res.Body)
+	env.VerifyEmail(t, email)
+
+	// A forged token, and the token of another address's invitation, are NOT_FOUND.
+	res = env.Do(t, own.AccessToken, sessAccept, map[string]any{"t": "agi_forged"})
+	require.Equal(t, "NOT_FOUND", res.Code(), "%s", res.Body)
+	res = env.Do(t, own.AccessToken, sessAccept, map[string]any{"t": known.AddMember.InvitationToken})
+	require.Equal(t, "NOT_FOUND", res.Code(), "another address's invitation was accepted: %s", res.Body)
+	res = env.Do(t, existing.AccessToken, sessAccept, map[string]any{"t": unknown.AddMember.InvitationToken})
+	require.Equal(t, "NOT_FOUND", res.Code(), "another address's invitation was accepted: %s", res.Body)
+
+	// The invited person, verified, with the token: joins as ADMIN; the token works once.
+	res = env.Do(t, own.AccessToken, sessAccept, map[string]any{"t": unknown.AddMember.InvitationToken})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	p := sessDecodeAuth(t, sessLogIn(t, env, email, password, owner.TenantID), "logIn")
+	require.Equal(t, "ADMIN", p.Viewer.Role)
+	require.Equal(t, own.Viewer.User.ID, p.Viewer.User.ID)
+	res = env.Do(t, own.AccessToken, sessAccept, map[string]any{"t": unknown.AddMember.InvitationToken})
+	require.Equal(t, "NOT_FOUND", res.Code())
+
+	// Inviting an address again replaces the earlier token; withdrawing (removeMember with the
+	// pending member's id) ends the invitation.
+	var again, third sessAdded
+	env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": existing.Email, "role": "MEMBER"}}).Decode(t, &again)
+	res = env.Do(t, existing.AccessToken, sessAccept, map[string]any{"t": known.AddMember.InvitationToken})
+	require.Equal(t, "NOT_FOUND", res.Code(), "a replaced invitation token still works: %s", res.Body)
+	env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": existing.Email, "role": "MEMBER"}}).Decode(t, &third)
+	res = env.Do(t, owner.AccessToken, memRemove, map[string]any{"u": third.AddMember.User.ID})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	res = env.Do(t, existing.AccessToken, sessAccept, map[string]any{"t": third.AddMember.InvitationToken})
+	require.Equal(t, "NOT_FOUND", res.Code(), "a withdrawn invitation still works: %s", res.Body)
+}
+
+// TestSignUpWithInvitationTokenDoesNotJoin: signUp's invitationToken grants nothing; the
+// invitation waits for a verified address and acceptInvitation.
+func TestSignUpWithInvitationTokenDoesNotJoin(t *testing.T) {
 	t.Parallel()
 	env := apptest.Start(t, apptest.Options{NoWork: true})
 	owner := env.SignUp(t, "", "Inviting")
 	email := fmt.Sprintf("invitee-%d@example.com", time.Now().UnixNano())
-	var added struct {
-		AddMember struct{ InvitationToken string }
-	}
+	var added sessAdded
 	env.Do(t, owner.AccessToken, sessAddMemberMutation, map[string]any{"in": map[string]any{"email": email, "role": "MEMBER"}}).Decode(t, &added)
 	res := env.Do(t, "", `mutation($in: SignUpInput!) { signUp(input: $in) { accessToken } }`, map[string]any{"in": map[string]any{
 		"email": email, "password": "correct horse battery", "tenantName": "Mine", "invitationToken": added.AddMember.InvitationToken,
 	}})
 	require.Empty(t, res.Errors, "%s", res.Body)
-	p := sessDecodeAuth(t, sessLogIn(t, env, email, "correct horse battery", owner.TenantID), "logIn")
-	require.Equal(t, "MEMBER", p.Viewer.Role)
+	res = sessLogIn(t, env, email, "correct horse battery", owner.TenantID)
+	require.Equal(t, "NOT_FOUND", res.Code(), "%s", res.Body)
 }
 
 func TestAPIKeys(t *testing.T) {

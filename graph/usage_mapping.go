@@ -55,12 +55,23 @@ func (r *Resolver) budgetNode(ctx context.Context, id uuid.UUID) (model.Node, er
 	return &model.Budget{Row: b}, nil
 }
 
-// Mutations limited per client IP, those that make the agent spend (limited per tenant and per
-// API key), and those that create something (limited per user, or per API key).
+// Mutations limited per client IP (and, for those naming an account's email, per account),
+// those that make the agent spend (limited per tenant and per API key), and those that create
+// something or send an email (limited per user, or per API key).
 var (
-	authMutations   = map[string]bool{"logIn": true, "signUp": true}
+	authMutations = map[string]bool{"logIn": true, "signUp": true, "requestPasswordReset": true, "resetPassword": true,
+		"verifyEmail": true, "acceptInvitation": true}
+	accountMutations = map[string]func(args map[string]any) string{
+		"logIn": func(args map[string]any) string {
+			in, _ := args["input"].(map[string]any)
+			e, _ := in["email"].(string)
+			return e
+		},
+		"requestPasswordReset": func(args map[string]any) string { e, _ := args["email"].(string); return e },
+	}
 	spendMutations  = map[string]bool{"sendMessage": true, "runTask": true, "resolveApproval": true, "resumeRun": true, "resolveRollback": true}
-	createMutations = map[string]bool{"createConversation": true, "createApiKey": true, "addMember": true, "createTask": true, "createSnapshot": true}
+	createMutations = map[string]bool{"createConversation": true, "createApiKey": true, "addMember": true, "createTask": true, "createSnapshot": true,
+		"requestEmailVerification": true}
 )
 
 // rateLimit is the one place rate limits apply: before the resolver of a limited root mutation
@@ -76,6 +87,9 @@ func rateLimit(l *ratelimit.Limiter) graphql.RootFieldMiddleware {
 		switch name := rc.Field.Name; {
 		case authMutations[name]:
 			err = l.Auth(ctx, server.ClientIPFrom(ctx))
+			if email := accountMutations[name]; err == nil && email != nil {
+				err = l.Account(ctx, email(rc.Field.ArgumentMap(graphql.GetOperationContext(ctx).Variables)))
+			}
 		case spendMutations[name]:
 			a, ok := auth.ActorFrom(ctx)
 			if !ok {

@@ -334,9 +334,8 @@ func (c *chatEnv) joinAsMember(t *testing.T) usMember {
 	t.Helper()
 	email := fmt.Sprintf("member-%d@example.com", time.Now().UnixNano())
 	m := c.SignUp(t, email, "")
-	c.Do(t, c.s.AccessToken, `mutation($in: AddMemberInput!) { addMember(input: $in) { role } }`,
-		map[string]any{"in": map[string]any{"email": email, "role": "MEMBER"}}).Decode(t, &struct{}{})
-	return usMember{token: c.logIn(t, email, m.Password, c.s.TenantID), userID: m.UserID}
+	p := memJoin(t, c.Env, c.s.AccessToken, m, c.s.TenantID, "MEMBER")
+	return usMember{token: p.AccessToken, userID: m.UserID}
 }
 
 func (c *chatEnv) logIn(t *testing.T, email, password, tenantID string) string {

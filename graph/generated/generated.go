@@ -190,6 +190,7 @@ type ComplexityRoot struct {
 	}
 
 	Message struct {
+		Author    func(childComplexity int) int
 		Content   func(childComplexity int) int
 		CreatedAt func(childComplexity int) int
 		ID        func(childComplexity int) int
@@ -209,39 +210,43 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AcceptInvitation    func(childComplexity int, token string) int
-		AddMember           func(childComplexity int, input model.AddMemberInput) int
-		CancelRun           func(childComplexity int, id string) int
-		CancelSubagent      func(childComplexity int, id string) int
-		ChangePassword      func(childComplexity int, currentPassword string, newPassword string) int
-		CreateAPIKey        func(childComplexity int, input model.CreateAPIKeyInput) int
-		CreateConversation  func(childComplexity int, input model.CreateConversationInput) int
-		CreateSnapshot      func(childComplexity int, projectID *string, label *string) int
-		CreateTask          func(childComplexity int, input model.CreateTaskInput) int
-		DeleteBudget        func(childComplexity int, id string) int
-		DeleteConversation  func(childComplexity int, id string) int
-		DeleteMemory        func(childComplexity int, id string) int
-		LogIn               func(childComplexity int, input model.LogInInput) int
-		LogOut              func(childComplexity int, refreshToken string) int
-		PauseRun            func(childComplexity int, id string) int
-		RefreshSession      func(childComplexity int, refreshToken string) int
-		RemoveMember        func(childComplexity int, userID string) int
-		ResolveApproval     func(childComplexity int, id string, decision model.ApprovalDecision, note *string) int
-		ResolveRollback     func(childComplexity int, approvalID string, choice model.RollbackChoice) int
-		RestoreSnapshot     func(childComplexity int, id string) int
-		ResumeRun           func(childComplexity int, id string) int
-		RevokeAPIKey        func(childComplexity int, id string) int
-		RunTask             func(childComplexity int, id string) int
-		SendMessage         func(childComplexity int, input model.SendMessageInput) int
-		SetBudget           func(childComplexity int, input model.SetBudgetInput) int
-		SetMemberRole       func(childComplexity int, userID string, role model.Role) int
-		SignUp              func(childComplexity int, input model.SignUpInput) int
-		SpawnSubagent       func(childComplexity int, input model.SpawnSubagentInput) int
-		StopRun             func(childComplexity int, id string) int
-		SwitchTenant        func(childComplexity int, refreshToken string, tenantID string) int
-		UpdateAgentSettings func(childComplexity int, input model.AgentSettingsInput) int
-		UpdateConversation  func(childComplexity int, id string, input model.UpdateConversationInput) int
-		UpdateTask          func(childComplexity int, id string, input model.UpdateTaskInput) int
+		AcceptInvitation         func(childComplexity int, token string) int
+		AddMember                func(childComplexity int, input model.AddMemberInput) int
+		CancelRun                func(childComplexity int, id string) int
+		CancelSubagent           func(childComplexity int, id string) int
+		ChangePassword           func(childComplexity int, currentPassword string, newPassword string) int
+		CreateAPIKey             func(childComplexity int, input model.CreateAPIKeyInput) int
+		CreateConversation       func(childComplexity int, input model.CreateConversationInput) int
+		CreateSnapshot           func(childComplexity int, projectID *string, label *string) int
+		CreateTask               func(childComplexity int, input model.CreateTaskInput) int
+		DeleteBudget             func(childComplexity int, id string) int
+		DeleteConversation       func(childComplexity int, id string) int
+		DeleteMemory             func(childComplexity int, id string) int
+		LogIn                    func(childComplexity int, input model.LogInInput) int
+		LogOut                   func(childComplexity int, refreshToken string) int
+		PauseRun                 func(childComplexity int, id string) int
+		RefreshSession           func(childComplexity int, refreshToken string) int
+		RemoveMember             func(childComplexity int, userID string) int
+		RequestEmailVerification func(childComplexity int) int
+		RequestPasswordReset     func(childComplexity int, email string) int
+		ResetPassword            func(childComplexity int, token string, newPassword string) int
+		ResolveApproval          func(childComplexity int, id string, decision model.ApprovalDecision, note *string) int
+		ResolveRollback          func(childComplexity int, approvalID string, choice model.RollbackChoice) int
+		RestoreSnapshot          func(childComplexity int, id string) int
+		ResumeRun                func(childComplexity int, id string) int
+		RevokeAPIKey             func(childComplexity int, id string) int
+		RunTask                  func(childComplexity int, id string) int
+		SendMessage              func(childComplexity int, input model.SendMessageInput) int
+		SetBudget                func(childComplexity int, input model.SetBudgetInput) int
+		SetMemberRole            func(childComplexity int, userID string, role model.Role) int
+		SignUp                   func(childComplexity int, input model.SignUpInput) int
+		SpawnSubagent            func(childComplexity int, input model.SpawnSubagentInput) int
+		StopRun                  func(childComplexity int, id string) int
+		SwitchTenant             func(childComplexity int, refreshToken string, tenantID string) int
+		UpdateAgentSettings      func(childComplexity int, input model.AgentSettingsInput) int
+		UpdateConversation       func(childComplexity int, id string, input model.UpdateConversationInput) int
+		UpdateTask               func(childComplexity int, id string, input model.UpdateTaskInput) int
+		VerifyEmail              func(childComplexity int, token string) int
 	}
 
 	PageInfo struct {
@@ -423,6 +428,7 @@ type ComplexityRoot struct {
 	}
 
 	Viewer struct {
+		EmailVerified func(childComplexity int) int
 		Memberships   func(childComplexity int) int
 		PlatformAdmin func(childComplexity int) int
 		Role          func(childComplexity int) int
@@ -461,6 +467,7 @@ type ConversationResolver interface {
 }
 type MessageResolver interface {
 	Run(ctx context.Context, obj *model.Message) (*model.Run, error)
+	Author(ctx context.Context, obj *model.Message) (*model.User, error)
 }
 type MutationResolver interface {
 	SignUp(ctx context.Context, input model.SignUpInput) (*model.AuthPayload, error)
@@ -471,6 +478,10 @@ type MutationResolver interface {
 	RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error)
 	AddMember(ctx context.Context, input model.AddMemberInput) (*model.Membership, error)
 	AcceptInvitation(ctx context.Context, token string) (bool, error)
+	VerifyEmail(ctx context.Context, token string) (bool, error)
+	RequestEmailVerification(ctx context.Context) (bool, error)
+	RequestPasswordReset(ctx context.Context, email string) (bool, error)
+	ResetPassword(ctx context.Context, token string, newPassword string) (bool, error)
 	SetMemberRole(ctx context.Context, userID string, role model.Role) (*model.Membership, error)
 	RemoveMember(ctx context.Context, userID string) (bool, error)
 	ChangePassword(ctx context.Context, currentPassword string, newPassword string) (*model.AuthPayload, error)
@@ -557,6 +568,7 @@ type UserResolver interface {
 }
 type ViewerResolver interface {
 	Memberships(ctx context.Context, obj *model.Viewer) ([]*model.Membership, error)
+	EmailVerified(ctx context.Context, obj *model.Viewer) (bool, error)
 }
 type WorkspaceResolver interface {
 	Files(ctx context.Context, obj *model.Workspace) ([]*model.WorkspaceFile, error)
@@ -1123,6 +1135,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MemoryEdge.Node(childComplexity), true
 
+	case "Message.author":
+		if e.ComplexityRoot.Message.Author == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.Author(childComplexity), true
 	case "Message.content":
 		if e.ComplexityRoot.Message.Content == nil {
 			break
@@ -1373,6 +1391,34 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveMember(childComplexity, args["userId"].(string)), true
+	case "Mutation.requestEmailVerification":
+		if e.ComplexityRoot.Mutation.RequestEmailVerification == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.RequestEmailVerification(childComplexity), true
+	case "Mutation.requestPasswordReset":
+		if e.ComplexityRoot.Mutation.RequestPasswordReset == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_requestPasswordReset_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RequestPasswordReset(childComplexity, args["email"].(string)), true
+	case "Mutation.resetPassword":
+		if e.ComplexityRoot.Mutation.ResetPassword == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resetPassword_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResetPassword(childComplexity, args["token"].(string), args["newPassword"].(string)), true
 	case "Mutation.resolveApproval":
 		if e.ComplexityRoot.Mutation.ResolveApproval == nil {
 			break
@@ -1549,6 +1595,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateTask(childComplexity, args["id"].(string), args["input"].(model.UpdateTaskInput)), true
+	case "Mutation.verifyEmail":
+		if e.ComplexityRoot.Mutation.VerifyEmail == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_verifyEmail_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.VerifyEmail(childComplexity, args["token"].(string)), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -2430,6 +2487,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.User.Name(childComplexity), true
 
+	case "Viewer.emailVerified":
+		if e.ComplexityRoot.Viewer.EmailVerified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.EmailVerified(childComplexity), true
 	case "Viewer.memberships":
 		if e.ComplexityRoot.Viewer.Memberships == nil {
 			break
@@ -2737,10 +2800,32 @@ type Mutation {
   createApiKey(input: CreateApiKeyInput!): CreateApiKeyPayload!
   "Revokes an API key at once (ADMIN or higher)."
   revokeApiKey(id: ID!): ApiKey!
-  "Adds a user by email (ADMIN or higher). Someone without an account is invited: the answer carries an invitation token, shown once, that they sign up (or accept) with."
+  """
+  Invites an email address to the tenant with a role (ADMIN or higher; rate limited): an email
+  with the invitation's link goes to the address, and the answer (pending, with the invitation
+  token shown once) is the same whether or not the address has an account. Nobody joins without
+  the token: the invited person accepts it (acceptInvitation) signed in with that address
+  verified. Inviting the address again replaces the earlier invitation.
+  """
   addMember(input: AddMemberInput!): Membership!
-  "Accepts an invitation to another tenant for the logged-in user; switch to that tenant afterwards (switchTenant)."
+  """
+  Accepts an invitation for the logged-in person (not with an API key), whose verified email
+  must be the invited address (FORBIDDEN until it is verified); an unknown or expired token, or
+  one sent to another address, is NOT_FOUND. Switch to the tenant afterwards (switchTenant).
+  """
   acceptInvitation(token: String!): Boolean!
+  "Proves the email address a verification link was sent to (the token from the link). An unknown, used or expired token is BAD_USER_INPUT."
+  verifyEmail(token: String!): Boolean!
+  "Sends the logged-in person a new verification link (rate limited)."
+  requestEmailVerification: Boolean!
+  "Sends a password-reset link to the address when it has an account. The answer is true either way (rate limited per client and per address)."
+  requestPasswordReset(email: String!): Boolean!
+  """
+  Sets a new password with the token of a reset link: every session of the person is revoked
+  (log in afterwards) and the address counts as verified. An unknown, used or expired token is
+  BAD_USER_INPUT.
+  """
+  resetPassword(token: String!, newPassword: String!): Boolean!
   """
   Changes a member's role (OWNER or ADMIN). An ADMIN can neither change an OWNER nor make one;
   demoting the tenant's last OWNER is CONFLICT.
@@ -2769,7 +2854,7 @@ input SignUpInput {
   password: String!
   name: String
   tenantName: String!
-  "the token from an invitation to join another tenant as well"
+  "Ignored: an invitation is accepted with acceptInvitation once the email is verified."
   invitationToken: String
 }
 
@@ -2794,6 +2879,8 @@ type Viewer {
   platformAdmin: Boolean!
   "Every tenant the user has joined, oldest first, with their role in it: what a tenant switcher lists (switchTenant)."
   memberships: [Membership!]!
+  "True once the person proved their email address (verifyEmail); accepting invitations needs it."
+  emailVerified: Boolean!
 }
 
 type User implements Node {
@@ -2833,14 +2920,18 @@ input AddMemberInput {
   role: Role!
 }
 
-"A user's membership of a tenant."
+"""
+A user's membership of a tenant, or a pending invitation: then user carries the invited email
+and an id naming the invitation (removeMember with it withdraws the invitation), never an
+account's.
+"""
 type Membership {
   user: User!
   tenant: Tenant!
   role: Role!
   "When the user was added (or invited)."
   joinedAt: Time!
-  "True while the invited person has not proven the invitation."
+  "True for an invitation not accepted yet."
   pending: Boolean!
   "The invitation's token: only in addMember's answer for a pending member, never again."
   invitationToken: String
@@ -2938,6 +3029,8 @@ type Message implements Node {
   parts: JSON
   createdAt: Time!
   run: Run
+  "Who wrote a USER message (null for the agent's messages, and once the author left the tenant)."
+  author: User
 }
 
 input SendMessageInput {
@@ -3875,6 +3968,8 @@ func (ec *executionContext) childFields_Message(ctx context.Context, field graph
 		return ec.fieldContext_Message_createdAt(ctx, field)
 	case "run":
 		return ec.fieldContext_Message_run(ctx, field)
+	case "author":
+		return ec.fieldContext_Message_author(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Message", field.Name)
 }
@@ -4209,6 +4304,8 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_platformAdmin(ctx, field)
 	case "memberships":
 		return ec.fieldContext_Viewer_memberships(ctx, field)
+	case "emailVerified":
+		return ec.fieldContext_Viewer_emailVerified(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
@@ -4675,6 +4772,42 @@ func (ec *executionContext) field_Mutation_removeMember_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_requestPasswordReset_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "email",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["email"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_resetPassword_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "token",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["token"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "newPassword",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["newPassword"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resolveApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4952,6 +5085,20 @@ func (ec *executionContext) field_Mutation_updateTask_args(ctx context.Context, 
 		return nil, err
 	}
 	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_verifyEmail_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "token",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["token"] = arg0
 	return args, nil
 }
 
@@ -7830,6 +7977,38 @@ func (ec *executionContext) fieldContext_Message_run(_ context.Context, field gr
 	return fc, nil
 }
 
+func (ec *executionContext) _Message_author(ctx context.Context, field graphql.CollectedField, obj *model.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_author(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Message().Author(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_author(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Message",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _MessageConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.MessageConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8295,6 +8474,161 @@ func (ec *executionContext) fieldContext_Mutation_acceptInvitation(ctx context.C
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_acceptInvitation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_verifyEmail(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_verifyEmail(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().VerifyEmail(ctx, fc.Args["token"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_verifyEmail(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_verifyEmail_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_requestEmailVerification(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_requestEmailVerification(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().RequestEmailVerification(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_requestEmailVerification(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Mutation", field, true, true, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Mutation_requestPasswordReset(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_requestPasswordReset(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RequestPasswordReset(ctx, fc.Args["email"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_requestPasswordReset(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_requestPasswordReset_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_resetPassword(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_resetPassword(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ResetPassword(ctx, fc.Args["token"].(string), fc.Args["newPassword"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_resetPassword(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_resetPassword_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -13167,6 +13501,29 @@ func (ec *executionContext) fieldContext_Viewer_memberships(_ context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Viewer_emailVerified(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_emailVerified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().EmailVerified(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_emailVerified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, true, true, errors.New("field of type Boolean does not have child fields"))
+}
+
 func (ec *executionContext) _Workspace_projectId(ctx context.Context, field graphql.CollectedField, obj *model.Workspace) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16572,6 +16929,44 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "author":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Message_author(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16751,6 +17146,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "acceptInvitation":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_acceptInvitation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "verifyEmail":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_verifyEmail(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestEmailVerification":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_requestEmailVerification(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestPasswordReset":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_requestPasswordReset(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resetPassword":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_resetPassword(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -19088,6 +19511,44 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 					}
 				}()
 				res = ec._Viewer_memberships(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "emailVerified":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Viewer_emailVerified(ctx, field, obj)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}

@@ -132,14 +132,16 @@ type LogInInput struct {
 	TenantID *string `json:"tenantId,omitempty"`
 }
 
-// A user's membership of a tenant.
+// A user's membership of a tenant, or a pending invitation: then user carries the invited email
+// and an id naming the invitation (removeMember with it withdraws the invitation), never an
+// account's.
 type Membership struct {
 	User   *User   `json:"user"`
 	Tenant *Tenant `json:"tenant"`
 	Role   Role    `json:"role"`
 	// When the user was added (or invited).
 	JoinedAt time.Time `json:"joinedAt"`
-	// True while the invited person has not proven the invitation.
+	// True for an invitation not accepted yet.
 	Pending bool `json:"pending"`
 	// The invitation's token: only in addMember's answer for a pending member, never again.
 	InvitationToken *string `json:"invitationToken,omitempty"`
@@ -232,7 +234,7 @@ type SignUpInput struct {
 	Password   string  `json:"password"`
 	Name       *string `json:"name,omitempty"`
 	TenantName string  `json:"tenantName"`
-	// the token from an invitation to join another tenant as well
+	// Ignored: an invitation is accepted with acceptInvitation once the email is verified.
 	InvitationToken *string `json:"invitationToken,omitempty"`
 }
 
@@ -302,6 +304,8 @@ type Viewer struct {
 	PlatformAdmin bool `json:"platformAdmin"`
 	// Every tenant the user has joined, oldest first, with their role in it: what a tenant switcher lists (switchTenant).
 	Memberships []*Membership `json:"memberships"`
+	// True once the person proved their email address (verifyEmail); accepting invitations needs it.
+	EmailVerified bool `json:"emailVerified"`
 }
 
 // A person's answer to an approval: APPROVE lets the run go on as asked; REJECT declines.

@@ -31,6 +31,7 @@ import (
 	"github.com/agentry/agentry/internal/jobs"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/llm/providers"
+	"github.com/agentry/agentry/internal/mail"
 	"github.com/agentry/agentry/internal/memory"
 	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/run"
@@ -139,6 +140,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	}
 	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, cfg.AccessTokenTTL, nil), log)
 	a.Tenancy = tenancy.NewService(a.DB)
+	sender, err := mailSender(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a.UseMail(sender)
 	// A member's role change or removal reaches their open credentials at once.
 	a.Tenancy.OnMemberChange = func(tenantID, userID uuid.UUID) { a.Auth.Changed(context.Background(), tenantID, userID) }
 	a.Settings = settings.NewService(a.DB)
@@ -156,7 +162,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Chat.SetAdmission(a.Usage)
 	a.Tasks.SetAdmission(a.Usage)
 	a.RateLimits = ratelimit.New(ratelimit.Options{
-		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Create: cfg.RateLimitCreate, Log: log,
+		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Create: cfg.RateLimitCreate,
+		Account: cfg.RateLimitAccount, Log: log,
 	})
 	a.Tools = tool.NewRegistry()
 	for _, t := range tool.MemoryTools() {
@@ -254,6 +261,29 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Health = server.Health(opts)
 	ok = true
 	return a, nil
+}
+
+// UseMail makes s the sender of every email (verification, invitation, password reset).
+func (a *App) UseMail(s mail.Sender) {
+	a.Auth.Mail, a.Auth.PublicURL = s, a.Config.PublicURL
+	a.Tenancy.Mail, a.Tenancy.PublicURL, a.Tenancy.Log = s, a.Config.PublicURL, a.Log
+}
+
+// mailSender is the configured sender: SMTP (AGENTRY_SMTP_URL); without it, the log in
+// development, nothing in production.
+func mailSender(cfg *config.Config, log *slog.Logger) (mail.Sender, error) {
+	switch {
+	case cfg.SMTPURL != "":
+		s, err := mail.ParseSMTPURL(cfg.SMTPURL)
+		if err != nil {
+			return nil, fmt.Errorf("AGENTRY_SMTP_URL: %w", err)
+		}
+		return s, nil
+	case cfg.IsDevelopment():
+		return mail.Log{Log: log}, nil
+	}
+	log.Warn("AGENTRY_SMTP_URL is not set: no email is sent (address verification, invitations and password resets need it)")
+	return mail.Disabled{Log: log}, nil
 }
 
 // StopWork stops working jobs: River lets running jobs finish until ctx ends, then cancels

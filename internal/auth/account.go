@@ -90,7 +90,7 @@ func (s *Service) SwitchTenant(ctx context.Context, refreshToken string, tenantI
 	err = s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		var err error
 		target, err = tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: tenantID, UserID: row.UserID})
-		if db.IsNoRows(err) || (err == nil && target.InviteTokenHash != nil) {
+		if db.IsNoRows(err) {
 			return apperr.NotFoundf("tenant")
 		}
 		if err != nil {

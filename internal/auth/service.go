@@ -2,11 +2,10 @@ package auth
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/mail"
+	netmail "net/mail"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/mail"
 )
 
 // RefreshTokenTTL is how long a refresh token (and so a session without activity) lives.
@@ -30,6 +30,10 @@ type Service struct {
 	log       *slog.Logger
 	cur       *current
 	bus       atomic.Pointer[changeBus]
+	// Mail sends verification and password-reset links; nil sends nothing.
+	Mail mail.Sender
+	// PublicURL is the web app's address, which the links in emails start with.
+	PublicURL string
 	// OnSignUp, when set, runs inside the sign-up transaction after the tenant exists (other
 	// domains create the tenant's defaults there, e.g. its default project).
 	OnSignUp func(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
@@ -51,8 +55,8 @@ type Session struct {
 	Actor        Actor
 }
 
-// SignUpInput is a new user with a new tenant. InvitationToken, when set, also accepts the
-// invitation it belongs to (the invited email must be the one signing up).
+// SignUpInput is a new user with a new tenant. InvitationToken is ignored: an invitation is
+// accepted with AcceptInvitation once the address is verified.
 type SignUpInput struct {
 	Email, Password, Name, TenantName, InvitationToken string
 }
@@ -62,7 +66,7 @@ var errBadCredentials = apperr.New(apperr.Unauthenticated, "invalid email or pas
 // ValidateEmail normalises and checks an email address.
 func ValidateEmail(field, email string) (string, error) {
 	email = strings.TrimSpace(email)
-	addr, err := mail.ParseAddress(email)
+	addr, err := netmail.ParseAddress(email)
 	if err != nil || addr.Address != email || len(email) > 320 {
 		return "", apperr.Invalid(field, "must be a plain email address such as ada@example.com")
 	}
@@ -77,7 +81,7 @@ func validatePassword(pw string) error {
 	return nil
 }
 
-// SignUp creates a user (or completes an invited one) and a tenant owned by them.
+// SignUp creates a user and a tenant owned by them, and sends a link that verifies the address.
 func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
 	email, err := ValidateEmail("email", in.Email)
 	if err != nil {
@@ -101,30 +105,13 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
 	tenantID := uuid.Must(uuid.NewV7())
 	var sess Session
 	err = s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		user, err := tx.Q.UserGetByEmail(ctx, email)
-		switch {
-		case db.IsNoRows(err):
-			user, err = tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: uuid.Must(uuid.NewV7()), Email: email, Name: nonEmpty(name), PasswordHash: &hash})
-			if db.IsUniqueViolation(err, "users_email_key") {
-				return apperr.New(apperr.Conflict, "an account with this email already exists; log in instead")
-			}
-			if err != nil {
-				return fmt.Errorf("insert user: %w", err)
-			}
-		case err != nil:
-			return fmt.Errorf("find user: %w", err)
-		case user.PasswordHash != nil:
+		user, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: uuid.Must(uuid.NewV7()), Email: email, Name: nonEmpty(name), PasswordHash: &hash})
+		if db.IsUniqueViolation(err, "users_email_key") {
 			return apperr.New(apperr.Conflict, "an account with this email already exists; log in instead")
-		default: // invited: the account becomes real; its invitations stay pending until proven
-			user, err = tx.Q.UserClaim(ctx, dbsqlc.UserClaimParams{ID: user.ID, PasswordHash: &hash, Name: nonEmpty(name)})
-			if db.IsNoRows(err) {
-				return apperr.New(apperr.Conflict, "an account with this email already exists; log in instead")
-			}
-			if err != nil {
-				return fmt.Errorf("claim invited user: %w", err)
-			}
 		}
-
+		if err != nil {
+			return fmt.Errorf("insert user: %w", err)
+		}
 		if _, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenantID, Name: tenantName}); err != nil {
 			return fmt.Errorf("insert tenant: %w", err)
 		}
@@ -136,18 +123,14 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
 				return err
 			}
 		}
+		if err := s.sendVerification(ctx, tx, user); err != nil {
+			return err
+		}
 		actor := Actor{UserID: user.ID, TenantID: tenantID, Role: RoleOwner, PlatformAdmin: user.IsPlatformAdmin}
 		sess, err = s.startSession(ctx, tx, actor, uuid.Must(uuid.NewV7()))
 		return err
 	})
-	if err != nil || in.InvitationToken == "" {
-		return sess, err
-	}
-	// The invitation is another tenant's row: it is accepted in its own transaction.
-	if err := s.acceptInvitation(ctx, sess.Actor.UserID, in.InvitationToken); err != nil {
-		return Session{}, apperr.Invalid("invitationToken", "the account was created, but this invitation token is not valid for it; log in and accept a valid invitation")
-	}
-	return sess, nil
+	return sess, err
 }
 
 // LogIn checks a password and opens a session in one of the user's tenants: tenantID when given,
@@ -168,7 +151,7 @@ func (s *Service) LogIn(ctx context.Context, email, password string, tenantID uu
 	if !ok {
 		return Session{}, errBadCredentials
 	}
-	var memberships []dbsqlc.MembershipListByUserRow
+	var memberships []dbsqlc.Membership
 	err = s.db.InSystemTx(ctx, "login: list the user's tenants", func(ctx context.Context, tx *db.Tx) error {
 		memberships, err = tx.Q.MembershipListByUser(ctx, user.ID)
 		return err
@@ -176,7 +159,7 @@ func (s *Service) LogIn(ctx context.Context, email, password string, tenantID uu
 	if err != nil {
 		return Session{}, fmt.Errorf("list memberships: %w", err)
 	}
-	var chosen *dbsqlc.MembershipListByUserRow
+	var chosen *dbsqlc.Membership
 	for i := range memberships {
 		if tenantID == uuid.Nil || memberships[i].TenantID == tenantID {
 			chosen = &memberships[i]
@@ -287,7 +270,7 @@ func (s *Service) Refresh(ctx context.Context, token string) (Session, error) {
 // in its tenant. A membership that ended (or is still an unproven invitation) ends the session.
 func (s *Service) sessionActor(ctx context.Context, tx *db.Tx, tok dbsqlc.RefreshToken) (Actor, error) {
 	m, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: tok.TenantID, UserID: tok.UserID})
-	if db.IsNoRows(err) || (err == nil && m.InviteTokenHash != nil) {
+	if db.IsNoRows(err) {
 		return Actor{}, errBadRefresh
 	}
 	if err != nil {
@@ -442,7 +425,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, name string, role Role) (Cre
 		// The role that counts is the membership's as this key is made, not the one the
 		// credential was checked with a moment ago.
 		m, err := tx.Q.MembershipGet(ctx, dbsqlc.MembershipGetParams{TenantID: a.TenantID, UserID: a.UserID})
-		if db.IsNoRows(err) || (err == nil && m.InviteTokenHash != nil) {
+		if db.IsNoRows(err) {
 			return errSessionEnded
 		}
 		if err != nil {
@@ -527,38 +510,4 @@ func (s *Service) GetAPIKey(ctx context.Context, id uuid.UUID) (dbsqlc.ApiKey, e
 		return key, apperr.NotFoundf("API key")
 	}
 	return key, err
-}
-
-// NewInvitationToken returns a fresh invitation token ("agi_...") and the hash to store.
-func NewInvitationToken() (token string, hash []byte) {
-	token = invitationPrefix + base64.RawURLEncoding.EncodeToString(randomBytes(32))
-	return token, hashSecret(token)
-}
-
-const invitationPrefix = "agi_"
-
-var errBadInvitation = apperr.New(apperr.NotFound, "invitation not found (or not for this account)")
-
-// acceptInvitation activates the pending membership of userID that token proves.
-func (s *Service) acceptInvitation(ctx context.Context, userID uuid.UUID, token string) error {
-	if !strings.HasPrefix(token, invitationPrefix) {
-		return errBadInvitation
-	}
-	return s.db.InSystemTx(ctx, "invitation: the token names its tenant only through the membership", func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Q.MembershipAcceptInvitation(ctx, dbsqlc.MembershipAcceptInvitationParams{UserID: userID, TokenHash: hashSecret(token)})
-		if db.IsNoRows(err) {
-			return errBadInvitation
-		}
-		return err
-	})
-}
-
-// AcceptInvitation lets a logged-in user accept an invitation to another tenant with its token;
-// they then log in to that tenant.
-func (s *Service) AcceptInvitation(ctx context.Context, token string) error {
-	a, ok := ActorFrom(ctx)
-	if !ok {
-		return apperr.New(apperr.Unauthenticated, "authentication required")
-	}
-	return s.acceptInvitation(ctx, a.UserID, token)
 }

@@ -328,6 +328,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
 			RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
 			TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
+			AuthorID:      uuid.NullUUID{UUID: a.UserID, Valid: true},
 		})
 		if err != nil {
 			return fmt.Errorf("insert message: %w", err)

@@ -71,6 +71,16 @@ type Config struct {
 	// WSMaxSocketsPerUser caps the WebSockets one user holds open on one API process
 	// (AGENTRY_WS_MAX_SOCKETS_PER_USER, default 20).
 	WSMaxSocketsPerUser int
+	// RateLimitAccount overrides the per-account limit of logIn and requestPasswordReset (by the
+	// email they name; AGENTRY_RATE_LIMIT_ACCOUNT); nil keeps the default.
+	RateLimitAccount *RateLimit
+	// SMTPURL is AGENTRY_SMTP_URL, the server that sends emails
+	// (smtp://user:pass@host:587?from=agentry@example.com, or smtps://); "" logs them in
+	// development and sends none in production.
+	SMTPURL string
+	// PublicURL is AGENTRY_PUBLIC_URL, the web app's address as people reach it: the links in
+	// emails start with it (default http://<AGENTRY_HTTP_ADDR>).
+	PublicURL string
 }
 
 // Lookup reads one variable; it matches os.Getenv.
@@ -93,7 +103,9 @@ func Load(getenv Lookup) (*Config, error) {
 		OpenAIBaseURL:    getenv("OPENAI_BASE_URL"),
 		JWTIssuer:        or(getenv("AGENTRY_JWT_ISSUER"), "agentry"),
 		JWTAudience:      or(getenv("AGENTRY_JWT_AUDIENCE"), "agentry-api"),
+		SMTPURL:          getenv("AGENTRY_SMTP_URL"),
 	}
+	c.PublicURL = or(getenv("AGENTRY_PUBLIC_URL"), "http://"+c.HTTPAddr)
 	if c.DBRole == "-" {
 		c.DBRole = ""
 	}
@@ -115,6 +127,15 @@ func Load(getenv Lookup) (*Config, error) {
 		}
 		if u, err := url.Parse(v.value); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad(v.name, v.value, "must be an http(s) URL")
+		}
+	}
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("AGENTRY_PUBLIC_URL", c.PublicURL, "must be the web app's http(s) address, e.g. https://agentry.example.com")
+	}
+	if c.SMTPURL != "" {
+		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" {
+			// The value holds a password: the message does not repeat it.
+			errs = append(errs, "AGENTRY_SMTP_URL: must be smtp://[user:password@]host[:port][?from=address] (or smtps://)")
 		}
 	}
 	if !strings.Contains(c.HTTPAddr, ":") {
@@ -190,7 +211,7 @@ func Load(getenv Lookup) (*Config, error) {
 	for _, v := range []struct {
 		name string
 		to   **RateLimit
-	}{{"AGENTRY_RATE_LIMIT_AUTH", &c.RateLimitAuth}, {"AGENTRY_RATE_LIMIT_CREATE", &c.RateLimitCreate}} {
+	}{{"AGENTRY_RATE_LIMIT_AUTH", &c.RateLimitAuth}, {"AGENTRY_RATE_LIMIT_CREATE", &c.RateLimitCreate}, {"AGENTRY_RATE_LIMIT_ACCOUNT", &c.RateLimitAccount}} {
 		if raw := getenv(v.name); raw != "" {
 			l, err := ParseRateLimit(raw)
 			if err != nil {

@@ -6,6 +6,9 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +53,11 @@ var Plans = map[string]Plan{
 // DefaultAuthLimit limits logIn and signUp per client IP.
 var DefaultAuthLimit = config.RateLimit{Rate: 20, Burst: 20, Period: time.Minute}
 
+// DefaultAccountLimit limits logIn and requestPasswordReset per account (the email they name),
+// whatever the client: guessing one account's password from many addresses is as slow as from
+// one.
+var DefaultAccountLimit = config.RateLimit{Rate: 10, Burst: 10, Period: time.Minute}
+
 // DefaultCreateLimit limits the mutations that create something (conversations, API keys,
 // members, tasks, snapshots) per user, and per API key for a caller using one.
 var DefaultCreateLimit = config.RateLimit{Rate: 2, Burst: 20, Period: time.Second}
@@ -75,6 +83,8 @@ type Options struct {
 	Auth *config.RateLimit
 	// Create overrides DefaultCreateLimit; nil keeps it.
 	Create *config.RateLimit
+	// Account overrides DefaultAccountLimit; nil keeps it.
+	Account *config.RateLimit
 	Log    *slog.Logger
 }
 
@@ -90,6 +100,7 @@ type Limiter struct {
 	spend  map[string]config.RateLimit
 	auth   config.RateLimit
 	create config.RateLimit
+	acct   config.RateLimit
 	log    *slog.Logger
 
 	mu    sync.Mutex
@@ -103,8 +114,11 @@ type planEntry struct {
 
 // New returns a limiter.
 func New(o Options) *Limiter {
-	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, create: DefaultCreateLimit, log: o.Log,
+	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, create: DefaultCreateLimit, acct: DefaultAccountLimit, log: o.Log,
 		plans: map[uuid.UUID]planEntry{}}
+	if o.Account != nil {
+		l.acct = *o.Account
+	}
 	if o.Auth != nil {
 		l.auth = *o.Auth
 	}
@@ -165,6 +179,22 @@ func (l *Limiter) Auth(ctx context.Context, ip string) error {
 	err := l.allow(ctx, "ip:"+ip, l.auth)
 	if err != nil && apperr.CodeOf(err) != apperr.RateLimited {
 		l.log.WarnContext(ctx, "rate limiter unavailable: logIn/signUp not limited", slog.Any("error", err))
+		return nil
+	}
+	return err
+}
+
+// Account admits one logIn or requestPasswordReset naming email (case-insensitive; the key is
+// a hash of the address, not the address). An unreachable Redis admits it (logged), as Auth
+// does.
+func (l *Limiter) Account(ctx context.Context, email string) error {
+	if l.acct.Off || email == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(strings.ToLower(strings.TrimSpace(email))))
+	err := l.allow(ctx, "acct:"+hex.EncodeToString(sum[:16]), l.acct)
+	if err != nil && apperr.CodeOf(err) != apperr.RateLimited {
+		l.log.WarnContext(ctx, "rate limiter unavailable: logIn not limited per account", slog.Any("error", err))
 		return nil
 	}
 	return err

@@ -375,6 +375,7 @@ func (s *Service) Run(ctx context.Context, id uuid.UUID) (dbsqlc.Run, error) {
 			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
 			RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: text, Parts: parts,
 			TokenEstimate: int32((len(text) + 3) / 4),
+			AuthorID:      uuid.NullUUID{UUID: a.UserID, Valid: true},
 		})
 		if err != nil {
 			return fmt.Errorf("insert message: %w", err)

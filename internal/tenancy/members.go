@@ -25,7 +25,7 @@ func (s *Service) Members(ctx context.Context, after uuid.UUID, limit int) ([]Me
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		rows, err := tx.Q.MembershipListPage(ctx, dbsqlc.MembershipListPageParams{TenantID: a.TenantID, After: after, Lim: int32(limit)})
 		for _, r := range rows {
-			out = append(out, member(r.Membership, r.User))
+			out = append(out, Member{User: dbsqlc.User{ID: r.ID, Email: r.Email, Name: r.Name}, Role: auth.Role(r.Role), Pending: r.Pending, JoinedAt: r.CreatedAt})
 		}
 		return err
 	})
@@ -66,11 +66,20 @@ func (s *Service) SetMemberRole(ctx context.Context, userID uuid.UUID, role auth
 
 // RemoveMember takes a user out of the caller's tenant: their membership goes, and with it their
 // sessions and API keys in the tenant are revoked (added again later, they start afresh). OWNER
-// or ADMIN; an ADMIN cannot remove an OWNER; the tenant's last OWNER cannot be removed.
-// Another tenant's user, or a missing one, is NOT_FOUND.
+// or ADMIN; an ADMIN cannot remove an OWNER; the tenant's last OWNER cannot be removed. The id
+// of a pending invitation (a pending member's user id) withdraws the invitation. Another
+// tenant's user, or a missing one, is NOT_FOUND.
 func (s *Service) RemoveMember(ctx context.Context, userID uuid.UUID) error {
 	a, err := auth.Require(ctx, auth.RoleAdmin)
 	if err != nil {
+		return err
+	}
+	var withdrawn int64
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		withdrawn, err = tx.Q.InvitationDelete(ctx, dbsqlc.InvitationDeleteParams{TenantID: a.TenantID, ID: userID})
+		return err
+	})
+	if err != nil || withdrawn > 0 {
 		return err
 	}
 	return s.changeMember(ctx, a, userID, func(ctx context.Context, tx *db.Tx, a auth.Actor, m dbsqlc.Membership) error {
@@ -182,5 +191,5 @@ func (s *Service) Memberships(ctx context.Context) ([]Membership, error) {
 }
 
 func member(m dbsqlc.Membership, u dbsqlc.User) Member {
-	return Member{User: u, Role: auth.Role(m.Role), Pending: m.InviteTokenHash != nil, JoinedAt: m.CreatedAt}
+	return Member{User: u, Role: auth.Role(m.Role), JoinedAt: m.CreatedAt}
 }

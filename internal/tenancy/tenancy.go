@@ -5,6 +5,7 @@ package tenancy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -14,11 +15,17 @@ import (
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/mail"
 )
 
 // Service is the tenancy domain.
 type Service struct {
 	db *db.DB
+	// Mail sends invitations; nil sends nothing. PublicURL is the web app's address, which the
+	// links in them start with. Log logs what could not be sent (nil: slog's default).
+	Mail      mail.Sender
+	PublicURL string
+	Log       *slog.Logger
 	// OnMemberChange, when set, runs once a member's role changed or they were removed
 	// (after the commit), with the member's tenant and user: what ends the sessions they hold
 	// open at once hooks in here. Nil: nothing runs.
@@ -28,9 +35,10 @@ type Service struct {
 // NewService returns the tenancy service.
 func NewService(d *db.DB) *Service { return &Service{db: d} }
 
-// Member is a user's membership in a tenant. Pending is true while the invited person has not
-// proven the invitation; InvitationToken (set only when the membership is made) is what they
-// prove it with. JoinedAt is when the membership was made.
+// Member is a user's membership in a tenant, or a pending invitation (Pending): then User holds
+// the invited email and the invitation's id, and InvitationToken (set only when the invitation
+// is made) is what the invited person accepts it with. JoinedAt is when the membership (or
+// invitation) was made.
 type Member struct {
 	User            dbsqlc.User
 	Role            auth.Role
@@ -95,10 +103,13 @@ func (s *Service) User(ctx context.Context, id uuid.UUID) (dbsqlc.User, error) {
 	return u, err
 }
 
-// AddMember adds the user with email to the caller's tenant with role. When no account has that
-// email, a pending account and a pending membership are made, with an invitation token shown
-// once: the person joins by signing up with the email and the token (or by acceptInvitation).
-// ADMIN or higher; only an OWNER may add an OWNER.
+// AddMember invites email to the caller's tenant with role: an invitation (a new token for an
+// address invited before) whose link is emailed to the address. Nobody joins without the
+// token (auth.Service.AcceptInvitation, by a signed-in person whose verified email is the
+// invited one), no account is made for an address without one, and the answer is the same
+// whether the address has an account or not: a pending member carrying the invited email, the
+// invitation's id and its token (shown once). ADMIN or higher; only an OWNER may invite an
+// OWNER.
 func (s *Service) AddMember(ctx context.Context, email string, role auth.Role) (Member, error) {
 	a, err := auth.Require(ctx, auth.RoleAdmin)
 	if err != nil {
@@ -111,31 +122,26 @@ func (s *Service) AddMember(ctx context.Context, email string, role auth.Role) (
 	if err := grantable(a, role); err != nil {
 		return Member{}, err
 	}
+	token, hash := auth.NewInvitationToken()
 	var m Member
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		user, err := tx.Q.UserGetByEmail(ctx, email)
-		if db.IsNoRows(err) {
-			user, err = tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: uuid.Must(uuid.NewV7()), Email: email})
-		}
+		tenant, err := tx.Q.TenantGetByID(ctx, a.TenantID)
 		if err != nil {
-			return fmt.Errorf("find or invite user: %w", err)
+			return fmt.Errorf("load tenant: %w", err)
 		}
-		// Someone without an account is invited: their membership waits for the token, so
-		// whoever signs up with the email first cannot take the seat without it.
-		var token string
-		var tokenHash []byte
-		if user.PasswordHash == nil {
-			token, tokenHash = auth.NewInvitationToken()
-		}
-		mem, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: a.TenantID, UserID: user.ID, Role: string(role), InviteTokenHash: tokenHash})
+		inv, err := tx.Q.InvitationUpsert(ctx, dbsqlc.InvitationUpsertParams{
+			TenantID: a.TenantID, ID: uuid.Must(uuid.NewV7()), Email: email, Role: string(role), TokenHash: hash,
+			InvitedBy: uuid.NullUUID{UUID: a.UserID, Valid: true}, ExpiresAt: time.Now().Add(auth.InvitationTokenTTL),
+		})
 		if err != nil {
-			if db.IsUniqueViolation(err, "") {
-				return apperr.New(apperr.Conflict, "%s is already a member of this tenant", email)
-			}
-			return fmt.Errorf("insert membership: %w", err)
+			return fmt.Errorf("store invitation: %w", err)
 		}
-		m = member(mem, user)
-		m.InvitationToken = token
+		m = Member{User: dbsqlc.User{ID: inv.ID, Email: inv.Email}, Role: role, Pending: true, InvitationToken: token, JoinedAt: inv.CreatedAt}
+		link := auth.Link(s.PublicURL, "/accept-invitation", token)
+		tx.AfterCommit(func() {
+			mail.SendLater(ctx, s.Mail, s.Log, mail.Message{To: email, Subject: "You are invited to " + tenant.Name + " on agentry",
+				Text: "You are invited to join " + tenant.Name + " on agentry as " + string(role) + ".\n\nOpen this link to accept (it works for 14 days; sign up or log in with this address first):\n\n" + link + "\n\nIf you do not know why you received this, ignore it: nobody joins without this link.\n"})
+		})
 		return nil
 	})
 	return m, err

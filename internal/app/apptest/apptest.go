@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +29,7 @@ import (
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db/dbtest"
 	"github.com/agentry/agentry/internal/jobs"
+	"github.com/agentry/agentry/internal/mail"
 	"github.com/agentry/agentry/internal/run"
 )
 
@@ -35,6 +38,8 @@ type Env struct {
 	App      *app.App
 	Server   *httptest.Server
 	OwnerURL string // the database's owner connection (for inspecting tables)
+	// Mail holds every email the process sent (verification, invitation and reset links).
+	Mail *mail.Outbox
 }
 
 // Options change the process under test.
@@ -91,6 +96,8 @@ func Start(t testing.TB, o Options) *Env {
 	if !o.NoWork {
 		require.NoError(t, jobs.Start(ctx, a.River, log))
 	}
+	outbox := mail.NewOutbox()
+	a.UseMail(outbox)
 	srv := httptest.NewServer(a.Handler)
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -103,7 +110,33 @@ func Start(t testing.TB, o Options) *Env {
 		}
 		a.Close()
 	})
-	return &Env{App: a, Server: srv, OwnerURL: ownerURL}
+	return &Env{App: a, Server: srv, OwnerURL: ownerURL, Mail: outbox}
+}
+
+var linkToken = regexp.MustCompile(`[?&]token=([^\s&]+)`)
+
+// LinkToken waits for the n-th (from 1) email to the address to whose subject contains subject
+// and returns the token of the link in it.
+func (e *Env) LinkToken(t testing.TB, to, subject string, n int) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := e.Mail.Wait(ctx, to, subject, n)
+	require.NoError(t, err)
+	match := linkToken.FindStringSubmatch(m.Text)
+	require.NotNil(t, match, "no link with a token in %q", m.Text)
+	token, err := url.QueryUnescape(match[1])
+	require.NoError(t, err)
+	return token
+}
+
+// VerifyEmail opens the verification link sent to the address (the first one) as its owner
+// would.
+func (e *Env) VerifyEmail(t testing.TB, email string) {
+	t.Helper()
+	token := e.LinkToken(t, email, "Verify your email", 1)
+	res := e.Do(t, "", `mutation($t: String!) { verifyEmail(token: $t) }`, map[string]any{"t": token})
+	require.Empty(t, res.Errors, "verifyEmail: %s", res.Body)
 }
 
 // Jobs lists the River jobs of kind in states (every state when none), oldest first, through
@@ -208,7 +241,8 @@ type Session struct {
 
 var seq atomic.Int64
 
-// SignUp creates a user with a new tenant. Empty email makes a unique one.
+// SignUp creates a user with a new tenant and verifies their email through the link sent to
+// it. Empty email makes a unique one.
 func (e *Env) SignUp(t testing.TB, email, tenantName string) Session {
 	t.Helper()
 	if email == "" {
@@ -231,6 +265,7 @@ func (e *Env) SignUp(t testing.TB, email, tenantName string) Session {
 		}
 	}
 	res.Decode(t, &out)
+	e.VerifyEmail(t, email)
 	return Session{
 		AccessToken: out.SignUp.AccessToken, RefreshToken: out.SignUp.RefreshToken,
 		UserID: out.SignUp.Viewer.User.ID, TenantID: out.SignUp.Viewer.Tenant.ID,

@@ -16,7 +16,7 @@ const aPIKeyAuthenticate = `-- name: APIKeyAuthenticate :one
 SELECT k.tenant_id, k.id, k.user_id, k.secret_hash, k.role, k.revoked_at,
        m.role AS member_role, u.is_platform_admin
 FROM api_keys k
-JOIN memberships m ON m.tenant_id = k.tenant_id AND m.user_id = k.user_id AND m.invite_token_hash IS NULL
+JOIN memberships m ON m.tenant_id = k.tenant_id AND m.user_id = k.user_id
 JOIN users u ON u.id = k.user_id
 WHERE k.prefix = $1
 `
@@ -195,6 +195,74 @@ func (q *Queries) APIKeyRevokeByUser(ctx context.Context, arg APIKeyRevokeByUser
 	return err
 }
 
+const emailTokenInsert = `-- name: EmailTokenInsert :exec
+INSERT INTO email_tokens (id, user_id, purpose, email, token_hash, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
+`
+
+type EmailTokenInsertParams struct {
+	ID        uuid.UUID
+	UserID    uuid.UUID
+	Purpose   string
+	Email     string
+	TokenHash []byte
+	ExpiresAt time.Time
+}
+
+func (q *Queries) EmailTokenInsert(ctx context.Context, arg EmailTokenInsertParams) error {
+	_, err := q.db.Exec(ctx, emailTokenInsert,
+		arg.ID,
+		arg.UserID,
+		arg.Purpose,
+		arg.Email,
+		arg.TokenHash,
+		arg.ExpiresAt,
+	)
+	return err
+}
+
+const emailTokenSpendAllOfUser = `-- name: EmailTokenSpendAllOfUser :exec
+UPDATE email_tokens SET used_at = now() WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL
+`
+
+type EmailTokenSpendAllOfUserParams struct {
+	UserID  uuid.UUID
+	Purpose string
+}
+
+// Spends a user's other live tokens of purpose (a reset spends every reset link sent before).
+func (q *Queries) EmailTokenSpendAllOfUser(ctx context.Context, arg EmailTokenSpendAllOfUserParams) error {
+	_, err := q.db.Exec(ctx, emailTokenSpendAllOfUser, arg.UserID, arg.Purpose)
+	return err
+}
+
+const emailTokenUse = `-- name: EmailTokenUse :one
+UPDATE email_tokens SET used_at = now()
+WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()
+RETURNING id, user_id, purpose, email, token_hash, created_at, expires_at, used_at
+`
+
+type EmailTokenUseParams struct {
+	TokenHash []byte
+	Purpose   string
+}
+
+// Spends a live token of purpose: exactly one of concurrent callers gets it back.
+func (q *Queries) EmailTokenUse(ctx context.Context, arg EmailTokenUseParams) (EmailToken, error) {
+	row := q.db.QueryRow(ctx, emailTokenUse, arg.TokenHash, arg.Purpose)
+	var i EmailToken
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.Purpose,
+		&i.Email,
+		&i.TokenHash,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.UsedAt,
+	)
+	return i, err
+}
+
 const refreshTokenGetByHash = `-- name: RefreshTokenGetByHash :one
 SELECT tenant_id, id, family_id, user_id, token_hash, created_at, expires_at, rotated_at, revoked_at FROM refresh_tokens WHERE token_hash = $1
 `
@@ -338,7 +406,7 @@ SELECT m.role,
                WHERE r.tenant_id = m.tenant_id AND r.family_id = $1 AND r.user_id = m.user_id
                  AND r.revoked_at IS NULL AND r.expires_at > now()) AS open
 FROM memberships m
-WHERE m.tenant_id = $2 AND m.user_id = $3 AND m.invite_token_hash IS NULL
+WHERE m.tenant_id = $2 AND m.user_id = $3
 `
 
 type SessionStateParams struct {
@@ -353,7 +421,7 @@ type SessionStateRow struct {
 }
 
 // What an access token of session family_id may do now: its user's role in the tenant (no row:
-// they are no member, or only invited) and whether the session is still open (not logged out,
+// they are no member) and whether the session is still open (not logged out,
 // revoked by a password change or a removal, nor expired).
 func (q *Queries) SessionState(ctx context.Context, arg SessionStateParams) (SessionStateRow, error) {
 	row := q.db.QueryRow(ctx, sessionState, arg.FamilyID, arg.TenantID, arg.UserID)
@@ -427,4 +495,31 @@ type UserSetPasswordParams struct {
 func (q *Queries) UserSetPassword(ctx context.Context, arg UserSetPasswordParams) error {
 	_, err := q.db.Exec(ctx, userSetPassword, arg.PasswordHash, arg.ID)
 	return err
+}
+
+const userVerifyEmail = `-- name: UserVerifyEmail :one
+UPDATE users SET email_verified_at = coalesce(email_verified_at, now())
+WHERE id = $1 AND lower(email) = lower($2)
+RETURNING id, email, name, password_hash, is_platform_admin, created_at, email_verified_at
+`
+
+type UserVerifyEmailParams struct {
+	ID    uuid.UUID
+	Email string
+}
+
+// Marks the user's email verified, when it is still the address the token was sent to.
+func (q *Queries) UserVerifyEmail(ctx context.Context, arg UserVerifyEmailParams) (User, error) {
+	row := q.db.QueryRow(ctx, userVerifyEmail, arg.ID, arg.Email)
+	var i User
+	err := row.Scan(
+		&i.ID,
+		&i.Email,
+		&i.Name,
+		&i.PasswordHash,
+		&i.IsPlatformAdmin,
+		&i.CreatedAt,
+		&i.EmailVerifiedAt,
+	)
+	return i, err
 }

@@ -368,7 +368,7 @@ func (q *Queries) ConversationSetActiveRun(ctx context.Context, arg Conversation
 }
 
 const messageGet = `-- name: MessageGet :one
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages WHERE tenant_id = $1 AND id = $2
 `
 
 type MessageGetParams struct {
@@ -393,14 +393,15 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 		&i.LlmCallIndex,
 		&i.CreatedAt,
 		&i.Excluded,
+		&i.AuthorID,
 	)
 	return i, err
 }
 
 const messageInsert = `-- name: MessageInsert :one
-INSERT INTO messages (tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-RETURNING tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded
+INSERT INTO messages (tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, author_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+RETURNING tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id
 `
 
 type MessageInsertParams struct {
@@ -415,6 +416,7 @@ type MessageInsertParams struct {
 	Parts          []byte
 	TokenEstimate  int32
 	LlmCallIndex   *int32
+	AuthorID       uuid.NullUUID
 }
 
 func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (Message, error) {
@@ -430,6 +432,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (M
 		arg.Parts,
 		arg.TokenEstimate,
 		arg.LlmCallIndex,
+		arg.AuthorID,
 	)
 	var i Message
 	err := row.Scan(
@@ -446,12 +449,13 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (M
 		&i.LlmCallIndex,
 		&i.CreatedAt,
 		&i.Excluded,
+		&i.AuthorID,
 	)
 	return i, err
 }
 
 const messageListBefore = `-- name: MessageListBefore :many
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages
 WHERE tenant_id = $1 AND conversation_id = $2
   AND ($3::bigint = 0 OR position < $3::bigint)
 ORDER BY position DESC
@@ -495,6 +499,7 @@ func (q *Queries) MessageListBefore(ctx context.Context, arg MessageListBeforePa
 			&i.LlmCallIndex,
 			&i.CreatedAt,
 			&i.Excluded,
+			&i.AuthorID,
 		); err != nil {
 			return nil, err
 		}
@@ -507,7 +512,7 @@ func (q *Queries) MessageListBefore(ctx context.Context, arg MessageListBeforePa
 }
 
 const messageListContext = `-- name: MessageListContext :many
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages
 WHERE tenant_id = $1::uuid
   AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
   AND run_seq <= (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
@@ -547,6 +552,7 @@ func (q *Queries) MessageListContext(ctx context.Context, arg MessageListContext
 			&i.LlmCallIndex,
 			&i.CreatedAt,
 			&i.Excluded,
+			&i.AuthorID,
 		); err != nil {
 			return nil, err
 		}
@@ -559,7 +565,7 @@ func (q *Queries) MessageListContext(ctx context.Context, arg MessageListContext
 }
 
 const messageListPage = `-- name: MessageListPage :many
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages
 WHERE tenant_id = $1 AND conversation_id = $2 AND position > $3::bigint
 ORDER BY position
 LIMIT $4
@@ -601,6 +607,7 @@ func (q *Queries) MessageListPage(ctx context.Context, arg MessageListPageParams
 			&i.LlmCallIndex,
 			&i.CreatedAt,
 			&i.Excluded,
+			&i.AuthorID,
 		); err != nil {
 			return nil, err
 		}

@@ -118,12 +118,33 @@ type Conversation struct {
 	Kind              string
 }
 
+type EmailToken struct {
+	ID        uuid.UUID
+	UserID    uuid.UUID
+	Purpose   string
+	Email     string
+	TokenHash []byte
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	UsedAt    *time.Time
+}
+
+type Invitation struct {
+	TenantID  uuid.UUID
+	ID        uuid.UUID
+	Email     string
+	Role      string
+	TokenHash []byte
+	InvitedBy uuid.NullUUID
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
 type Membership struct {
-	TenantID        uuid.UUID
-	UserID          uuid.UUID
-	Role            string
-	CreatedAt       time.Time
-	InviteTokenHash []byte
+	TenantID  uuid.UUID
+	UserID    uuid.UUID
+	Role      string
+	CreatedAt time.Time
 }
 
 type Memory struct {
@@ -151,6 +172,7 @@ type Message struct {
 	LlmCallIndex   *int32
 	CreatedAt      time.Time
 	Excluded       bool
+	AuthorID       uuid.NullUUID
 }
 
 type Project struct {
@@ -358,6 +380,7 @@ type User struct {
 	PasswordHash    *string
 	IsPlatformAdmin bool
 	CreatedAt       time.Time
+	EmailVerifiedAt *time.Time
 }
 
 type WorkspaceBlob struct {

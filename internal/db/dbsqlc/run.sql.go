@@ -28,7 +28,7 @@ func (q *Queries) MessageExclude(ctx context.Context, arg MessageExcludeParams) 
 }
 
 const messageListNewerUser = `-- name: MessageListNewerUser :many
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages
 WHERE tenant_id = $1::uuid
   AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
   AND role = 'USER'
@@ -65,6 +65,7 @@ func (q *Queries) MessageListNewerUser(ctx context.Context, arg MessageListNewer
 			&i.LlmCallIndex,
 			&i.CreatedAt,
 			&i.Excluded,
+			&i.AuthorID,
 		); err != nil {
 			return nil, err
 		}

@@ -12,37 +12,95 @@ import (
 	"github.com/google/uuid"
 )
 
-const membershipAcceptInvitation = `-- name: MembershipAcceptInvitation :one
-UPDATE memberships SET invite_token_hash = NULL
-WHERE user_id = $1 AND invite_token_hash = $2
-RETURNING tenant_id, user_id, role, created_at, invite_token_hash
+const invitationDelete = `-- name: InvitationDelete :execrows
+DELETE FROM invitations WHERE tenant_id = $1 AND id = $2
 `
 
-type MembershipAcceptInvitationParams struct {
-	UserID    uuid.UUID
-	TokenHash []byte
+type InvitationDeleteParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
 }
 
-// Activates the pending membership of user whose invitation token hashes to token_hash
-// (system transaction: the token names its tenant only through this row).
-func (q *Queries) MembershipAcceptInvitation(ctx context.Context, arg MembershipAcceptInvitationParams) (Membership, error) {
-	row := q.db.QueryRow(ctx, membershipAcceptInvitation, arg.UserID, arg.TokenHash)
-	var i Membership
+func (q *Queries) InvitationDelete(ctx context.Context, arg InvitationDeleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, invitationDelete, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const invitationGetByToken = `-- name: InvitationGetByToken :one
+SELECT tenant_id, id, email, role, token_hash, invited_by, created_at, expires_at FROM invitations WHERE token_hash = $1
+`
+
+// The invitation whose token hashes to token_hash (system transaction: the token names its
+// tenant only through this row).
+func (q *Queries) InvitationGetByToken(ctx context.Context, tokenHash []byte) (Invitation, error) {
+	row := q.db.QueryRow(ctx, invitationGetByToken, tokenHash)
+	var i Invitation
 	err := row.Scan(
 		&i.TenantID,
-		&i.UserID,
+		&i.ID,
+		&i.Email,
 		&i.Role,
+		&i.TokenHash,
+		&i.InvitedBy,
 		&i.CreatedAt,
-		&i.InviteTokenHash,
+		&i.ExpiresAt,
+	)
+	return i, err
+}
+
+const invitationUpsert = `-- name: InvitationUpsert :one
+INSERT INTO invitations (tenant_id, id, email, role, token_hash, invited_by, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (tenant_id, lower(email)) DO UPDATE
+SET role = excluded.role, token_hash = excluded.token_hash, invited_by = excluded.invited_by,
+    created_at = now(), expires_at = excluded.expires_at
+RETURNING tenant_id, id, email, role, token_hash, invited_by, created_at, expires_at
+`
+
+type InvitationUpsertParams struct {
+	TenantID  uuid.UUID
+	ID        uuid.UUID
+	Email     string
+	Role      string
+	TokenHash []byte
+	InvitedBy uuid.NullUUID
+	ExpiresAt time.Time
+}
+
+// Invites email to the tenant with role: a new invitation, or a new token, role and expiry
+// for the one already sent to that address.
+func (q *Queries) InvitationUpsert(ctx context.Context, arg InvitationUpsertParams) (Invitation, error) {
+	row := q.db.QueryRow(ctx, invitationUpsert,
+		arg.TenantID,
+		arg.ID,
+		arg.Email,
+		arg.Role,
+		arg.TokenHash,
+		arg.InvitedBy,
+		arg.ExpiresAt,
+	)
+	var i Invitation
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.Email,
+		&i.Role,
+		&i.TokenHash,
+		&i.InvitedBy,
+		&i.CreatedAt,
+		&i.ExpiresAt,
 	)
 	return i, err
 }
 
 const membershipCountOwners = `-- name: MembershipCountOwners :one
-SELECT count(*) FROM memberships WHERE tenant_id = $1 AND role = 'OWNER' AND invite_token_hash IS NULL
+SELECT count(*) FROM memberships WHERE tenant_id = $1 AND role = 'OWNER'
 `
 
-// The tenant's owners who have joined (a pending invitation owns nothing yet).
+// The tenant's owners.
 func (q *Queries) MembershipCountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error) {
 	row := q.db.QueryRow(ctx, membershipCountOwners, tenantID)
 	var count int64
@@ -68,7 +126,7 @@ func (q *Queries) MembershipDelete(ctx context.Context, arg MembershipDeletePara
 }
 
 const membershipGet = `-- name: MembershipGet :one
-SELECT tenant_id, user_id, role, created_at, invite_token_hash FROM memberships WHERE tenant_id = $1 AND user_id = $2
+SELECT tenant_id, user_id, role, created_at FROM memberships WHERE tenant_id = $1 AND user_id = $2
 `
 
 type MembershipGetParams struct {
@@ -84,64 +142,68 @@ func (q *Queries) MembershipGet(ctx context.Context, arg MembershipGetParams) (M
 		&i.UserID,
 		&i.Role,
 		&i.CreatedAt,
-		&i.InviteTokenHash,
 	)
 	return i, err
 }
 
 const membershipInsert = `-- name: MembershipInsert :one
-INSERT INTO memberships (tenant_id, user_id, role, invite_token_hash) VALUES ($1, $2, $3, $4) RETURNING tenant_id, user_id, role, created_at, invite_token_hash
+INSERT INTO memberships (tenant_id, user_id, role) VALUES ($1, $2, $3) RETURNING tenant_id, user_id, role, created_at
 `
 
 type MembershipInsertParams struct {
-	TenantID        uuid.UUID
-	UserID          uuid.UUID
-	Role            string
-	InviteTokenHash []byte
+	TenantID uuid.UUID
+	UserID   uuid.UUID
+	Role     string
 }
 
 func (q *Queries) MembershipInsert(ctx context.Context, arg MembershipInsertParams) (Membership, error) {
-	row := q.db.QueryRow(ctx, membershipInsert,
-		arg.TenantID,
-		arg.UserID,
-		arg.Role,
-		arg.InviteTokenHash,
-	)
+	row := q.db.QueryRow(ctx, membershipInsert, arg.TenantID, arg.UserID, arg.Role)
 	var i Membership
 	err := row.Scan(
 		&i.TenantID,
 		&i.UserID,
 		&i.Role,
 		&i.CreatedAt,
-		&i.InviteTokenHash,
 	)
 	return i, err
+}
+
+const membershipInsertIfAbsent = `-- name: MembershipInsertIfAbsent :execrows
+INSERT INTO memberships (tenant_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING
+`
+
+type MembershipInsertIfAbsentParams struct {
+	TenantID uuid.UUID
+	UserID   uuid.UUID
+	Role     string
+}
+
+// Joins a user to a tenant (an accepted invitation); a member already keeps their role.
+func (q *Queries) MembershipInsertIfAbsent(ctx context.Context, arg MembershipInsertIfAbsentParams) (int64, error) {
+	result, err := q.db.Exec(ctx, membershipInsertIfAbsent, arg.TenantID, arg.UserID, arg.Role)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const membershipListByUser = `-- name: MembershipListByUser :many
 SELECT m.tenant_id, m.user_id, m.role, m.created_at
 FROM memberships m
-WHERE m.user_id = $1 AND m.invite_token_hash IS NULL
+WHERE m.user_id = $1
 ORDER BY m.created_at, m.tenant_id
 `
 
-type MembershipListByUserRow struct {
-	TenantID  uuid.UUID
-	UserID    uuid.UUID
-	Role      string
-	CreatedAt time.Time
-}
-
 // Every tenant a user belongs to, oldest membership first. Runs in a system transaction (login).
-func (q *Queries) MembershipListByUser(ctx context.Context, userID uuid.UUID) ([]MembershipListByUserRow, error) {
+func (q *Queries) MembershipListByUser(ctx context.Context, userID uuid.UUID) ([]Membership, error) {
 	rows, err := q.db.Query(ctx, membershipListByUser, userID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []MembershipListByUserRow{}
+	items := []Membership{}
 	for rows.Next() {
-		var i MembershipListByUserRow
+		var i Membership
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.UserID,
@@ -159,12 +221,17 @@ func (q *Queries) MembershipListByUser(ctx context.Context, userID uuid.UUID) ([
 }
 
 const membershipListPage = `-- name: MembershipListPage :many
-SELECT m.tenant_id, m.user_id, m.role, m.created_at, m.invite_token_hash, u.id, u.email, u.name, u.password_hash, u.is_platform_admin, u.created_at
-FROM memberships m
-JOIN users u ON u.id = m.user_id
-WHERE m.tenant_id = $1
-  AND ($2::uuid = '00000000-0000-0000-0000-000000000000' OR m.user_id > $2::uuid)
-ORDER BY m.user_id
+SELECT x.id, x.email, x.name, x.role, x.created_at, x.pending FROM (
+    SELECT u.id, u.email, u.name, m.role, m.created_at, false AS pending
+    FROM memberships m JOIN users u ON u.id = m.user_id
+    WHERE m.tenant_id = $1
+    UNION ALL
+    SELECT i.id, i.email, NULL::text AS name, i.role, i.created_at, true AS pending
+    FROM invitations i
+    WHERE i.tenant_id = $1
+) x
+WHERE $2::uuid = '00000000-0000-0000-0000-000000000000' OR x.id > $2::uuid
+ORDER BY x.id
 LIMIT $3
 `
 
@@ -175,11 +242,16 @@ type MembershipListPageParams struct {
 }
 
 type MembershipListPageRow struct {
-	Membership Membership
-	User       User
+	ID        uuid.UUID
+	Email     string
+	Name      *string
+	Role      string
+	CreatedAt time.Time
+	Pending   bool
 }
 
-// The tenant's members (pending invitations included), oldest account first, after a user id.
+// The tenant's members and pending invitations (an invitation's id in place of a user id),
+// by id, after an id.
 func (q *Queries) MembershipListPage(ctx context.Context, arg MembershipListPageParams) ([]MembershipListPageRow, error) {
 	rows, err := q.db.Query(ctx, membershipListPage, arg.TenantID, arg.After, arg.Lim)
 	if err != nil {
@@ -190,17 +262,12 @@ func (q *Queries) MembershipListPage(ctx context.Context, arg MembershipListPage
 	for rows.Next() {
 		var i MembershipListPageRow
 		if err := rows.Scan(
-			&i.Membership.TenantID,
-			&i.Membership.UserID,
-			&i.Membership.Role,
-			&i.Membership.CreatedAt,
-			&i.Membership.InviteTokenHash,
-			&i.User.ID,
-			&i.User.Email,
-			&i.User.Name,
-			&i.User.PasswordHash,
-			&i.User.IsPlatformAdmin,
-			&i.User.CreatedAt,
+			&i.ID,
+			&i.Email,
+			&i.Name,
+			&i.Role,
+			&i.CreatedAt,
+			&i.Pending,
 		); err != nil {
 			return nil, err
 		}
@@ -216,7 +283,7 @@ const membershipListTenantsOfUser = `-- name: MembershipListTenantsOfUser :many
 SELECT t.id AS tenant_id, t.name AS tenant_name, m.role, m.created_at
 FROM memberships m
 JOIN tenants t ON t.id = m.tenant_id
-WHERE m.user_id = $1 AND m.invite_token_hash IS NULL
+WHERE m.user_id = $1
 ORDER BY m.created_at, m.tenant_id
 `
 
@@ -255,7 +322,7 @@ func (q *Queries) MembershipListTenantsOfUser(ctx context.Context, userID uuid.U
 }
 
 const membershipSetRole = `-- name: MembershipSetRole :one
-UPDATE memberships SET role = $3 WHERE tenant_id = $1 AND user_id = $2 RETURNING tenant_id, user_id, role, created_at, invite_token_hash
+UPDATE memberships SET role = $3 WHERE tenant_id = $1 AND user_id = $2 RETURNING tenant_id, user_id, role, created_at
 `
 
 type MembershipSetRoleParams struct {
@@ -272,7 +339,6 @@ func (q *Queries) MembershipSetRole(ctx context.Context, arg MembershipSetRolePa
 		&i.UserID,
 		&i.Role,
 		&i.CreatedAt,
-		&i.InviteTokenHash,
 	)
 	return i, err
 }
@@ -327,35 +393,8 @@ func (q *Queries) TenantLockForMembers(ctx context.Context, id uuid.UUID) (uuid.
 	return id_2, err
 }
 
-const userClaim = `-- name: UserClaim :one
-UPDATE users SET password_hash = $1, name = coalesce($2, name)
-WHERE id = $3 AND password_hash IS NULL
-RETURNING id, email, name, password_hash, is_platform_admin, created_at
-`
-
-type UserClaimParams struct {
-	PasswordHash *string
-	Name         *string
-	ID           uuid.UUID
-}
-
-// Sets the password of an invited user (one without a password) when they sign up.
-func (q *Queries) UserClaim(ctx context.Context, arg UserClaimParams) (User, error) {
-	row := q.db.QueryRow(ctx, userClaim, arg.PasswordHash, arg.Name, arg.ID)
-	var i User
-	err := row.Scan(
-		&i.ID,
-		&i.Email,
-		&i.Name,
-		&i.PasswordHash,
-		&i.IsPlatformAdmin,
-		&i.CreatedAt,
-	)
-	return i, err
-}
-
 const userGetByEmail = `-- name: UserGetByEmail :one
-SELECT id, email, name, password_hash, is_platform_admin, created_at FROM users WHERE lower(email) = lower($1)
+SELECT id, email, name, password_hash, is_platform_admin, created_at, email_verified_at FROM users WHERE lower(email) = lower($1)
 `
 
 func (q *Queries) UserGetByEmail(ctx context.Context, email string) (User, error) {
@@ -368,12 +407,13 @@ func (q *Queries) UserGetByEmail(ctx context.Context, email string) (User, error
 		&i.PasswordHash,
 		&i.IsPlatformAdmin,
 		&i.CreatedAt,
+		&i.EmailVerifiedAt,
 	)
 	return i, err
 }
 
 const userGetByID = `-- name: UserGetByID :one
-SELECT id, email, name, password_hash, is_platform_admin, created_at FROM users WHERE id = $1
+SELECT id, email, name, password_hash, is_platform_admin, created_at, email_verified_at FROM users WHERE id = $1
 `
 
 func (q *Queries) UserGetByID(ctx context.Context, id uuid.UUID) (User, error) {
@@ -386,12 +426,13 @@ func (q *Queries) UserGetByID(ctx context.Context, id uuid.UUID) (User, error) {
 		&i.PasswordHash,
 		&i.IsPlatformAdmin,
 		&i.CreatedAt,
+		&i.EmailVerifiedAt,
 	)
 	return i, err
 }
 
 const userInsert = `-- name: UserInsert :one
-INSERT INTO users (id, email, name, password_hash) VALUES ($1, $2, $3, $4) RETURNING id, email, name, password_hash, is_platform_admin, created_at
+INSERT INTO users (id, email, name, password_hash) VALUES ($1, $2, $3, $4) RETURNING id, email, name, password_hash, is_platform_admin, created_at, email_verified_at
 `
 
 type UserInsertParams struct {
@@ -416,12 +457,13 @@ func (q *Queries) UserInsert(ctx context.Context, arg UserInsertParams) (User, e
 		&i.PasswordHash,
 		&i.IsPlatformAdmin,
 		&i.CreatedAt,
+		&i.EmailVerifiedAt,
 	)
 	return i, err
 }
 
 const userListByIDsInTenant = `-- name: UserListByIDsInTenant :many
-SELECT u.id, u.email, u.name, u.password_hash, u.is_platform_admin, u.created_at FROM users u
+SELECT u.id, u.email, u.name, u.password_hash, u.is_platform_admin, u.created_at, u.email_verified_at FROM users u
 JOIN memberships m ON m.user_id = u.id AND m.tenant_id = $1
 WHERE u.id = ANY($2::uuid[])
 `
@@ -448,6 +490,7 @@ func (q *Queries) UserListByIDsInTenant(ctx context.Context, arg UserListByIDsIn
 			&i.PasswordHash,
 			&i.IsPlatformAdmin,
 			&i.CreatedAt,
+			&i.EmailVerifiedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -460,7 +503,7 @@ func (q *Queries) UserListByIDsInTenant(ctx context.Context, arg UserListByIDsIn
 }
 
 const userSetPlatformAdmin = `-- name: UserSetPlatformAdmin :one
-UPDATE users SET is_platform_admin = $1 WHERE lower(email) = lower($2) RETURNING id, email, name, password_hash, is_platform_admin, created_at
+UPDATE users SET is_platform_admin = $1 WHERE lower(email) = lower($2) RETURNING id, email, name, password_hash, is_platform_admin, created_at, email_verified_at
 `
 
 type UserSetPlatformAdminParams struct {
@@ -478,6 +521,7 @@ func (q *Queries) UserSetPlatformAdmin(ctx context.Context, arg UserSetPlatformA
 		&i.PasswordHash,
 		&i.IsPlatformAdmin,
 		&i.CreatedAt,
+		&i.EmailVerifiedAt,
 	)
 	return i, err
 }

@@ -16,7 +16,7 @@ RETURNING *;
 SELECT k.tenant_id, k.id, k.user_id, k.secret_hash, k.role, k.revoked_at,
        m.role AS member_role, u.is_platform_admin
 FROM api_keys k
-JOIN memberships m ON m.tenant_id = k.tenant_id AND m.user_id = k.user_id AND m.invite_token_hash IS NULL
+JOIN memberships m ON m.tenant_id = k.tenant_id AND m.user_id = k.user_id
 JOIN users u ON u.id = k.user_id
 WHERE k.prefix = $1;
 
@@ -75,11 +75,30 @@ UPDATE users SET password_hash = sqlc.arg(password_hash) WHERE id = sqlc.arg(id)
 
 -- name: SessionState :one
 -- What an access token of session family_id may do now: its user's role in the tenant (no row:
--- they are no member, or only invited) and whether the session is still open (not logged out,
+-- they are no member) and whether the session is still open (not logged out,
 -- revoked by a password change or a removal, nor expired).
 SELECT m.role,
        EXISTS (SELECT 1 FROM refresh_tokens r
                WHERE r.tenant_id = m.tenant_id AND r.family_id = sqlc.arg(family_id) AND r.user_id = m.user_id
                  AND r.revoked_at IS NULL AND r.expires_at > now()) AS open
 FROM memberships m
-WHERE m.tenant_id = sqlc.arg(tenant_id) AND m.user_id = sqlc.arg(user_id) AND m.invite_token_hash IS NULL;
+WHERE m.tenant_id = sqlc.arg(tenant_id) AND m.user_id = sqlc.arg(user_id);
+
+-- name: EmailTokenInsert :exec
+INSERT INTO email_tokens (id, user_id, purpose, email, token_hash, expires_at) VALUES ($1, $2, $3, $4, $5, $6);
+
+-- name: EmailTokenUse :one
+-- Spends a live token of purpose: exactly one of concurrent callers gets it back.
+UPDATE email_tokens SET used_at = now()
+WHERE token_hash = sqlc.arg(token_hash) AND purpose = sqlc.arg(purpose) AND used_at IS NULL AND expires_at > now()
+RETURNING *;
+
+-- name: EmailTokenSpendAllOfUser :exec
+-- Spends a user's other live tokens of purpose (a reset spends every reset link sent before).
+UPDATE email_tokens SET used_at = now() WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL;
+
+-- name: UserVerifyEmail :one
+-- Marks the user's email verified, when it is still the address the token was sent to.
+UPDATE users SET email_verified_at = coalesce(email_verified_at, now())
+WHERE id = sqlc.arg(id) AND lower(email) = lower(sqlc.arg(email))
+RETURNING *;

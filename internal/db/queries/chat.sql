@@ -59,8 +59,8 @@ RETURNING c.active_run_id;
 UPDATE conversations SET active_run_id = sqlc.narg(run_id) WHERE tenant_id = $1 AND id = $2;
 
 -- name: MessageInsert :one
-INSERT INTO messages (tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+INSERT INTO messages (tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, author_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING *;
 
 -- name: MessageGet :one
