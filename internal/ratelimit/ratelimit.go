@@ -8,11 +8,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"strings"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +85,7 @@ type Options struct {
 	Create *config.RateLimit
 	// Account overrides DefaultAccountLimit; nil keeps it.
 	Account *config.RateLimit
-	Log    *slog.Logger
+	Log     *slog.Logger
 }
 
 // Limiter applies GCRA rate limits (go-redis/redis_rate) to the mutations that spend, per
