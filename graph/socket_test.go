@@ -274,6 +274,8 @@ func TestEveryCreatingMutationIsRateLimited(t *testing.T) {
 		"addMember":          `mutation($n: String!) { addMember(input: {email: $n, role: MEMBER}) { role } }`,
 		"createTask":         `mutation($n: String!) { createTask(input: {title: $n}) { id } }`,
 		"createSnapshot":     `mutation($n: String!) { createSnapshot(label: $n) { id } }`,
+		// Sends an email: limited as creating mutations are.
+		"requestEmailVerification": `mutation { requestEmailVerification }`,
 	} {
 		s := e.SignUp(t, "", "")
 		res := e.Do(t, s.AccessToken, op, map[string]any{"n": "first@example.com"})

@@ -143,10 +143,8 @@ func compose(from string, m Message) []byte {
 	b.WriteString("Subject: " + mime.QEncoding.Encode("utf-8", m.Subject) + "\r\n")
 	b.WriteString("Date: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n")
 	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n")
+	// Dot-stuffing is the DATA writer's (textproto's DotWriter).
 	for _, line := range strings.Split(strings.ReplaceAll(m.Text, "\r\n", "\n"), "\n") {
-		if strings.HasPrefix(line, ".") {
-			line = "." + line // dot-stuffing is the DATA writer's; this keeps a lone "." intact
-		}
 		b.WriteString(line + "\r\n")
 	}
 	return []byte(b.String())
