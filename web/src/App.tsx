@@ -6,6 +6,7 @@ import { LogOut, Memberships, SwitchTenant } from './lib/ops';
 import { browserLock, exchange } from './lib/session';
 import { errorText } from './lib/errors';
 import { AuthPage } from './pages/Auth';
+import { AcceptInvitationPage, ForgotPasswordPage, ResetPasswordPage, VerifyEmailPage } from './pages/Links';
 import { ChatPage } from './pages/Chat';
 import { REFRESH_KEY, type SessionState } from './lib/session';
 
@@ -41,6 +42,10 @@ export function App() {
       {s.status === 'anonymous' ? (
         <Routes>
           <Route path="/signup" element={<AuthPage mode="signup" />} />
+          <Route path="/verify-email" element={<VerifyEmailPage />} />
+          <Route path="/reset-password" element={<ResetPasswordPage />} />
+          <Route path="/forgot-password" element={<ForgotPasswordPage />} />
+          <Route path="/accept-invitation" element={<AcceptInvitationPage />} />
           <Route path="*" element={<AuthPage mode="login" />} />
         </Routes>
       ) : (
@@ -110,6 +115,9 @@ function Shell() {
             <Route path="/" element={<Navigate to="/chat" replace />} />
             <Route path="/login" element={<Navigate to="/chat" replace />} />
             <Route path="/signup" element={<Navigate to="/chat" replace />} />
+            <Route path="/verify-email" element={<VerifyEmailPage />} />
+            <Route path="/reset-password" element={<ResetPasswordPage />} />
+            <Route path="/accept-invitation" element={<AcceptInvitationPage />} />
             <Route path="/chat" element={<ChatPage />} />
             <Route path="/chat/:id" element={<ChatPage />} />
             <Route path="/runs" element={<RunsPage />} />

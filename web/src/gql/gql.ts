@@ -20,6 +20,11 @@ type Documents = {
     "\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      ...AuthPayloadFields\n    }\n  }\n": typeof types.RefreshSessionDocument,
     "\n  mutation LogOut($t: String!) {\n    logOut(refreshToken: $t)\n  }\n": typeof types.LogOutDocument,
     "\n  mutation AcceptInvitation($token: String!) {\n    acceptInvitation(token: $token)\n  }\n": typeof types.AcceptInvitationDocument,
+    "\n  mutation VerifyEmail($token: String!) {\n    verifyEmail(token: $token)\n  }\n": typeof types.VerifyEmailDocument,
+    "\n  mutation RequestEmailVerification {\n    requestEmailVerification\n  }\n": typeof types.RequestEmailVerificationDocument,
+    "\n  mutation RequestPasswordReset($email: String!) {\n    requestPasswordReset(email: $email)\n  }\n": typeof types.RequestPasswordResetDocument,
+    "\n  mutation ResetPassword($token: String!, $newPassword: String!) {\n    resetPassword(token: $token, newPassword: $newPassword)\n  }\n": typeof types.ResetPasswordDocument,
+    "\n  query EmailVerified {\n    viewer { emailVerified }\n  }\n": typeof types.EmailVerifiedDocument,
     "\n  query Viewer {\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": typeof types.ViewerDocument,
     "\n  query Conversations {\n    conversations(first: 100) {\n      edges { node { id title mode model createdAt agentic } }\n    }\n  }\n": typeof types.ConversationsDocument,
     "\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n      runs(first: 10) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n": typeof types.ConversationViewDocument,
@@ -71,6 +76,11 @@ const documents: Documents = {
     "\n  mutation RefreshSession($t: String!) {\n    refreshSession(refreshToken: $t) {\n      ...AuthPayloadFields\n    }\n  }\n": types.RefreshSessionDocument,
     "\n  mutation LogOut($t: String!) {\n    logOut(refreshToken: $t)\n  }\n": types.LogOutDocument,
     "\n  mutation AcceptInvitation($token: String!) {\n    acceptInvitation(token: $token)\n  }\n": types.AcceptInvitationDocument,
+    "\n  mutation VerifyEmail($token: String!) {\n    verifyEmail(token: $token)\n  }\n": types.VerifyEmailDocument,
+    "\n  mutation RequestEmailVerification {\n    requestEmailVerification\n  }\n": types.RequestEmailVerificationDocument,
+    "\n  mutation RequestPasswordReset($email: String!) {\n    requestPasswordReset(email: $email)\n  }\n": types.RequestPasswordResetDocument,
+    "\n  mutation ResetPassword($token: String!, $newPassword: String!) {\n    resetPassword(token: $token, newPassword: $newPassword)\n  }\n": types.ResetPasswordDocument,
+    "\n  query EmailVerified {\n    viewer { emailVerified }\n  }\n": types.EmailVerifiedDocument,
     "\n  query Viewer {\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": types.ViewerDocument,
     "\n  query Conversations {\n    conversations(first: 100) {\n      edges { node { id title mode model createdAt agentic } }\n    }\n  }\n": types.ConversationsDocument,
     "\n  query ConversationView($id: ID!) {\n    conversation(id: $id) {\n      id\n      title\n      mode\n      model\n      agentic\n      createdAt\n      messages(first: 100) {\n        edges { node { id role content parts createdAt run { id } } }\n        pageInfo { hasNextPage endCursor }\n      }\n      runs(first: 10) {\n        edges { node { ...RunSummary } }\n      }\n    }\n  }\n": types.ConversationViewDocument,
@@ -154,6 +164,26 @@ export function graphql(source: "\n  mutation LogOut($t: String!) {\n    logOut(
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  mutation AcceptInvitation($token: String!) {\n    acceptInvitation(token: $token)\n  }\n"): (typeof documents)["\n  mutation AcceptInvitation($token: String!) {\n    acceptInvitation(token: $token)\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation VerifyEmail($token: String!) {\n    verifyEmail(token: $token)\n  }\n"): (typeof documents)["\n  mutation VerifyEmail($token: String!) {\n    verifyEmail(token: $token)\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RequestEmailVerification {\n    requestEmailVerification\n  }\n"): (typeof documents)["\n  mutation RequestEmailVerification {\n    requestEmailVerification\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RequestPasswordReset($email: String!) {\n    requestPasswordReset(email: $email)\n  }\n"): (typeof documents)["\n  mutation RequestPasswordReset($email: String!) {\n    requestPasswordReset(email: $email)\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation ResetPassword($token: String!, $newPassword: String!) {\n    resetPassword(token: $token, newPassword: $newPassword)\n  }\n"): (typeof documents)["\n  mutation ResetPassword($token: String!, $newPassword: String!) {\n    resetPassword(token: $token, newPassword: $newPassword)\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query EmailVerified {\n    viewer { emailVerified }\n  }\n"): (typeof documents)["\n  query EmailVerified {\n    viewer { emailVerified }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

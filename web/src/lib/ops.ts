@@ -48,6 +48,36 @@ export const AcceptInvitation = graphql(`
   }
 `);
 
+export const VerifyEmail = graphql(`
+  mutation VerifyEmail($token: String!) {
+    verifyEmail(token: $token)
+  }
+`);
+
+export const RequestEmailVerification = graphql(`
+  mutation RequestEmailVerification {
+    requestEmailVerification
+  }
+`);
+
+export const RequestPasswordReset = graphql(`
+  mutation RequestPasswordReset($email: String!) {
+    requestPasswordReset(email: $email)
+  }
+`);
+
+export const ResetPassword = graphql(`
+  mutation ResetPassword($token: String!, $newPassword: String!) {
+    resetPassword(token: $token, newPassword: $newPassword)
+  }
+`);
+
+export const EmailVerified = graphql(`
+  query EmailVerified {
+    viewer { emailVerified }
+  }
+`);
+
 export const Viewer = graphql(`
   query Viewer {
     viewer { role platformAdmin user { id email name } tenant { id name } }

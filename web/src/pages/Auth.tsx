@@ -5,6 +5,7 @@ import { session } from '../lib/client';
 import { viewerOf } from '../lib/client';
 import { errorText } from '../lib/errors';
 import { LogIn, SignUp } from '../lib/ops';
+import { PENDING_INVITATION } from './Links';
 
 export function AuthPage({ mode }: { mode: 'login' | 'signup' }) {
   const [email, setEmail] = useState('');
@@ -12,7 +13,6 @@ export function AuthPage({ mode }: { mode: 'login' | 'signup' }) {
   const [name, setName] = useState('');
   const [tenantName, setTenantName] = useState('');
   const [tenantId, setTenantId] = useState('');
-  const [invitation, setInvitation] = useState(() => new URLSearchParams(window.location.search).get('invitation') ?? '');
   const [login, doLogIn] = useMutation(LogIn);
   const [signup, doSignUp] = useMutation(SignUp);
   const [localError, setLocalError] = useState<string | null>(null);
@@ -30,11 +30,13 @@ export function AuthPage({ mode }: { mode: 'login' | 'signup' }) {
     const res =
       mode === 'login'
         ? await doLogIn({ input: { email, password, tenantId: tenantId.trim() || null } })
-        : await doSignUp({ input: { email, password, name: name || null, tenantName, invitationToken: invitation || null } });
+        : await doSignUp({ input: { email, password, name: name || null, tenantName } });
     const p = mode === 'login' ? (res.data as { logIn?: Parameters<typeof viewerOf>[0] } | undefined)?.logIn : (res.data as { signUp?: Parameters<typeof viewerOf>[0] } | undefined)?.signUp;
     if (p) {
       session.start(p, viewerOf(p));
-      navigate('/chat');
+      // An invitation link opened before logging in is taken up again.
+      const invitation = sessionStorage.getItem(PENDING_INVITATION);
+      navigate(invitation ? `/accept-invitation?token=${encodeURIComponent(invitation)}` : '/chat');
     }
   };
 
@@ -74,10 +76,7 @@ export function AuthPage({ mode }: { mode: 'login' | 'signup' }) {
                 Organisation
                 <input name="tenantName" required value={tenantName} onChange={(e) => setTenantName(e.target.value)} placeholder="Acme Inc." />
               </label>
-              <label>
-                Invitation token (optional)
-                <input name="invitation" value={invitation} onChange={(e) => setInvitation(e.target.value)} />
-              </label>
+              <p className="muted small">We send a link to verify the address; accepting invitations needs it.</p>
             </>
           ) : (
             <details>
@@ -100,7 +99,7 @@ export function AuthPage({ mode }: { mode: 'login' | 'signup' }) {
         <p className="muted small" style={{ marginTop: '1rem' }}>
           {mode === 'login' ? (
             <>
-              New here? <Link to="/signup">Create an account</Link>
+              <Link to="/forgot-password">Forgot your password?</Link> · New here? <Link to="/signup">Create an account</Link>
             </>
           ) : (
             <>

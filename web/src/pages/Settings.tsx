@@ -311,7 +311,7 @@ function Members() {
       </form>
       <ErrorBox error={res.error} />
       <p className="muted small">
-        Someone with an account joins at once. Someone without one gets an invitation: send them the token (shown once) and they sign up with it.
+        Everyone is invited by email, with or without an account: they join once they open the link, signed in with that address verified. You can also pass the link on yourself (shown once).
       </p>
       <ErrorBox error={list.error} />
       {list.data && (
@@ -351,7 +351,7 @@ function Members() {
               <div className="small" style={{ marginTop: '0.5rem' }}>
                 Invitation link (shown once):
               </div>
-              <div className="secret">{`${window.location.origin}/signup?invitation=${encodeURIComponent(m.token)}`}</div>
+              <div className="secret">{`${window.location.origin}/accept-invitation?token=${encodeURIComponent(m.token)}`}</div>
             </>
           )}
         </div>
