@@ -59,8 +59,7 @@ func (r *Resolver) budgetNode(ctx context.Context, id uuid.UUID) (model.Node, er
 // those that make the agent spend (limited per tenant and per API key), and those that create
 // something or send an email (limited per user, or per API key).
 var (
-	authMutations = map[string]bool{"logIn": true, "signUp": true, "requestPasswordReset": true, "resetPassword": true,
-		"verifyEmail": true, "acceptInvitation": true}
+	authMutations    = map[string]bool{"logIn": true, "signUp": true, "requestPasswordReset": true}
 	accountMutations = map[string]func(args map[string]any) string{
 		"logIn": func(args map[string]any) string {
 			in, _ := args["input"].(map[string]any)
