@@ -55,7 +55,7 @@ func TestBrowser(t *testing.T) {
 	model := llmtest.NewAnthropicServer(t)
 	model.SetResponder(script)
 
-	base := startDev(t, map[string]string{
+	base, logPath := startDev(t, map[string]string{
 		"ANTHROPIC_API_KEY":     "test-key",
 		"ANTHROPIC_BASE_URL":    model.URL,
 		"AGENTRY_DEFAULT_MODEL": "anthropic:claude-sonnet-4-5",
@@ -72,6 +72,8 @@ func TestBrowser(t *testing.T) {
 		"AGENTRY_URL="+base,
 		"CHROMIUM="+chromiumPath,
 		"SCREENSHOTS="+shots,
+		// The development mail sender logs each email: the scenarios open the links in it.
+		"AGENTRY_LOG="+logPath,
 	)
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -82,8 +84,8 @@ func TestBrowser(t *testing.T) {
 }
 
 // startDev runs `agentry dev` on a fresh database and a free port until the test ends, and
-// returns its base URL once it is ready.
-func startDev(t *testing.T, extra map[string]string) string {
+// returns its base URL once it is ready, and the path of its log.
+func startDev(t *testing.T, extra map[string]string) (string, string) {
 	t.Helper()
 	addr, healthAddr := freeAddr(t), freeAddr(t)
 
@@ -156,7 +158,7 @@ func startDev(t *testing.T, extra map[string]string) string {
 		if err == nil {
 			_ = res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return base
+				return base, logPath
 			}
 		}
 		require.True(t, time.Now().Before(deadline), "agentry dev was not ready within 2 minutes")

@@ -2,7 +2,7 @@
 // against a running agentry (AGENTRY_URL) whose model is scripted by web/browser_test.go.
 // Screenshots go to SCREENSHOTS at desktop (1280x800) and phone (390x844) sizes.
 import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 
@@ -88,6 +88,20 @@ async function newUser(label) {
   await page.getByRole('button', { name: 'Sign up' }).click();
   await page.getByText('Start your first conversation').waitFor();
   return { context, page, email };
+}
+
+/** The link of the newest email to `to` whose link opens `path`, from agentry dev's log (its
+ * development mail sender logs each email). Polls the log until the email is written. */
+async function emailLink(to, path) {
+  const re = new RegExp(`${path}\\?token=([A-Za-z0-9_-]+)`);
+  for (let i = 0; i < 100; i++) {
+    const lines = readFileSync(process.env.AGENTRY_LOG, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(`to=${to}`) && re.test(l));
+    if (lines.length) return `${base}${path}?token=${lines.at(-1).match(re)[1]}`;
+    await new Promise((r) => setTimeout(r, 100)); // the email is sent after the answer
+  }
+  throw new Error(`no ${path} link for ${to} in the log`);
 }
 
 async function newConversation(page, title) {
@@ -326,6 +340,49 @@ await scenario("a second tenant's user sees none of it", async () => {
   await totals.waitFor({ state: 'attached' });
   assert((await totals.getAttribute('data-calls')) === '0', 'no usage of another tenant');
   await bob.context.close();
+});
+
+await scenario("links from emails: verify the address, accept an invitation, reset a forgotten password", async () => {
+  const erin = await newUser('erin');
+  const dora = await newUser('dora');
+  const { page } = dora;
+  const invited = await gql(await tokenOf(erin.page), 'mutation($e: String!) { addMember(input: {email: $e, role: MEMBER}) { invitationToken } }', { e: dora.email });
+  const invitation = `${base}/accept-invitation?token=${encodeURIComponent(invited.addMember.invitationToken)}`;
+  assert((await emailLink(dora.email, '/accept-invitation')) === invitation, 'the invitation email carries the link');
+
+  // Unverified: the invitation waits for the address to be proven.
+  await page.goto(invitation);
+  await page.getByText('Verify your email address first').waitFor();
+  await shot(page, 'accept-invitation-unverified');
+  await page.goto(await emailLink(dora.email, '/verify-email'));
+  await page.getByText('Your email address is verified').waitFor();
+  await shot(page, 'verify-email');
+  await page.goto(invitation);
+  await page.getByRole('button', { name: 'Accept the invitation' }).click();
+  await page.getByText('You joined').waitFor();
+  await shot(page, 'accept-invitation');
+  const joined = await gql(await tokenOf(page), '{ viewer { memberships { tenant { name } role } } }');
+  assert(joined.viewer.memberships.some((m) => m.tenant.name === "erin's org" && m.role === 'MEMBER'), 'dora joined erin\'s org');
+
+  // Forgot password, from the login page of a signed-out browser.
+  const anon = await browser.newContext({ viewport: DESKTOP, colorScheme: 'light' });
+  const p2 = await anon.newPage();
+  await p2.goto(`${base}/login`);
+  await p2.getByRole('link', { name: 'Forgot your password?' }).click();
+  await p2.getByLabel('Email').fill(dora.email);
+  await p2.getByRole('button', { name: 'Send me a link' }).click();
+  await p2.getByText('a link to choose a new password is on its way').waitFor();
+  await shot(p2, 'forgot-password');
+  await p2.goto(await emailLink(dora.email, '/reset-password'));
+  await p2.getByLabel('New password').fill('a brand new passphrase');
+  await p2.getByRole('button', { name: 'Set password' }).click();
+  await p2.getByText('Your password is changed').waitFor();
+  await shot(p2, 'reset-password');
+  const again = await gql('', 'mutation($in: LogInInput!) { logIn(input: $in) { accessToken } }', { in: { email: dora.email, password: 'a brand new passphrase' } });
+  assert(again.logIn.accessToken, 'the new password logs in');
+  await anon.close();
+  await dora.context.close();
+  await erin.context.close();
 });
 
 await scenario('the access token is renewed without a logout', async () => {
