@@ -74,3 +74,52 @@ func TestBudgetStripesMigration(t *testing.T) {
 	require.Equal(t, int64(24), scalar(`SELECT reserved_micros FROM budgets WHERE id = $1`, limited))
 	require.Equal(t, int64(5), scalar(`SELECT spent_tokens FROM budgets WHERE id = $1`, open))
 }
+
+// TestConsentMigration: 00014 turns pending memberships into invitations (same token, role and
+// email), removes the password-less users made for them, keeps real members, and names the
+// author of each user message (the conversation's user).
+func TestConsentMigration(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URLAt(t, 13)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := conn.Exec(ctx, sql, args...)
+		require.NoError(t, err, sql)
+	}
+	scalar := func(sql string, args ...any) (n int64) {
+		t.Helper()
+		require.NoError(t, conn.QueryRow(ctx, sql, args...).Scan(&n), sql)
+		return n
+	}
+	exec(`SELECT set_config('app.system', 'on', false)`)
+	tenant, owner, invited, project, conv := uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	exec(`INSERT INTO tenants (id, name) VALUES ($1, 't')`, tenant)
+	exec(`INSERT INTO users (id, email, password_hash) VALUES ($1, 'owner@example.com', 'x'), ($2, 'invited@example.com', NULL)`, owner, invited)
+	exec(`INSERT INTO memberships (tenant_id, user_id, role) VALUES ($1, $2, 'OWNER')`, tenant, owner)
+	exec(`INSERT INTO memberships (tenant_id, user_id, role, invite_token_hash) VALUES ($1, $2, 'ADMIN', '\x0102')`, tenant, invited)
+	exec(`INSERT INTO projects (tenant_id, id, name, is_default) VALUES ($1, $2, 'p', true)`, tenant, project)
+	exec(`INSERT INTO conversations (tenant_id, id, project_id, user_id, model) VALUES ($1, $2, $3, $4, 'demo:x')`, tenant, conv, project, owner)
+	exec(`INSERT INTO messages (tenant_id, id, conversation_id, position, role, content) VALUES ($1, $2, $3, 0, 'USER', 'hi'), ($1, $4, $3, 1, 'ASSISTANT', 'hello')`,
+		tenant, uuid.New(), conv, uuid.New())
+
+	sqlDB, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
+	require.NoError(t, err)
+	_, err = p.UpTo(ctx, 14)
+	require.NoError(t, err)
+
+	require.Equal(t, int64(1), scalar(`SELECT count(*) FROM invitations WHERE tenant_id = $1 AND email = 'invited@example.com' AND role = 'ADMIN' AND token_hash = '\x0102'`, tenant))
+	require.Zero(t, scalar(`SELECT count(*) FROM users WHERE id = $1`, invited), "the invited placeholder user stays")
+	require.Equal(t, int64(1), scalar(`SELECT count(*) FROM memberships WHERE tenant_id = $1`, tenant))
+	require.Equal(t, int64(1), scalar(`SELECT count(*) FROM messages WHERE author_id = $1 AND role = 'USER'`, owner))
+	require.Zero(t, scalar(`SELECT count(*) FROM messages WHERE author_id IS NOT NULL AND role = 'ASSISTANT'`))
+
+	_, err = p.Down(ctx)
+	require.NoError(t, err)
+}
