@@ -75,12 +75,12 @@ func TestBudgetStripesMigration(t *testing.T) {
 	require.Equal(t, int64(5), scalar(`SELECT spent_tokens FROM budgets WHERE id = $1`, open))
 }
 
-// TestConsentMigration: 00014 turns pending memberships into invitations (same token, role and
+// TestConsentMigration: 00020 turns pending memberships into invitations (same token, role and
 // email), removes the password-less users made for them, keeps real members, and names the
 // author of each user message (the conversation's user).
 func TestConsentMigration(t *testing.T) {
 	t.Parallel()
-	url := dbtest.URLAt(t, 13)
+	url := dbtest.URLAt(t, 19)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestConsentMigration(t *testing.T) {
 	defer sqlDB.Close()
 	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
 	require.NoError(t, err)
-	_, err = p.UpTo(ctx, 14)
+	_, err = p.UpTo(ctx, 20)
 	require.NoError(t, err)
 
 	require.Equal(t, int64(1), scalar(`SELECT count(*) FROM invitations WHERE tenant_id = $1 AND email = 'invited@example.com' AND role = 'ADMIN' AND token_hash = '\x0102'`, tenant))
