@@ -196,7 +196,10 @@ type Input struct {
 	// System is the system prompt without the summary; Tools the tools offered.
 	System string
 	Tools  []llm.ToolSpec
-	// History is what the model would see without a window, oldest first.
+	// History is what the model would see without a window, oldest first: the messages after
+	// the stored summary (the executor reads no more), or the whole history (then the messages
+	// up to the summary's last are left out here). Each message's stored token_estimate is
+	// used (Tokens).
 	History []dbsqlc.Message
 	// Force compacts to the minimum: the provider refused the last request as too long.
 	Force bool
@@ -225,8 +228,9 @@ type Window struct {
 type Applied struct {
 	Strategy, Mode, Reason string
 	Budget                 int
-	// TokensBefore is the request's estimate without a window (system, tools, whole history);
-	// TokensAfter with it.
+	// TokensBefore is the request's estimate without a window (system, tools, the history
+	// given: the messages after the stored summary when the executor applies it); TokensAfter
+	// with it.
 	TokensBefore, TokensAfter int
 	// MessagesSummarized were folded into the summary now (or truncated, with Fallback);
 	// MessagesKept are sent verbatim.
@@ -285,7 +289,7 @@ func (m *Manager) plan(in Input) fitting {
 	toks := make([]int, len(hist))
 	whole := 0
 	for i, msg := range hist {
-		toks[i] = EstimateMessage(msg)
+		toks[i] = Tokens(msg)
 		whole += toks[i]
 	}
 	fixed := EstimateText(in.System) + EstimateTools(in.Tools)
@@ -295,12 +299,15 @@ func (m *Manager) plan(in Input) fitting {
 		strategy = StrategyPreserve
 	}
 
-	// The stored summary covers hist[:start].
+	// The stored summary covers hist[:start]: the messages up to the one it was written
+	// through, when the history holds it; else the history starts after it (the executor reads
+	// only the messages after the summary).
 	start, summary := 0, ""
 	if c := in.Conversation; c.Summary != nil && *c.Summary != "" && c.SummarizedThrough.Valid {
+		summary = *c.Summary
 		for i, msg := range hist {
 			if msg.ID == c.SummarizedThrough.UUID {
-				start, summary = i+1, *c.Summary
+				start = i + 1
 				break
 			}
 		}
@@ -359,7 +366,7 @@ func (m *Manager) Apply(ctx context.Context, in Input) (Window, error) {
 	a.MessagesKept = len(w.Messages)
 	a.TokensAfter = EstimateText(w.System) + EstimateTools(in.Tools)
 	for _, msg := range w.Messages {
-		a.TokensAfter += EstimateMessage(msg)
+		a.TokensAfter += Tokens(msg)
 	}
 	w.Applied = a
 	return w, nil

@@ -511,6 +511,15 @@ SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content,
 WHERE tenant_id = $1::uuid
   AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
   AND run_seq <= (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
+  AND (run_seq, position) > (
+      coalesce((SELECT s.run_seq FROM runs r
+                JOIN conversations c ON c.tenant_id = r.tenant_id AND c.id = r.conversation_id AND c.summary <> ''
+                JOIN messages s ON s.tenant_id = c.tenant_id AND s.id = c.summarized_through
+                WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid), -1),
+      coalesce((SELECT s.position FROM runs r
+                JOIN conversations c ON c.tenant_id = r.tenant_id AND c.id = r.conversation_id AND c.summary <> ''
+                JOIN messages s ON s.tenant_id = c.tenant_id AND s.id = c.summarized_through
+                WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid), -1))
   AND NOT excluded
 ORDER BY run_seq, position
 `
@@ -520,10 +529,13 @@ type MessageListContextParams struct {
 	RunID    uuid.UUID
 }
 
-// What the model sees for run run_id of a conversation: every earlier run's messages and its
-// own, in run order, then position. Keyed by the run alone, so it can go in the round trip
-// that acquires the run.
-// (The run's fields are scalar subqueries: evaluated once, they bound the index scan.)
+// What the model sees for run run_id of a conversation: the messages after the conversation's
+// stored summary (all of them when there is none) up to the run's own, in run order, then
+// position. Only the window's part is read: the summary's last message gives the start of an
+// index range on messages_context_idx, so a turn reads the same rows whatever the
+// conversation's length. Keyed by the run alone, so it can go in the round trip that acquires
+// the run. (The run's and the summary's fields are scalar subqueries: evaluated once, they
+// bound the index scan.)
 func (q *Queries) MessageListContext(ctx context.Context, arg MessageListContextParams) ([]Message, error) {
 	rows, err := q.db.Query(ctx, messageListContext, arg.TenantID, arg.RunID)
 	if err != nil {
