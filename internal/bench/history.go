@@ -91,7 +91,7 @@ func measureHistory(ctx context.Context, e *env, rep *Report) error {
 	ref := "openai:" + model
 	e.app.Context.SetContextTokens(ref, 1) // the smallest window: MinBudget
 	defer e.app.Context.SetContextTokens(ref, 0)
-	convs, err := e.conversationsOf(ctx, []session{long}, 1, model)
+	convs, err := e.conversationsOf(ctx, []session{long, long}, 2, model)
 	if err != nil {
 		return err
 	}
@@ -99,6 +99,9 @@ func measureHistory(ctx context.Context, e *env, rep *Report) error {
 	if err != nil {
 		return err
 	}
+	// Warm-up, in a conversation of its own: the process's first turns (connections, caches)
+	// are not the conversation's.
+	e.sequentialTurns(ctx, f, convs[1], bucket/2)
 	var first, last turnCost
 	done := 0
 	for done < turns {
@@ -109,7 +112,8 @@ func measureHistory(ctx context.Context, e *env, rep *Report) error {
 			n = turns - bucket - done
 		}
 		var c turnCost
-		e.profile("history-long", done+n == turns, func() { c = e.sequentialTurns(ctx, f, convs[0], n) })
+		name := map[bool]string{true: "history-long-first", false: "history-long-last"}[done == 0]
+		e.profile(name, done == 0 || done+n == turns, func() { c = e.sequentialTurns(ctx, f, convs[0], n) })
 		switch {
 		case done == 0:
 			first = c
@@ -128,7 +132,10 @@ func measureHistory(ctx context.Context, e *env, rep *Report) error {
 	f.close()
 	e.app.Context.SetContextTokens(ref, 0)
 	var summaries int64
-	_ = e.owner.QueryRow(ctx, `SELECT count(*) FROM run_events WHERE type = 'context.window.applied' AND tenant_id = $1`, long.tenantID).Scan(&summaries)
+	if id, err := decodeID(convs[0].id); err == nil {
+		_ = e.owner.QueryRow(ctx, `SELECT count(*) FROM run_events v JOIN runs r ON r.tenant_id = v.tenant_id AND r.id = v.run_id
+			WHERE v.type = 'context.window.applied' AND r.tenant_id = $1 AND r.conversation_id = $2`, long.tenantID, id).Scan(&summaries)
+	}
 	rep.Extra["HISTORY long conversation: windows summarised"] = float64(summaries)
 	e.historyChecks(rep, "turns 751-800 vs 1-50", fmt.Sprintf("turns %d-%d vs 1-%d", turns-bucket+1, turns, bucket), first, last)
 
