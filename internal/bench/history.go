@@ -326,4 +326,3 @@ func (e *env) insertHistory(ctx context.Context, s session, n int) error {
 	}
 	return tx.Commit(ctx)
 }
-

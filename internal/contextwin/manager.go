@@ -2,14 +2,16 @@
 // the executor).
 //
 // The manager (Manager.Apply) fits a conversation's history into the model's context: it
-// estimates tokens (about 4 characters per token, 1,000 per image), computes the budget (the
+// estimates tokens (about 4 characters per token, 1,000 per image; a stored message's estimate
+// is its token_estimate column, written with it: Tokens), computes the budget (the
 // model's context limit minus the system prompt and tools minus a 20,000-token safety margin;
 // 150,000 for a model the catalogue does not know), and, when the strategy asks for it, keeps
 // the newest messages verbatim (at least KeepMessages, never separating a tool call from its
 // results) and folds the older ones into a running summary written by a cheap model with a
 // prompt of the conversation's mode. The summary travels in the system prompt, is stored on the
 // conversation with the last message it covers (summarized_through) and is extended
-// incrementally on later turns rather than recomputed. When the summariser fails or times out,
+// incrementally on later turns rather than recomputed; the executor reads only the messages
+// after it, so a turn's work is bounded by its window, not by the conversation's length. When the summariser fails or times out,
 // the older messages are sent truncated to FallbackChars characters each instead, and the
 // stored summary is left as it was (the next turn tries again). Every summarisation call is
 // reserved against the run's budgets before it is made (Input.Meter: the executor's
