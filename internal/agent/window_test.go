@@ -59,9 +59,10 @@ const readRows = `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0)::bigint 
 
 // TestTurnRequestReadsOnlyItsWindow: building a turn's request (the reads done with the lease,
 // the context builder and the window) in a conversation of 2,000 messages, whose stored summary
-// covers all but the last few, runs a bounded number of statements that return and read
-// (Postgres's own counts for the transaction, pg_stat_xact_user_tables) a bounded number of
-// rows: the messages after the summary, never the conversation from its start. Counted, not
+// covers all but the last few, in a tenant with another conversation as long, runs a bounded
+// number of statements that return and read (Postgres's own counts for the transaction,
+// pg_stat_xact_user_tables) a bounded number of rows, with generic plans: the messages after
+// the summary, never the conversation from its start nor the tenant's other rows. Counted, not
 // timed.
 func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 	t.Parallel()
@@ -75,6 +76,7 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 	const history = 2000
 	tenantID, userID, projectID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	convID, runID, triggerID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	otherID := uuid.Must(uuid.NewV7())
 	err = d.InSystemTx(ctx, "test: a conversation of 2,000 messages", func(ctx context.Context, tx *db.Tx) error {
 		for _, q := range []struct {
 			sql  string
@@ -92,6 +94,14 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 			         CASE WHEN i % 2 = 1 THEN 'USER' ELSE 'ASSISTANT' END, 'message number ' || i,
 			         jsonb_build_array(jsonb_build_object('type', 'text', 'text', 'message number ' || i)), 5
 			  FROM generate_series(1, $3::int) AS i`, []any{tenantID, convID, history}},
+			// Another conversation of the tenant as long: the tenant's history must not be read.
+			{`INSERT INTO conversations (tenant_id, id, project_id, user_id, model, message_count, run_count)
+			  VALUES ($1, $2, $3, $4, 'openai:gpt-4o', $5::bigint, $5::bigint / 2)`, []any{tenantID, otherID, projectID, userID, history}},
+			{`INSERT INTO messages (tenant_id, id, conversation_id, run_seq, position, role, content, parts, token_estimate)
+			  SELECT $1, gen_random_uuid(), $2, (i + 1) / 2, i,
+			         CASE WHEN i % 2 = 1 THEN 'USER' ELSE 'ASSISTANT' END, 'other ' || i,
+			         jsonb_build_array(jsonb_build_object('type', 'text', 'text', 'other ' || i)), 2
+			  FROM generate_series(1, $3::int) AS i`, []any{tenantID, otherID, history}},
 			// The summary covers every message but the last four.
 			{`UPDATE conversations SET summary = 'The user counted messages.',
 			         summarized_through = (SELECT id FROM messages WHERE tenant_id = $1 AND conversation_id = $2 AND position = $3)
@@ -125,6 +135,11 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 	err = d.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		r, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: tenantID, ID: runID})
 		if err != nil {
+			return err
+		}
+		// Generic plans, as a connection ends up with for statements it runs often: they must
+		// not scan the tenant's or the conversation's rows either.
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 			return err
 		}
 		lease := run.Lease{Run: r, Attempt: 1}
