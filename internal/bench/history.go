@@ -163,11 +163,27 @@ func measureHistory(ctx context.Context, e *env, rep *Report) error {
 	}
 	per = max(per/e.o.Rounds, 5)
 	var costs [2]turnCost
+	var read [2]map[string]int64
 	round := func(i int) func(ctx context.Context, r int, lastRound bool) error {
 		return func(ctx context.Context, r int, lastRound bool) error {
+			before, err := e.rowsRead(ctx)
+			if err != nil {
+				return err
+			}
 			var c turnCost
 			e.profile([]string{"history-fresh", "history-old"}[i], lastRound, func() { c = e.sequentialTurns(ctx, f, cs[i], per) })
 			costs[i].add(c)
+			after, err := e.rowsRead(ctx)
+			if err != nil {
+				return err
+			}
+			if read[i] == nil {
+				read[i] = map[string]int64{}
+			}
+			for t, n := range after {
+				read[i][t] += n - before[t]
+			}
+			read[i][""] += int64(c.turns)
 			progress(e.o.Progress, "HISTORY %s tenant: %.1f ms per turn, CPU %.2f + %.2f ms", []string{"fresh", "long-lived"}[i], c.wall, c.self, c.postgres)
 			return nil
 		}
@@ -182,7 +198,45 @@ func measureHistory(ctx context.Context, e *env, rep *Report) error {
 		return err
 	}
 	e.historyChecks(rep, "100k-turn tenant vs fresh", fmt.Sprintf("tenant of %d past turns vs fresh", past), costs[0], costs[1])
+	// Rows read per turn (pg_stat_user_tables: every backend of the bench database, River's
+	// included), per side: a query that scans a tenant's history shows here, whatever the
+	// machine's load.
+	for i, side := range []string{"fresh", "long-lived"} {
+		turns := float64(max(read[i][""], 1))
+		total := int64(0)
+		for t, n := range read[i] {
+			if t == "" {
+				continue
+			}
+			total += n
+			if other := read[1-i][t]; i == 1 && float64(n)/turns > float64(other)/float64(max(read[0][""], 1))+5 {
+				rep.Extra["HISTORY rows read per turn, long-lived tenant, "+t] = float64(n) / turns
+			}
+		}
+		rep.Extra["HISTORY rows read per turn, "+side+" tenant"] = float64(total) / turns
+	}
 	return nil
+}
+
+// rowsRead is the rows read so far from each table of the bench database (heap tuples fetched
+// by index scans and read by sequential scans), once every backend has reported them.
+func (e *env) rowsRead(ctx context.Context) (map[string]int64, error) {
+	e.flushStats(ctx)
+	rows, err := e.owner.Query(ctx, `SELECT relname, coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var t string
+		var n int64
+		if err := rows.Scan(&t, &n); err != nil {
+			return nil, err
+		}
+		out[t] = n
+	}
+	return out, rows.Err()
 }
 
 // historyChecks adds HISTORY's three checks of one comparison: wall time, this process's CPU and
