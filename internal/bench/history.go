@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -214,6 +215,14 @@ func measureHistory(ctx context.Context, e *env, rep *Report) error {
 			}
 		}
 		rep.Extra["HISTORY rows read per turn, "+side+" tenant"] = float64(total) / turns
+		var parts []string
+		for t, n := range read[i] {
+			if t != "" && float64(n)/turns >= 1 {
+				parts = append(parts, fmt.Sprintf("%s %.1f", t, float64(n)/turns))
+			}
+		}
+		slices.Sort(parts)
+		progress(e.o.Progress, "HISTORY rows read per turn, %s tenant: %s", side, strings.Join(parts, ", "))
 	}
 	return nil
 }
