@@ -113,8 +113,31 @@ func measureHistory(ctx context.Context, e *env, rep *Report) error {
 			n = turns - bucket - done
 		}
 		var c turnCost
+		measured := done == 0 || done+n == turns
+		var before map[string]int64
+		if measured {
+			if before, err = e.rowsRead(ctx); err != nil {
+				f.close()
+				return err
+			}
+		}
 		name := map[bool]string{true: "history-long-first", false: "history-long-last"}[done == 0]
-		e.profile(name, done == 0 || done+n == turns, func() { c = e.sequentialTurns(ctx, f, convs[0], n) })
+		e.profile(name, measured, func() { c = e.sequentialTurns(ctx, f, convs[0], n) })
+		if measured {
+			after, err := e.rowsRead(ctx)
+			if err != nil {
+				f.close()
+				return err
+			}
+			var total int64
+			for t, v := range after {
+				total += v - before[t]
+			}
+			which := map[bool]string{true: "1-" + fmt.Sprint(n), false: fmt.Sprintf("%d-%d", done+1, done+n)}[done == 0]
+			rep.Extra["HISTORY rows read per turn, long conversation turns "+which] = float64(total) / float64(n)
+			progress(e.o.Progress, "HISTORY long conversation turns %s: %.1f rows read per turn (messages %.1f)", which,
+				float64(total)/float64(n), float64(after["messages"]-before["messages"])/float64(n))
+		}
 		switch {
 		case done == 0:
 			first = c
