@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentry/agentry/internal/approval"
+	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
@@ -428,7 +429,7 @@ func (t *turn) insertMessage(ctx context.Context, tx *db.Tx, role string, blocks
 	return tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
 		TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), ConversationID: t.conv.ID, RunID: uuid.NullUUID{UUID: r.ID, Valid: true},
 		RunSeq: r.ConversationSeq, Position: pos.MessageCount, Role: role, Content: text, Parts: parts,
-		TokenEstimate: int32(len(text) / 4), LlmCallIndex: callIndex,
+		TokenEstimate: int32(contextwin.EstimateMessage(dbsqlc.Message{Role: role, Content: text, Parts: parts})), LlmCallIndex: callIndex,
 	})
 }
 

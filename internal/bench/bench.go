@@ -220,7 +220,7 @@ func Main(ctx context.Context, args []string, databaseURL, redisURL string, stdo
 	fs.Float64Var(&o.Window, "window", 0, "multiply every measuring window (default 1)")
 	fs.BoolVar(&o.ScaleMeasures, "scale", false, "run the scale measures (SUBS-CHURN) instead of the performance ones")
 	fs.IntVar(&o.Connections, "connections", 0, "SUBS-CHURN: WebSockets opened and closed (default 100000, quick 10000)")
-	only := fs.String("only", "", "comma-separated measures to run (Q-LAT,E2E-TPUT,TTFT-ADD,TOK-TPUT,GQL-TPUT,FANOUT,BUDGET,COUNTERS; with --scale SUBS-CHURN)")
+	only := fs.String("only", "", "comma-separated measures to run (Q-LAT,E2E-TPUT,TTFT-ADD,TOK-TPUT,GQL-TPUT,FANOUT,BUDGET,COUNTERS,HISTORY; with --scale SUBS-CHURN)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of each measure's last agentry segment to this directory")
 	fs.BoolVar(&o.LogStatements, "log-statements", false, "make Postgres log every statement on the bench database (diagnostics)")
 	if err := fs.Parse(args); err != nil {
@@ -283,6 +283,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"TTFT-ADD", measureTTFT},
 		{"TOK-TPUT", measureTokens},
 		{"FANOUT", measureFanout},
+		{"HISTORY", measureHistory},
 	}
 	if o.ScaleMeasures {
 		measures = []measure{{"SUBS-CHURN", measureChurn}}

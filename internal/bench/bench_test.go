@@ -51,7 +51,7 @@ func TestBenchHarness(t *testing.T) {
 		}
 		require.NotContains(t, c.Note, "failed:", "%s", c.Name)
 	}
-	for _, m := range []string{"Q-LAT", "E2E-TPUT", "TTFT-ADD", "TOK-TPUT", "GQL-TPUT", "FANOUT", "BUDGET", "COUNTERS"} {
+	for _, m := range []string{"Q-LAT", "E2E-TPUT", "TTFT-ADD", "TOK-TPUT", "GQL-TPUT", "FANOUT", "BUDGET", "COUNTERS", "HISTORY"} {
 		require.True(t, measures[m], "no check of %s", m)
 	}
 

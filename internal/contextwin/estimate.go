@@ -36,6 +36,17 @@ func EstimateBlocks(blocks []llm.Block) int {
 	return n
 }
 
+// Tokens is a stored message's token estimate: its token_estimate column, written with the
+// message (EstimateMessage of what was stored), so a turn never re-reads the parts of the
+// messages in its window to count them; EstimateMessage when the column is 0 (a message built
+// in memory).
+func Tokens(m dbsqlc.Message) int {
+	if m.TokenEstimate > 0 {
+		return int(m.TokenEstimate)
+	}
+	return EstimateMessage(m)
+}
+
 // EstimateMessage is the token estimate of a stored message as the model will see it (its
 // parts; its content when it has none).
 func EstimateMessage(m dbsqlc.Message) int { return EstimateBlocks(blocksOf(m)) }

@@ -2,14 +2,16 @@
 // the executor).
 //
 // The manager (Manager.Apply) fits a conversation's history into the model's context: it
-// estimates tokens (about 4 characters per token, 1,000 per image), computes the budget (the
+// estimates tokens (about 4 characters per token, 1,000 per image; a stored message's estimate
+// is its token_estimate column, written with it: Tokens), computes the budget (the
 // model's context limit minus the system prompt and tools minus a 20,000-token safety margin;
 // 150,000 for a model the catalogue does not know), and, when the strategy asks for it, keeps
 // the newest messages verbatim (at least KeepMessages, never separating a tool call from its
 // results) and folds the older ones into a running summary written by a cheap model with a
 // prompt of the conversation's mode. The summary travels in the system prompt, is stored on the
 // conversation with the last message it covers (summarized_through) and is extended
-// incrementally on later turns rather than recomputed. When the summariser fails or times out,
+// incrementally on later turns rather than recomputed; the executor reads only the messages
+// after it, so a turn's work is bounded by its window, not by the conversation's length. When the summariser fails or times out,
 // the older messages are sent truncated to FallbackChars characters each instead, and the
 // stored summary is left as it was (the next turn tries again). Every summarisation call is
 // reserved against the run's budgets before it is made (Input.Meter: the executor's
@@ -196,7 +198,10 @@ type Input struct {
 	// System is the system prompt without the summary; Tools the tools offered.
 	System string
 	Tools  []llm.ToolSpec
-	// History is what the model would see without a window, oldest first.
+	// History is what the model would see without a window, oldest first: the messages after
+	// the stored summary (the executor reads no more), or the whole history (then the messages
+	// up to the summary's last are left out here). Each message's stored token_estimate is
+	// used (Tokens).
 	History []dbsqlc.Message
 	// Force compacts to the minimum: the provider refused the last request as too long.
 	Force bool
@@ -225,8 +230,9 @@ type Window struct {
 type Applied struct {
 	Strategy, Mode, Reason string
 	Budget                 int
-	// TokensBefore is the request's estimate without a window (system, tools, whole history);
-	// TokensAfter with it.
+	// TokensBefore is the request's estimate without a window (system, tools, the history
+	// given: the messages after the stored summary when the executor applies it); TokensAfter
+	// with it.
 	TokensBefore, TokensAfter int
 	// MessagesSummarized were folded into the summary now (or truncated, with Fallback);
 	// MessagesKept are sent verbatim.
@@ -285,7 +291,7 @@ func (m *Manager) plan(in Input) fitting {
 	toks := make([]int, len(hist))
 	whole := 0
 	for i, msg := range hist {
-		toks[i] = EstimateMessage(msg)
+		toks[i] = Tokens(msg)
 		whole += toks[i]
 	}
 	fixed := EstimateText(in.System) + EstimateTools(in.Tools)
@@ -295,12 +301,15 @@ func (m *Manager) plan(in Input) fitting {
 		strategy = StrategyPreserve
 	}
 
-	// The stored summary covers hist[:start].
+	// The stored summary covers hist[:start]: the messages up to the one it was written
+	// through, when the history holds it; else the history starts after it (the executor reads
+	// only the messages after the summary).
 	start, summary := 0, ""
 	if c := in.Conversation; c.Summary != nil && *c.Summary != "" && c.SummarizedThrough.Valid {
+		summary = *c.Summary
 		for i, msg := range hist {
 			if msg.ID == c.SummarizedThrough.UUID {
-				start, summary = i+1, *c.Summary
+				start = i + 1
 				break
 			}
 		}
@@ -359,7 +368,7 @@ func (m *Manager) Apply(ctx context.Context, in Input) (Window, error) {
 	a.MessagesKept = len(w.Messages)
 	a.TokensAfter = EstimateText(w.System) + EstimateTools(in.Tools)
 	for _, msg := range w.Messages {
-		a.TokensAfter += EstimateMessage(msg)
+		a.TokensAfter += Tokens(msg)
 	}
 	w.Applied = a
 	return w, nil

@@ -46,11 +46,23 @@ func OpenQueue(ctx context.Context, url, role string, log *slog.Logger) (*DB, er
 	return open(ctx, url, role, log, true)
 }
 
+// OpenTraced is Open with tracer on every connection of the pool: tests count the statements a
+// path runs and the rows they return (pgx calls a tracer that is also a pgx.BatchTracer for
+// each statement of a batch).
+func OpenTraced(ctx context.Context, url, role string, log *slog.Logger, tracer pgx.QueryTracer) (*DB, error) {
+	return openWith(ctx, url, role, log, false, tracer)
+}
+
 func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit bool) (*DB, error) {
+	return openWith(ctx, url, role, log, asyncCommit, nil)
+}
+
+func openWith(ctx context.Context, url, role string, log *slog.Logger, asyncCommit bool, tracer pgx.QueryTracer) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
+	cfg.ConnConfig.Tracer = tracer
 	if asyncCommit {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}

@@ -98,13 +98,29 @@ SELECT
 DELETE FROM conversations WHERE tenant_id = $1 AND id = $2;
 
 -- name: MessageListContext :many
--- What the model sees for run run_id of a conversation: every earlier run's messages and its
--- own, in run order, then position. Keyed by the run alone, so it can go in the round trip
--- that acquires the run.
--- (The run's fields are scalar subqueries: evaluated once, they bound the index scan.)
-SELECT * FROM messages
-WHERE tenant_id = sqlc.arg(tenant_id)::uuid
-  AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
-  AND run_seq <= (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
-  AND NOT excluded
-ORDER BY run_seq, position;
+-- What the model sees for run run_id of a conversation: the messages after the conversation's
+-- stored summary (all of them when there is none) up to the run's own, in run order, then
+-- position. Only the window's part is read: the summary's last message (from_seq, from_pos)
+-- starts an index range on messages_context_idx (run_seq from from_seq to the run's), so a turn
+-- reads the same rows whatever the conversation's length. Keyed by the run alone, so it can go
+-- in the round trip that acquires the run. (r is MATERIALIZED: its fields reach the scan as
+-- parameters; an inlined coalesce() is not leakproof, so row-level security would keep it out
+-- of the index condition.)
+WITH r AS MATERIALIZED (
+    SELECT r.conversation_id, r.conversation_seq,
+           coalesce(s.run_seq, -1) AS from_seq, coalesce(s.position, -1) AS from_pos
+    FROM runs r
+    JOIN conversations c ON c.tenant_id = r.tenant_id AND c.id = r.conversation_id
+    LEFT JOIN messages s ON c.summary <> '' AND s.tenant_id = c.tenant_id AND s.id = c.summarized_through
+    WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid
+)
+SELECT m.* FROM r
+JOIN LATERAL (
+    SELECT * FROM messages m
+    WHERE m.tenant_id = sqlc.arg(tenant_id)::uuid AND m.conversation_id = r.conversation_id
+      AND m.run_seq >= r.from_seq AND m.run_seq <= r.conversation_seq
+      AND (m.run_seq > r.from_seq OR m.position > r.from_pos)
+      AND NOT m.excluded
+    ORDER BY m.run_seq, m.position
+) m ON true
+ORDER BY m.run_seq, m.position;
