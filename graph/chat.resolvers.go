@@ -16,6 +16,12 @@ import (
 	"github.com/agentry/agentry/internal/chat"
 )
 
+// ViewerIsOwner is the resolver for the viewerIsOwner field.
+func (r *conversationResolver) ViewerIsOwner(ctx context.Context, obj *model.Conversation) (bool, error) {
+	a, _ := auth.ActorFrom(ctx)
+	return obj.Row.UserID == a.UserID, nil
+}
+
 // Messages is the resolver for the messages field.
 func (r *conversationResolver) Messages(ctx context.Context, obj *model.Conversation, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {
 	if last != nil || before != nil {
@@ -147,6 +153,19 @@ func (r *mutationResolver) DeleteConversation(ctx context.Context, id string) (b
 	return true, nil
 }
 
+// SetConversationVisibility is the resolver for the setConversationVisibility field.
+func (r *mutationResolver) SetConversationVisibility(ctx context.Context, id string, visibility model.ConversationVisibility) (*model.Conversation, error) {
+	cid, err := model.DecodeID("Conversation", id)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.Chat.SetVisibility(ctx, cid, string(visibility))
+	if err != nil {
+		return nil, err
+	}
+	return &model.Conversation{Row: c}, nil
+}
+
 // Conversations is the resolver for the conversations field.
 func (r *queryResolver) Conversations(ctx context.Context, first *int, after *string) (*model.ConversationConnection, error) {
 	n, err := model.PageSize(first)
@@ -189,8 +208,11 @@ func (r *subscriptionResolver) RunEvents(ctx context.Context, runID string, afte
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.RunService.Get(ctx, id) // NOT_FOUND for another tenant's run
+	run, err := r.RunService.Get(ctx, id) // NOT_FOUND for another tenant's run, or another user's private one
 	if err != nil {
+		return nil, err
+	}
+	if err := r.RunService.ContentVisible(ctx, run); err != nil { // an admin sees a private run's record, not its events
 		return nil, err
 	}
 	after := 0

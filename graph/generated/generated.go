@@ -115,17 +115,19 @@ type ComplexityRoot struct {
 	}
 
 	Conversation struct {
-		Agentic      func(childComplexity int) int
-		CreatedAt    func(childComplexity int) int
-		ID           func(childComplexity int) int
-		Messages     func(childComplexity int, first *int, after *string, last *int, before *string) int
-		Mode         func(childComplexity int) int
-		Model        func(childComplexity int) int
-		ProjectID    func(childComplexity int) int
-		Runs         func(childComplexity int, first *int, after *string) int
-		Summary      func(childComplexity int) int
-		SystemPrompt func(childComplexity int) int
-		Title        func(childComplexity int) int
+		Agentic       func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		Messages      func(childComplexity int, first *int, after *string, last *int, before *string) int
+		Mode          func(childComplexity int) int
+		Model         func(childComplexity int) int
+		ProjectID     func(childComplexity int) int
+		Runs          func(childComplexity int, first *int, after *string) int
+		Summary       func(childComplexity int) int
+		SystemPrompt  func(childComplexity int) int
+		Title         func(childComplexity int) int
+		ViewerIsOwner func(childComplexity int) int
+		Visibility    func(childComplexity int) int
 	}
 
 	ConversationConnection struct {
@@ -210,43 +212,44 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AcceptInvitation         func(childComplexity int, token string) int
-		AddMember                func(childComplexity int, input model.AddMemberInput) int
-		CancelRun                func(childComplexity int, id string) int
-		CancelSubagent           func(childComplexity int, id string) int
-		ChangePassword           func(childComplexity int, currentPassword string, newPassword string) int
-		CreateAPIKey             func(childComplexity int, input model.CreateAPIKeyInput) int
-		CreateConversation       func(childComplexity int, input model.CreateConversationInput) int
-		CreateSnapshot           func(childComplexity int, projectID *string, label *string) int
-		CreateTask               func(childComplexity int, input model.CreateTaskInput) int
-		DeleteBudget             func(childComplexity int, id string) int
-		DeleteConversation       func(childComplexity int, id string) int
-		DeleteMemory             func(childComplexity int, id string) int
-		LogIn                    func(childComplexity int, input model.LogInInput) int
-		LogOut                   func(childComplexity int, refreshToken string) int
-		PauseRun                 func(childComplexity int, id string) int
-		RefreshSession           func(childComplexity int, refreshToken string) int
-		RemoveMember             func(childComplexity int, userID string) int
-		RequestEmailVerification func(childComplexity int) int
-		RequestPasswordReset     func(childComplexity int, email string) int
-		ResetPassword            func(childComplexity int, token string, newPassword string) int
-		ResolveApproval          func(childComplexity int, id string, decision model.ApprovalDecision, note *string) int
-		ResolveRollback          func(childComplexity int, approvalID string, choice model.RollbackChoice) int
-		RestoreSnapshot          func(childComplexity int, id string) int
-		ResumeRun                func(childComplexity int, id string) int
-		RevokeAPIKey             func(childComplexity int, id string) int
-		RunTask                  func(childComplexity int, id string) int
-		SendMessage              func(childComplexity int, input model.SendMessageInput) int
-		SetBudget                func(childComplexity int, input model.SetBudgetInput) int
-		SetMemberRole            func(childComplexity int, userID string, role model.Role) int
-		SignUp                   func(childComplexity int, input model.SignUpInput) int
-		SpawnSubagent            func(childComplexity int, input model.SpawnSubagentInput) int
-		StopRun                  func(childComplexity int, id string) int
-		SwitchTenant             func(childComplexity int, refreshToken string, tenantID string) int
-		UpdateAgentSettings      func(childComplexity int, input model.AgentSettingsInput) int
-		UpdateConversation       func(childComplexity int, id string, input model.UpdateConversationInput) int
-		UpdateTask               func(childComplexity int, id string, input model.UpdateTaskInput) int
-		VerifyEmail              func(childComplexity int, token string) int
+		AcceptInvitation          func(childComplexity int, token string) int
+		AddMember                 func(childComplexity int, input model.AddMemberInput) int
+		CancelRun                 func(childComplexity int, id string) int
+		CancelSubagent            func(childComplexity int, id string) int
+		ChangePassword            func(childComplexity int, currentPassword string, newPassword string) int
+		CreateAPIKey              func(childComplexity int, input model.CreateAPIKeyInput) int
+		CreateConversation        func(childComplexity int, input model.CreateConversationInput) int
+		CreateSnapshot            func(childComplexity int, projectID *string, label *string) int
+		CreateTask                func(childComplexity int, input model.CreateTaskInput) int
+		DeleteBudget              func(childComplexity int, id string) int
+		DeleteConversation        func(childComplexity int, id string) int
+		DeleteMemory              func(childComplexity int, id string) int
+		LogIn                     func(childComplexity int, input model.LogInInput) int
+		LogOut                    func(childComplexity int, refreshToken string) int
+		PauseRun                  func(childComplexity int, id string) int
+		RefreshSession            func(childComplexity int, refreshToken string) int
+		RemoveMember              func(childComplexity int, userID string) int
+		RequestEmailVerification  func(childComplexity int) int
+		RequestPasswordReset      func(childComplexity int, email string) int
+		ResetPassword             func(childComplexity int, token string, newPassword string) int
+		ResolveApproval           func(childComplexity int, id string, decision model.ApprovalDecision, note *string) int
+		ResolveRollback           func(childComplexity int, approvalID string, choice model.RollbackChoice) int
+		RestoreSnapshot           func(childComplexity int, id string) int
+		ResumeRun                 func(childComplexity int, id string) int
+		RevokeAPIKey              func(childComplexity int, id string) int
+		RunTask                   func(childComplexity int, id string) int
+		SendMessage               func(childComplexity int, input model.SendMessageInput) int
+		SetBudget                 func(childComplexity int, input model.SetBudgetInput) int
+		SetConversationVisibility func(childComplexity int, id string, visibility model.ConversationVisibility) int
+		SetMemberRole             func(childComplexity int, userID string, role model.Role) int
+		SignUp                    func(childComplexity int, input model.SignUpInput) int
+		SpawnSubagent             func(childComplexity int, input model.SpawnSubagentInput) int
+		StopRun                   func(childComplexity int, id string) int
+		SwitchTenant              func(childComplexity int, refreshToken string, tenantID string) int
+		UpdateAgentSettings       func(childComplexity int, input model.AgentSettingsInput) int
+		UpdateConversation        func(childComplexity int, id string, input model.UpdateConversationInput) int
+		UpdateTask                func(childComplexity int, id string, input model.UpdateTaskInput) int
+		VerifyEmail               func(childComplexity int, token string) int
 	}
 
 	PageInfo struct {
@@ -462,6 +465,7 @@ type ApprovalResolver interface {
 	ToolCall(ctx context.Context, obj *model.Approval) (*model.ToolCall, error)
 }
 type ConversationResolver interface {
+	ViewerIsOwner(ctx context.Context, obj *model.Conversation) (bool, error)
 	Messages(ctx context.Context, obj *model.Conversation, first *int, after *string, last *int, before *string) (*model.MessageConnection, error)
 	Runs(ctx context.Context, obj *model.Conversation, first *int, after *string) (*model.RunConnection, error)
 }
@@ -490,6 +494,7 @@ type MutationResolver interface {
 	CreateConversation(ctx context.Context, input model.CreateConversationInput) (*model.Conversation, error)
 	SendMessage(ctx context.Context, input model.SendMessageInput) (*model.SendMessagePayload, error)
 	DeleteConversation(ctx context.Context, id string) (bool, error)
+	SetConversationVisibility(ctx context.Context, id string, visibility model.ConversationVisibility) (*model.Conversation, error)
 	DeleteMemory(ctx context.Context, id string) (bool, error)
 	UpdateConversation(ctx context.Context, id string, input model.UpdateConversationInput) (*model.Conversation, error)
 	CancelRun(ctx context.Context, id string) (*model.Run, error)
@@ -938,6 +943,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Conversation.Title(childComplexity), true
+	case "Conversation.viewerIsOwner":
+		if e.ComplexityRoot.Conversation.ViewerIsOwner == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.ViewerIsOwner(childComplexity), true
+	case "Conversation.visibility":
+		if e.ComplexityRoot.Conversation.Visibility == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.Visibility(childComplexity), true
 
 	case "ConversationConnection.edges":
 		if e.ComplexityRoot.ConversationConnection.Edges == nil {
@@ -1507,6 +1524,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetBudget(childComplexity, args["input"].(model.SetBudgetInput)), true
+	case "Mutation.setConversationVisibility":
+		if e.ComplexityRoot.Mutation.SetConversationVisibility == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setConversationVisibility_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetConversationVisibility(childComplexity, args["id"].(string), args["visibility"].(model.ConversationVisibility)), true
 	case "Mutation.setMemberRole":
 		if e.ComplexityRoot.Mutation.SetMemberRole == nil {
 			break
@@ -2959,6 +2987,13 @@ enum MessageRole {
   TOOL
   SYSTEM
 }
+"Who sees a conversation: PRIVATE (its owner alone, the default) or TENANT (shared with the team)."
+enum ConversationVisibility {
+  "its owner alone (the default)"
+  PRIVATE
+  "every member of the tenant reads it; MEMBER and above write in it"
+  TENANT
+}
 enum BusyPolicy {
   ENQUEUE
   REJECT
@@ -2966,7 +3001,7 @@ enum BusyPolicy {
 }
 
 extend type Query {
-  "The caller's conversations, newest first."
+  "The caller's conversations and those shared with the team (visibility TENANT), newest first."
   conversations(first: Int, after: String): ConversationConnection!
   conversation(id: ID!): Conversation
 }
@@ -2982,6 +3017,11 @@ extend type Mutation {
   ended (cancel it first) or a question about one waits for an answer.
   """
   deleteConversation(id: ID!): Boolean!
+  """
+  Shares a conversation with the team (TENANT) or makes it private again (PRIVATE). Only its
+  owner may: another member who sees it is FORBIDDEN, one who does not NOT_FOUND.
+  """
+  setConversationVisibility(id: ID!, visibility: ConversationVisibility!): Conversation
 }
 
 type Subscription {
@@ -3013,6 +3053,10 @@ type Conversation implements Node {
   agentic: Boolean!
   systemPrompt: String
   projectId: ID!
+  "Who sees it: PRIVATE (its owner alone) or TENANT (shared with the team)."
+  visibility: ConversationVisibility!
+  "Whether the caller made it (only its owner changes its visibility)."
+  viewerIsOwner: Boolean!
   """
   The messages in display order: the first after a cursor (first, after), or the last before
   one (last, before: the newest when before is omitted), which a chat shows first and pages back
@@ -3822,6 +3866,10 @@ func (ec *executionContext) childFields_Conversation(ctx context.Context, field 
 		return ec.fieldContext_Conversation_systemPrompt(ctx, field)
 	case "projectId":
 		return ec.fieldContext_Conversation_projectId(ctx, field)
+	case "visibility":
+		return ec.fieldContext_Conversation_visibility(ctx, field)
+	case "viewerIsOwner":
+		return ec.fieldContext_Conversation_viewerIsOwner(ctx, field)
 	case "messages":
 		return ec.fieldContext_Conversation_messages(ctx, field)
 	case "runs":
@@ -4941,6 +4989,28 @@ func (ec *executionContext) field_Mutation_setBudget_args(ctx context.Context, r
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setConversationVisibility_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "visibility",
+		func(ctx context.Context, v any) (model.ConversationVisibility, error) {
+			return ec.unmarshalNConversationVisibility2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversationVisibility(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["visibility"] = arg1
 	return args, nil
 }
 
@@ -6896,6 +6966,52 @@ func (ec *executionContext) _Conversation_projectId(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_Conversation_projectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Conversation", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Conversation_visibility(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_visibility(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Visibility(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ConversationVisibility) graphql.Marshaler {
+			return ec.marshalNConversationVisibility2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversationVisibility(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_visibility(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Conversation", field, true, false, errors.New("field of type ConversationVisibility does not have child fields"))
+}
+
+func (ec *executionContext) _Conversation_viewerIsOwner(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_viewerIsOwner(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().ViewerIsOwner(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_viewerIsOwner(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Conversation", field, true, true, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _Conversation_messages(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
@@ -8981,6 +9097,50 @@ func (ec *executionContext) fieldContext_Mutation_deleteConversation(ctx context
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_deleteConversation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setConversationVisibility(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setConversationVisibility(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetConversationVisibility(ctx, fc.Args["id"].(string), fc.Args["visibility"].(model.ConversationVisibility))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalOConversation2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setConversationVisibility(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setConversationVisibility_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -16267,6 +16427,49 @@ func (ec *executionContext) _Conversation(ctx context.Context, sel ast.Selection
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "visibility":
+			out.Values[i] = ec._Conversation_visibility(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "viewerIsOwner":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_viewerIsOwner(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "messages":
 			field := field
 
@@ -17232,6 +17435,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 				return ec._Mutation_deleteConversation(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setConversationVisibility":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setConversationVisibility(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteMemory":
@@ -20507,6 +20717,16 @@ func (ec *executionContext) marshalNConversationEdge2ᚖgithubᚗcomᚋagentry�
 		return graphql.Null
 	}
 	return ec._ConversationEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNConversationVisibility2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversationVisibility(ctx context.Context, v any) (model.ConversationVisibility, error) {
+	var res model.ConversationVisibility
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNConversationVisibility2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversationVisibility(ctx context.Context, sel ast.SelectionSet, v model.ConversationVisibility) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNCreateApiKeyInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐCreateAPIKeyInput(ctx context.Context, v any) (model.CreateAPIKeyInput, error) {

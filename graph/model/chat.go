@@ -97,6 +97,9 @@ func (c *Conversation) CreatedAt() time.Time  { return c.Row.CreatedAt }
 func (c *Conversation) Agentic() bool         { return c.Row.Agentic }
 func (c *Conversation) ProjectID() string     { return EncodeID("Project", c.Row.ProjectID) }
 func (c *Conversation) SystemPrompt() *string { return nonEmpty(c.Row.SystemPrompt) }
+func (c *Conversation) Visibility() ConversationVisibility {
+	return ConversationVisibility(c.Row.Visibility)
+}
 
 // Message is a message row.
 type Message struct{ Row dbsqlc.Message }

@@ -768,6 +768,64 @@ func (e ContextStrategy) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Who sees a conversation: PRIVATE (its owner alone, the default) or TENANT (shared with the team).
+type ConversationVisibility string
+
+const (
+	// its owner alone (the default)
+	ConversationVisibilityPrivate ConversationVisibility = "PRIVATE"
+	// every member of the tenant reads it; MEMBER and above write in it
+	ConversationVisibilityTenant ConversationVisibility = "TENANT"
+)
+
+var AllConversationVisibility = []ConversationVisibility{
+	ConversationVisibilityPrivate,
+	ConversationVisibilityTenant,
+}
+
+func (e ConversationVisibility) IsValid() bool {
+	switch e {
+	case ConversationVisibilityPrivate, ConversationVisibilityTenant:
+		return true
+	}
+	return false
+}
+
+func (e ConversationVisibility) String() string {
+	return string(e)
+}
+
+func (e *ConversationVisibility) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ConversationVisibility(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ConversationVisibility", str)
+	}
+	return nil
+}
+
+func (e ConversationVisibility) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ConversationVisibility) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ConversationVisibility) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type FailureClass string
 
 const (

@@ -218,6 +218,13 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, decision string, no
 		if cur.Kind == KindRollback {
 			return apperr.Invalid("id", "is a rollback question (what to do with a failed run's changes): answer it with resolveRollback(approvalId, choice: ROLLBACK, KEEP or CONTINUE)")
 		}
+		owner, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: a.TenantID, ID: cur.RunID})
+		if err != nil {
+			return fmt.Errorf("load run %s: %w", cur.RunID, err)
+		}
+		if err := run.MayControl(ctx, tx, a, owner, "decide approvals of"); err != nil {
+			return err
+		}
 		switch cur.Status {
 		case StatusPending:
 		case StatusExpired:

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentry/agentry/internal/apperr"
+	"github.com/agentry/agentry/internal/db"
 )
 
 // Role is a member's role in a tenant. Roles are ordered: OWNER > ADMIN > MEMBER > VIEWER.
@@ -67,9 +68,10 @@ type Actor struct {
 
 type actorKey struct{}
 
-// WithActor returns ctx carrying a.
+// WithActor returns ctx carrying a. Its transactions (db.InTx) act for a's user: row-level
+// security admits only what that user may see inside the tenant.
 func WithActor(ctx context.Context, a Actor) context.Context {
-	return context.WithValue(ctx, actorKey{}, a)
+	return context.WithValue(db.WithUser(ctx, a.UserID, string(a.Role)), actorKey{}, a)
 }
 
 // ActorFrom returns the actor in ctx, if any.

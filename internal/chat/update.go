@@ -75,3 +75,39 @@ func ownedForUpdate(ctx context.Context, tx *db.Tx, a auth.Actor, id uuid.UUID, 
 	}
 	return conv, nil
 }
+
+// Visibilities of a conversation: PRIVATE (its owner's alone, the default) or TENANT (shared
+// with the tenant: every member reads it, MEMBER and above write in it).
+const (
+	VisibilityPrivate = "PRIVATE"
+	VisibilityTenant  = "TENANT"
+)
+
+// SetVisibility shares a conversation with the tenant (TENANT) or makes it its owner's alone
+// again (PRIVATE). Only its owner may (MEMBER or higher); another member who sees it (shared)
+// is FORBIDDEN, one who does not is NOT_FOUND.
+func (s *Service) SetVisibility(ctx context.Context, id uuid.UUID, visibility string) (dbsqlc.Conversation, error) {
+	a, err := auth.Require(ctx, auth.RoleMember)
+	if err != nil {
+		return dbsqlc.Conversation{}, err
+	}
+	if visibility != VisibilityPrivate && visibility != VisibilityTenant {
+		return dbsqlc.Conversation{}, apperr.Invalid("visibility", "must be PRIVATE or TENANT")
+	}
+	var out dbsqlc.Conversation
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: id})
+		if db.IsNoRows(err) {
+			return apperr.NotFoundf("conversation")
+		}
+		if err != nil {
+			return err
+		}
+		if conv.UserID != a.UserID {
+			return apperr.New(apperr.Forbidden, "only the conversation's owner may change who sees it")
+		}
+		out, err = tx.Q.ConversationSetVisibility(ctx, dbsqlc.ConversationSetVisibilityParams{TenantID: a.TenantID, ID: id, Visibility: visibility})
+		return err
+	})
+	return out, err
+}

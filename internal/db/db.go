@@ -106,6 +106,7 @@ type Tx struct {
 	Q        *dbsqlc.Queries
 	TenantID uuid.UUID
 	system   bool
+	user     UserScope
 	root     *Tx
 	after    []afterItem
 	batches  map[any]*commitBatch
@@ -174,9 +175,49 @@ func TxFrom(ctx context.Context) (*Tx, bool) {
 	return tx, ok && tx != nil
 }
 
+// UserScope is the user a transaction acts for (row-level privacy inside the tenant): their
+// private conversations, those shared with the tenant, and the content of the runs they may
+// see; Role OWNER or ADMIN also sees every run's record (status, cost). The zero UserScope is no
+// user: the transaction sees the whole tenant.
+type UserScope struct {
+	UserID uuid.UUID
+	Role   string
+	reason string // TenantWide's
+}
+
+type userKey struct{}
+
+// WithUser returns ctx whose transactions act for userID with role (auth.WithActor calls it,
+// so every API request and socket is scoped to its user).
+func WithUser(ctx context.Context, userID uuid.UUID, role string) context.Context {
+	return context.WithValue(ctx, userKey{}, UserScope{UserID: userID, Role: role})
+}
+
+// TenantWide returns ctx whose transactions see every user's rows of their tenant, although ctx
+// carries a user: for the request paths that must (reason says which; it is logged at debug
+// level by the transactions begun with it). Code without a user (River workers, periodic
+// jobs, the CLI) is tenant-wide already.
+func TenantWide(ctx context.Context, reason string) context.Context {
+	if reason == "" {
+		panic("db: TenantWide without a reason")
+	}
+	return context.WithValue(ctx, userKey{}, UserScope{reason: reason})
+}
+
+// UserFrom returns the user ctx's transactions act for (the zero UserScope: none).
+func UserFrom(ctx context.Context) UserScope {
+	u, _ := ctx.Value(userKey{}).(UserScope)
+	if u.UserID == uuid.Nil {
+		return UserScope{}
+	}
+	u.reason = ""
+	return u
+}
+
 // InTx runs fn in a transaction scoped to tenantID: row-level security admits only that tenant's
-// rows. An error from fn (or a panic) rolls back. Called inside another transaction of the same
-// tenant (found in ctx) it nests as a savepoint.
+// rows, and of those only what the user in ctx (WithUser) may see. An error from fn (or a
+// panic) rolls back. Called inside another transaction of the same tenant (found in ctx) it
+// nests as a savepoint, switching to ctx's user scope for its duration when that differs.
 func (d *DB) InTx(ctx context.Context, tenantID uuid.UUID, fn func(ctx context.Context, tx *Tx) error) error {
 	if tenantID == uuid.Nil {
 		return errors.New("db: transaction without a tenant")
@@ -199,14 +240,45 @@ func (d *DB) InSystemTx(ctx context.Context, reason string, fn func(ctx context.
 // parameters goes by the simple protocol, which carries both. The scope is transaction-local
 // (set_config's is_local), so it ends with the transaction. A UUID's text is hex digits and
 // dashes only.
-func beginQuery(tenantID uuid.UUID, system bool) string {
+func beginQuery(tenantID uuid.UUID, system bool, user UserScope) string {
 	if system {
 		return "BEGIN; SELECT set_config('app.system', 'on', true)"
 	}
-	return "BEGIN; SELECT set_config('app.tenant_id', '" + tenantID.String() + "', true)"
+	if user.UserID == uuid.Nil {
+		return "BEGIN; SELECT set_config('app.tenant_id', '" + tenantID.String() + "', true)"
+	}
+	return "BEGIN; SELECT set_config('app.tenant_id', '" + tenantID.String() + "', true), " + userConfig(user)
+}
+
+// userConfig is the select list that sets a transaction's user scope (roles are checked to be
+// letters only before they reach the statement).
+func userConfig(u UserScope) string {
+	if u.UserID == uuid.Nil {
+		return "set_config('app.user_id', '', true), set_config('app.role', '', true)"
+	}
+	return "set_config('app.user_id', '" + u.UserID.String() + "', true), set_config('app.role', '" + u.Role + "', true)"
+}
+
+func validRole(r string) bool {
+	for _, c := range r {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(ctx context.Context, tx *Tx) error) error {
+	var user UserScope
+	if !system {
+		user = UserFrom(ctx)
+		if !validRole(user.Role) {
+			return fmt.Errorf("db: role %q", user.Role)
+		}
+		if u, ok := ctx.Value(userKey{}).(UserScope); ok && u.reason != "" {
+			d.log.DebugContext(ctx, "tenant-wide transaction", slog.String("reason", u.reason))
+		}
+	}
 	if parent, ok := TxFrom(ctx); ok {
 		if !parent.system && (system || parent.TenantID != tenantID) {
 			return fmt.Errorf("db: nested transaction for tenant %s inside tenant %s", tenantID, parent.TenantID)
@@ -216,7 +288,20 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 			return fmt.Errorf("savepoint: %w", err)
 		}
 		root := parent.rootTx()
-		child := &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system, root: root}
+		child := &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system, user: parent.user, root: root}
+		if !parent.system && user != parent.user {
+			// The savepoint acts for ctx's user; the parent's scope comes back after it.
+			if _, err := sp.Exec(ctx, "SELECT "+userConfig(user)); err != nil {
+				_ = sp.Rollback(context.WithoutCancel(ctx))
+				return fmt.Errorf("user scope: %w", err)
+			}
+			child.user = user
+			defer func() {
+				if _, err := parent.Exec(context.WithoutCancel(ctx), "SELECT "+userConfig(parent.user)); err != nil {
+					d.log.WarnContext(ctx, "restoring a transaction's user scope", slog.Any("error", err))
+				}
+			}()
+		}
 		mark := len(root.after)
 		if err := finish(ctx, child, fn); err != nil {
 			// What a rolled-back savepoint registered never happened.
@@ -225,11 +310,11 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 		}
 		return nil
 	}
-	ptx, err := d.Pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQuery(tenantID, system)})
+	ptx, err := d.Pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQuery(tenantID, system, user)})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	return finish(ctx, &Tx{Tx: ptx, Q: d.Q.WithTx(ptx), TenantID: tenantID, system: system}, fn)
+	return finish(ctx, &Tx{Tx: ptx, Q: d.Q.WithTx(ptx), TenantID: tenantID, system: system, user: user}, fn)
 }
 
 // finish runs fn in tx, then commits tx (releasing a savepoint, or committing the outermost

@@ -241,8 +241,8 @@ func (s *Service) ResumePaused(ctx context.Context, runID uuid.UUID) (dbsqlc.Run
 	})
 }
 
-// control runs fn on a locked run of the caller's tenant (MEMBER or higher) and returns the run
-// afterwards. A run that has ended is CONFLICT.
+// control runs fn on a locked run the caller may control (MayControl; MEMBER or higher) and
+// returns the run afterwards. A run that has ended is CONFLICT.
 func (s *Service) control(ctx context.Context, runID uuid.UUID, fn func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error) (dbsqlc.Run, error) {
 	return s.controlAfter(ctx, runID, nil, fn)
 }
@@ -266,6 +266,9 @@ func (s *Service) controlAfter(ctx context.Context, runID uuid.UUID, first func(
 			return apperr.NotFoundf("run")
 		}
 		if err != nil {
+			return err
+		}
+		if err := MayControl(ctx, tx, a, r, "control"); err != nil {
 			return err
 		}
 		if IsTerminal(r.Status) {

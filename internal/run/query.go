@@ -133,3 +133,38 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
+
+// MayControl says whether actor a may control run r (pause, resume, stop, cancel, interrupt it,
+// decide its approvals and rollback question): its user may, and so may an ADMIN or OWNER when
+// the run's conversation is shared with the tenant. Anyone else who can see r is FORBIDDEN
+// (those who cannot see it never get it: row-level security answers NOT_FOUND first).
+func MayControl(ctx context.Context, tx *db.Tx, a auth.Actor, r dbsqlc.Run, verb string) error {
+	if r.UserID == a.UserID {
+		return nil
+	}
+	if a.Role.AtLeast(auth.RoleAdmin) && r.ConversationID.Valid {
+		shared, err := tx.Q.ConversationShared(ctx, dbsqlc.ConversationSharedParams{TenantID: r.TenantID, ID: r.ConversationID.UUID})
+		if err != nil {
+			return err
+		}
+		if shared {
+			return nil
+		}
+	}
+	return apperr.New(apperr.Forbidden, "only the run's user (or an admin, when its conversation is shared with the team) may %s it", verb)
+}
+
+// ContentVisible answers NOT_FOUND when the caller may see run r's record but not its content
+// (an admin looking at a private conversation's run): its events stay private.
+func (s *Service) ContentVisible(ctx context.Context, r dbsqlc.Run) error {
+	var ok bool
+	err := s.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		ok, err = tx.Q.RunContentVisible(ctx, dbsqlc.RunContentVisibleParams{TenantID: r.TenantID, RunID: r.ID})
+		return err
+	})
+	if err == nil && !ok {
+		return apperr.NotFoundf("run")
+	}
+	return err
+}

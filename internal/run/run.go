@@ -423,6 +423,9 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, erro
 		if err != nil {
 			return err
 		}
+		if err := MayControl(ctx, tx, a, r, "cancel"); err != nil {
+			return err
+		}
 		if IsTerminal(r.Status) {
 			return endedError(r)
 		}

@@ -329,7 +329,12 @@ func (s *Service) Run(ctx context.Context, id uuid.UUID) (dbsqlc.Run, error) {
 		if t.Status == StatusDone {
 			return apperr.New(apperr.Conflict, "the task is done; set its status back to run it again")
 		}
-		active, err := tx.Q.TaskActiveRun(ctx, dbsqlc.TaskActiveRunParams{TenantID: a.TenantID, TaskID: uuid.NullUUID{UUID: t.ID, Valid: true}})
+		// A task has one run at a time whoever started it, so this looks at every user's runs.
+		var active dbsqlc.Run
+		err = s.db.InTx(db.TenantWide(ctx, "a task's active run, whoever started it"), a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			active, err = tx.Q.TaskActiveRun(ctx, dbsqlc.TaskActiveRunParams{TenantID: a.TenantID, TaskID: uuid.NullUUID{UUID: t.ID, Valid: true}})
+			return err
+		})
 		if err == nil {
 			return apperr.New(apperr.Conflict, "the task already has a %s run", active.Status).With("activeRunId", active.ID.String())
 		}

@@ -597,6 +597,9 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 		if err != nil {
 			return fmt.Errorf("load run: %w", err)
 		}
+		if err := run.MayControl(ctx, tx, a, r, "answer the rollback question of"); err != nil {
+			return err
+		}
 		sn, err := tx.Q.WorkspaceSnapshotByRun(ctx, dbsqlc.WorkspaceSnapshotByRunParams{TenantID: a.TenantID, RunID: uuid.NullUUID{UUID: r.ID, Valid: true}})
 		if err != nil {
 			return fmt.Errorf("run snapshot: %w", err)

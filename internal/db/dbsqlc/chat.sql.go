@@ -59,7 +59,7 @@ func (q *Queries) ConversationDelete(ctx context.Context, arg ConversationDelete
 }
 
 const conversationGet = `-- name: ConversationGet :one
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind FROM conversations WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility FROM conversations WHERE tenant_id = $1 AND id = $2
 `
 
 type ConversationGetParams struct {
@@ -88,12 +88,13 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Kind,
+		&i.Visibility,
 	)
 	return i, err
 }
 
 const conversationGetForUpdate = `-- name: ConversationGetForUpdate :one
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type ConversationGetForUpdateParams struct {
@@ -122,6 +123,7 @@ func (q *Queries) ConversationGetForUpdate(ctx context.Context, arg Conversation
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Kind,
+		&i.Visibility,
 	)
 	return i, err
 }
@@ -158,7 +160,7 @@ func (q *Queries) ConversationHandOff(ctx context.Context, arg ConversationHandO
 const conversationInsert = `-- name: ConversationInsert :one
 INSERT INTO conversations (tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
 `
 
 type ConversationInsertParams struct {
@@ -204,13 +206,14 @@ func (q *Queries) ConversationInsert(ctx context.Context, arg ConversationInsert
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Kind,
+		&i.Visibility,
 	)
 	return i, err
 }
 
 const conversationList = `-- name: ConversationList :many
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind FROM conversations
-WHERE tenant_id = $1 AND user_id = $2 AND kind = 'CHAT' AND ($3::uuid = '00000000-0000-0000-0000-000000000000' OR id < $3::uuid)
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility FROM conversations
+WHERE tenant_id = $1 AND (user_id = $2 OR visibility = 'TENANT') AND kind = 'CHAT' AND ($3::uuid = '00000000-0000-0000-0000-000000000000' OR id < $3::uuid)
 ORDER BY id DESC
 LIMIT $4
 `
@@ -222,7 +225,8 @@ type ConversationListParams struct {
 	Lim      int32
 }
 
-// A user's conversations, newest first, after a cursor (uuid.Nil: from the start).
+// A user's conversations and those shared with the tenant, newest first, after a cursor
+// (uuid.Nil: from the start).
 func (q *Queries) ConversationList(ctx context.Context, arg ConversationListParams) ([]Conversation, error) {
 	rows, err := q.db.Query(ctx, conversationList,
 		arg.TenantID,
@@ -255,6 +259,7 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Kind,
+			&i.Visibility,
 		); err != nil {
 			return nil, err
 		}
@@ -267,7 +272,7 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 }
 
 const conversationListByIDs = `-- name: ConversationListByIDs :many
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind FROM conversations WHERE tenant_id = $1 AND id = ANY($2::uuid[])
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility FROM conversations WHERE tenant_id = $1 AND id = ANY($2::uuid[])
 `
 
 type ConversationListByIDsParams struct {
@@ -303,6 +308,7 @@ func (q *Queries) ConversationListByIDs(ctx context.Context, arg ConversationLis
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Kind,
+			&i.Visibility,
 		); err != nil {
 			return nil, err
 		}
@@ -365,6 +371,61 @@ type ConversationSetActiveRunParams struct {
 func (q *Queries) ConversationSetActiveRun(ctx context.Context, arg ConversationSetActiveRunParams) error {
 	_, err := q.db.Exec(ctx, conversationSetActiveRun, arg.TenantID, arg.ID, arg.RunID)
 	return err
+}
+
+const conversationSetVisibility = `-- name: ConversationSetVisibility :one
+UPDATE conversations SET visibility = $3, updated_at = now()
+WHERE tenant_id = $1 AND id = $2
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+`
+
+type ConversationSetVisibilityParams struct {
+	TenantID   uuid.UUID
+	ID         uuid.UUID
+	Visibility string
+}
+
+func (q *Queries) ConversationSetVisibility(ctx context.Context, arg ConversationSetVisibilityParams) (Conversation, error) {
+	row := q.db.QueryRow(ctx, conversationSetVisibility, arg.TenantID, arg.ID, arg.Visibility)
+	var i Conversation
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ProjectID,
+		&i.UserID,
+		&i.Title,
+		&i.Mode,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Agentic,
+		&i.Summary,
+		&i.SummarizedThrough,
+		&i.ActiveRunID,
+		&i.MessageCount,
+		&i.RunCount,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Kind,
+		&i.Visibility,
+	)
+	return i, err
+}
+
+const conversationShared = `-- name: ConversationShared :one
+SELECT EXISTS (SELECT 1 FROM conversations WHERE tenant_id = $1 AND id = $2 AND visibility = 'TENANT')::boolean
+`
+
+type ConversationSharedParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Whether a conversation is shared with its tenant.
+func (q *Queries) ConversationShared(ctx context.Context, arg ConversationSharedParams) (bool, error) {
+	row := q.db.QueryRow(ctx, conversationShared, arg.TenantID, arg.ID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const messageGet = `-- name: MessageGet :one
@@ -706,4 +767,22 @@ func (q *Queries) ProjectInsert(ctx context.Context, arg ProjectInsertParams) (P
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const runContentVisible = `-- name: RunContentVisible :one
+SELECT agentry_run_content_visible($1::uuid, $2::uuid)::boolean
+`
+
+type RunContentVisibleParams struct {
+	TenantID uuid.UUID
+	RunID    uuid.UUID
+}
+
+// Whether the transaction's user may see a run's content (events, tool calls, approvals): the
+// row-level policy's own test.
+func (q *Queries) RunContentVisible(ctx context.Context, arg RunContentVisibleParams) (bool, error) {
+	row := q.db.QueryRow(ctx, runContentVisible, arg.TenantID, arg.RunID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
 }

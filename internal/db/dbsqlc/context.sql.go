@@ -95,7 +95,7 @@ UPDATE conversations SET
     agentic = coalesce($6, agentic),
     updated_at = now()
 WHERE tenant_id = $1 AND id = $2
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
 `
 
 type ConversationUpdateParams struct {
@@ -136,6 +136,7 @@ func (q *Queries) ConversationUpdate(ctx context.Context, arg ConversationUpdate
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Kind,
+		&i.Visibility,
 	)
 	return i, err
 }

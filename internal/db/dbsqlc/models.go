@@ -116,6 +116,7 @@ type Conversation struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	Kind              string
+	Visibility        string
 }
 
 type EmailToken struct {

@@ -300,7 +300,7 @@ func (q *Queries) SubagentAllowanceUsed(ctx context.Context, arg SubagentAllowan
 const subagentConversationInsert = `-- name: SubagentConversationInsert :one
 INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
 VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true, $7)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
 `
 
 type SubagentConversationInsertParams struct {
@@ -344,6 +344,7 @@ func (q *Queries) SubagentConversationInsert(ctx context.Context, arg SubagentCo
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Kind,
+		&i.Visibility,
 	)
 	return i, err
 }

@@ -72,7 +72,7 @@ func (q *Queries) TaskActiveRun(ctx context.Context, arg TaskActiveRunParams) (R
 const taskConversationInsert = `-- name: TaskConversationInsert :one
 INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic)
 VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
 `
 
 type TaskConversationInsertParams struct {
@@ -113,6 +113,7 @@ func (q *Queries) TaskConversationInsert(ctx context.Context, arg TaskConversati
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Kind,
+		&i.Visibility,
 	)
 	return i, err
 }

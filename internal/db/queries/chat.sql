@@ -23,9 +23,10 @@ SELECT * FROM conversations WHERE tenant_id = sqlc.arg(tenant_id) AND id = ANY(s
 SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
 
 -- name: ConversationList :many
--- A user's conversations, newest first, after a cursor (uuid.Nil: from the start).
+-- A user's conversations and those shared with the tenant, newest first, after a cursor
+-- (uuid.Nil: from the start).
 SELECT * FROM conversations
-WHERE tenant_id = $1 AND user_id = $2 AND kind = 'CHAT' AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR id < sqlc.arg(after)::uuid)
+WHERE tenant_id = $1 AND (user_id = $2 OR visibility = 'TENANT') AND kind = 'CHAT' AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR id < sqlc.arg(after)::uuid)
 ORDER BY id DESC
 LIMIT sqlc.arg(lim);
 
@@ -124,3 +125,17 @@ JOIN LATERAL (
     ORDER BY m.run_seq, m.position
 ) m ON true
 ORDER BY m.run_seq, m.position;
+
+-- name: ConversationSetVisibility :one
+UPDATE conversations SET visibility = sqlc.arg(visibility), updated_at = now()
+WHERE tenant_id = $1 AND id = $2
+RETURNING *;
+
+-- name: ConversationShared :one
+-- Whether a conversation is shared with its tenant.
+SELECT EXISTS (SELECT 1 FROM conversations WHERE tenant_id = $1 AND id = $2 AND visibility = 'TENANT')::boolean;
+
+-- name: RunContentVisible :one
+-- Whether the transaction's user may see a run's content (events, tool calls, approvals): the
+-- row-level policy's own test.
+SELECT agentry_run_content_visible(sqlc.arg(tenant_id)::uuid, sqlc.arg(run_id)::uuid)::boolean;
