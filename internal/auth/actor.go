@@ -71,7 +71,7 @@ type actorKey struct{}
 // WithActor returns ctx carrying a. Its transactions (db.InTx) act for a's user: row-level
 // security admits only what that user may see inside the tenant.
 func WithActor(ctx context.Context, a Actor) context.Context {
-	return context.WithValue(db.WithUser(ctx, a.UserID, string(a.Role)), actorKey{}, a)
+	return context.WithValue(db.WithUser(ctx, a.UserID), actorKey{}, a)
 }
 
 // ActorFrom returns the actor in ctx, if any.

@@ -177,20 +177,20 @@ func TxFrom(ctx context.Context) (*Tx, bool) {
 
 // UserScope is the user a transaction acts for (row-level privacy inside the tenant): their
 // private conversations, those shared with the tenant, and the content of the runs they may
-// see; Role OWNER or ADMIN also sees every run's record (status, cost). The zero UserScope is no
+// see; an OWNER or ADMIN also sees every run's record (status, cost). The role is the user's
+// membership as the database holds it, not what a credential says. The zero UserScope is no
 // user: the transaction sees the whole tenant.
 type UserScope struct {
 	UserID uuid.UUID
-	Role   string
 	reason string // TenantWide's
 }
 
 type userKey struct{}
 
-// WithUser returns ctx whose transactions act for userID with role (auth.WithActor calls it,
-// so every API request and socket is scoped to its user).
-func WithUser(ctx context.Context, userID uuid.UUID, role string) context.Context {
-	return context.WithValue(ctx, userKey{}, UserScope{UserID: userID, Role: role})
+// WithUser returns ctx whose transactions act for userID (auth.WithActor calls it, so every
+// API request and socket is scoped to its user).
+func WithUser(ctx context.Context, userID uuid.UUID) context.Context {
+	return context.WithValue(ctx, userKey{}, UserScope{UserID: userID})
 }
 
 // TenantWide returns ctx whose transactions see every user's rows of their tenant, although ctx
@@ -250,31 +250,18 @@ func beginQuery(tenantID uuid.UUID, system bool, user UserScope) string {
 	return "BEGIN; SELECT set_config('app.tenant_id', '" + tenantID.String() + "', true), " + userConfig(user)
 }
 
-// userConfig is the select list that sets a transaction's user scope (roles are checked to be
-// letters only before they reach the statement).
+// userConfig is the select list that sets a transaction's user scope.
 func userConfig(u UserScope) string {
 	if u.UserID == uuid.Nil {
-		return "set_config('app.user_id', '', true), set_config('app.role', '', true)"
+		return "set_config('app.user_id', '', true)"
 	}
-	return "set_config('app.user_id', '" + u.UserID.String() + "', true), set_config('app.role', '" + u.Role + "', true)"
-}
-
-func validRole(r string) bool {
-	for _, c := range r {
-		if c < 'A' || c > 'Z' {
-			return false
-		}
-	}
-	return true
+	return "set_config('app.user_id', '" + u.UserID.String() + "', true)"
 }
 
 func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(ctx context.Context, tx *Tx) error) error {
 	var user UserScope
 	if !system {
 		user = UserFrom(ctx)
-		if !validRole(user.Role) {
-			return fmt.Errorf("db: role %q", user.Role)
-		}
 		if u, ok := ctx.Value(userKey{}).(UserScope); ok && u.reason != "" {
 			d.log.DebugContext(ctx, "tenant-wide transaction", slog.String("reason", u.reason))
 		}

@@ -67,7 +67,8 @@ func newPrivacyFixture(t *testing.T, ownerURL string) privacyFixture {
 // no WHERE on the user) still see only what the transaction's user may see: their own private
 // conversations, shared ones, and the content of those conversations' runs. An admin sees every
 // run's record but no private content; a transaction without a user sees the whole tenant, and
-// db.TenantWide inside a user's transaction does so only for its savepoint.
+// db.TenantWide inside a user's transaction does so only for its savepoint; a removed member
+// sees nothing.
 func TestUserPrivacyBelowTheServices(t *testing.T) {
 	t.Parallel()
 	d, ownerURL := dbtest.Open(t)
@@ -113,12 +114,11 @@ func TestUserPrivacyBelowTheServices(t *testing.T) {
 		convs, runs map[uuid.UUID]bool // conversations (and messages); runs' records
 		content     map[uuid.UUID]bool // runs whose events, tool calls and approvals are seen
 	}{
-		{"member b", db.WithUser(ctx, f.b, "MEMBER"), set(f.aShared, f.bPrivate), set(f.aSharedRun, f.bPrivateRun), set(f.aSharedRun, f.bPrivateRun)},
-		{"member a", db.WithUser(ctx, f.a, "MEMBER"), set(f.aPrivate, f.aShared), set(f.aPrivateRun, f.aSharedRun), set(f.aPrivateRun, f.aSharedRun)},
-		{"viewer b", db.WithUser(ctx, f.b, "VIEWER"), set(f.aShared, f.bPrivate), set(f.aSharedRun, f.bPrivateRun), set(f.aSharedRun, f.bPrivateRun)},
-		{"admin", db.WithUser(ctx, f.admin, "ADMIN"), set(f.aShared), allRuns, set(f.aSharedRun)},
+		{"member b", db.WithUser(ctx, f.b), set(f.aShared, f.bPrivate), set(f.aSharedRun, f.bPrivateRun), set(f.aSharedRun, f.bPrivateRun)},
+		{"member a", db.WithUser(ctx, f.a), set(f.aPrivate, f.aShared), set(f.aPrivateRun, f.aSharedRun), set(f.aPrivateRun, f.aSharedRun)},
+		{"admin", db.WithUser(ctx, f.admin), set(f.aShared), allRuns, set(f.aSharedRun)},
 		{"no user (a worker)", ctx, allConvs, allRuns, allRuns},
-		{"tenant-wide in a request", db.TenantWide(db.WithUser(ctx, f.b, "MEMBER"), "test"), allConvs, allRuns, allRuns},
+		{"tenant-wide in a request", db.TenantWide(db.WithUser(ctx, f.b), "test"), allConvs, allRuns, allRuns},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -137,7 +137,7 @@ func TestUserPrivacyBelowTheServices(t *testing.T) {
 
 	// Writes: b cannot put a message into a's private conversation (nor change it), even by a
 	// statement that names it.
-	bctx := db.WithUser(ctx, f.b, "MEMBER")
+	bctx := db.WithUser(ctx, f.b)
 	err := d.InTx(bctx, f.tenant, func(ctx context.Context, tx *db.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO messages (tenant_id, id, conversation_id, position, role, content) VALUES ($1, $2, $3, 99, 'USER', 'x')`,
 			f.tenant, uuid.New(), f.aPrivate)
@@ -164,4 +164,17 @@ func TestUserPrivacyBelowTheServices(t *testing.T) {
 	}))
 	require.Equal(t, 3, wide)
 	require.Equal(t, 2, after)
+
+	// What a user sees follows their membership as it is now: removed, b sees nothing, not even
+	// their own conversation, whatever their credential still says.
+	conn, err := pgx.Connect(ctx, ownerURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SELECT set_config('app.system', 'on', false)`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2`, f.tenant, f.b)
+	require.NoError(t, err)
+	for table, sql := range queries {
+		require.Empty(t, ids(bctx, sql), "%s of a removed member", table)
+	}
 }
