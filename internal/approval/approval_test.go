@@ -232,7 +232,10 @@ func (b *bundle) newTenant(t *testing.T, role auth.Role) member {
 		if _, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: m.tenantID, Name: "t-" + m.tenantID.String()[:8]}); err != nil {
 			return err
 		}
-		_, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: m.userID, Email: m.userID.String() + "@example.com"})
+		if _, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: m.userID, Email: m.userID.String() + "@example.com"}); err != nil {
+			return err
+		}
+		_, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: m.tenantID, UserID: m.userID, Role: string(role)})
 		return err
 	})
 	require.NoError(t, err)
@@ -245,7 +248,10 @@ func (b *bundle) as(t *testing.T, m member, role auth.Role) member {
 	t.Helper()
 	o := member{tenantID: m.tenantID, userID: uuid.New()}
 	err := b.db.InTx(context.Background(), m.tenantID, func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: o.userID, Email: o.userID.String() + "@example.com"})
+		if _, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: o.userID, Email: o.userID.String() + "@example.com"}); err != nil {
+			return err
+		}
+		_, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: o.tenantID, UserID: o.userID, Role: string(role)})
 		return err
 	})
 	require.NoError(t, err)
@@ -517,11 +523,14 @@ func TestResolveReject(t *testing.T) {
 	admin := b.as(t, m, auth.RoleAdmin)
 	l, c, a := b.askCall(t, m)
 
-	got, err := b.svc.Resolve(admin.ctx, a.ID, DecisionReject, "")
+	// An admin does not see another user's private question (nor decides it).
+	_, err := b.svc.Resolve(admin.ctx, a.ID, DecisionReject, "")
+	_ = requireCode(t, err, apperr.NotFound)
+	got, err := b.svc.Resolve(m.ctx, a.ID, DecisionReject, "")
 	require.NoError(t, err)
 	require.Equal(t, StatusRejected, got.Status)
 	require.Nil(t, got.Note)
-	require.Equal(t, uuid.NullUUID{UUID: admin.userID, Valid: true}, got.DecidedBy)
+	require.Equal(t, uuid.NullUUID{UUID: m.userID, Valid: true}, got.DecidedBy)
 	require.False(t, Permits(got, c))
 
 	r := b.getRun(t, m.tenantID, l.Run.ID)
@@ -609,10 +618,12 @@ func TestResolveChecksCaller(t *testing.T) {
 	_, err = b.svc.Resolve(m.ctx, uuid.New(), DecisionApprove, "")
 	_ = requireCode(t, err, apperr.NotFound)
 
-	// A viewer may read it.
-	got, err := b.svc.Get(viewer.ctx, a.ID)
+	// Its user reads it; a viewer of the tenant does not see another user's private question.
+	got, err := b.svc.Get(m.ctx, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, got.Status)
+	_, err = b.svc.Get(viewer.ctx, a.ID)
+	_ = requireCode(t, err, apperr.NotFound)
 }
 
 func TestOtherTenantSeesNothing(t *testing.T) {

@@ -399,9 +399,13 @@ func TestTaskRun(t *testing.T) {
 	// A second run while the first has not ended: CONFLICT, and no second job.
 	_, err = b.svc.Run(b.a.member, tk.ID)
 	requireCode(t, err, apperr.Conflict, "")
-	runs, err := b.svc.Runs(b.a.viewer, tk.ID, uuid.Nil, 10)
+	runs, err := b.svc.Runs(b.a.member, tk.ID, uuid.Nil, 10)
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
+	// A task's run is its starter's, as a conversation is: another member sees none of it.
+	runs, err = b.svc.Runs(b.a.viewer, tk.ID, uuid.Nil, 10)
+	require.NoError(t, err)
+	require.Empty(t, runs)
 
 	// Roles and tenancy.
 	_, err = b.svc.Run(b.a.viewer, tk.ID)
@@ -416,7 +420,7 @@ func TestTaskRun(t *testing.T) {
 	r2, err := b.svc.Run(b.a.member, tk.ID)
 	require.NoError(t, err)
 	require.NotEqual(t, r.ConversationID, r2.ConversationID, "each run has its own conversation")
-	runs, err = b.svc.Runs(b.a.viewer, tk.ID, uuid.Nil, 10)
+	runs, err = b.svc.Runs(b.a.member, tk.ID, uuid.Nil, 10)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{r2.ID, r.ID}, []uuid.UUID{runs[0].ID, runs[1].ID})
 
