@@ -267,17 +267,11 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 			case BusyReject:
 				return apperr.New(apperr.Conflict, "a run is already active in this conversation").With("activeRunId", conv.ActiveRunID.UUID.String())
 			case BusyInterrupt:
-				active, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: a.TenantID, ID: conv.ActiveRunID.UUID})
-				if err != nil {
-					return fmt.Errorf("load active run: %w", err)
-				}
-				if err := run.MayControl(ctx, tx, a, active, "interrupt"); err != nil {
+				// Under the conversation's lock: the runs before this message end, and this one
+				// waits for a RUNNING one's worker to record its end.
+				if busy, err = s.runs.Interrupt(ctx, tx, a, conv, "interrupted by a new message"); err != nil {
 					return err
 				}
-				if err := s.runs.CancelActive(ctx, tx, conv, "interrupted by a new message"); err != nil {
-					return err
-				}
-				busy = false
 			}
 		}
 		if s.admit != nil {

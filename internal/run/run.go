@@ -327,6 +327,10 @@ func (s *Service) finish(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt i
 	if err != nil {
 		return r, fmt.Errorf("finish run %s: %w", r.ID, err)
 	}
+	if fin.Status != o.Status {
+		// Its cancel was requested while it finished: it ends CANCELLED (RunFinish).
+		o.Status, o.TerminationReason = fin.Status, "user_cancel"
+	}
 	data := map[string]any{"status": o.Status}
 	if o.TerminationReason != "" {
 		data["terminationReason"] = o.TerminationReason
@@ -473,27 +477,51 @@ func nilIfEmpty(s string) *string {
 	return &s
 }
 
-// CancelActive cancels the conversation's active run inside tx (sendMessage with INTERRUPT)
-// and leaves the conversation idle for the caller's new run.
-func (s *Service) CancelActive(ctx context.Context, tx *db.Tx, conv dbsqlc.Conversation, reason string) error {
+// Interrupt ends what a conversation is doing for a new message (sendMessage with INTERRUPT),
+// inside tx, which holds the conversation's row lock: every run queued behind the active one
+// ends CANCELLED now, and so does the active run when no worker holds it (the conversation is
+// then idle). A RUNNING active run has its cancel requested and stays active until its worker
+// records the end, which hands the conversation to the new run queued behind it: busy says so.
+// Concurrent interrupts are serialised by the lock, so of several sent at once only the last
+// message's run survives, and no two runs of the conversation run at once. a must be allowed
+// to control every run it ends (MayControl).
+func (s *Service) Interrupt(ctx context.Context, tx *db.Tx, a auth.Actor, conv dbsqlc.Conversation, reason string) (busy bool, err error) {
 	if !conv.ActiveRunID.Valid {
-		return nil
+		return false, nil
 	}
 	desc, err := s.lockDescendants(ctx, tx, conv.TenantID, conv.ActiveRunID.UUID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: conv.TenantID, ID: conv.ActiveRunID.UUID})
 	if err != nil {
-		return fmt.Errorf("load active run: %w", err)
+		return false, fmt.Errorf("load active run: %w", err)
+	}
+	if err := MayControl(ctx, tx, a, r, "interrupt"); err != nil {
+		return false, err
+	}
+	queued, err := tx.Q.RunListQueuedBehind(ctx, dbsqlc.RunListQueuedBehindParams{TenantID: conv.TenantID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}})
+	if err != nil {
+		return false, fmt.Errorf("runs queued behind: %w", err)
+	}
+	for _, q := range queued {
+		if err := MayControl(ctx, tx, a, q, "interrupt"); err != nil {
+			return false, err
+		}
+		if err := s.cancelTx(ctx, tx, q, reason, false); err != nil {
+			return false, err
+		}
 	}
 	if err := s.cancelTx(ctx, tx, r, reason, false); err != nil {
-		return err
+		return false, err
 	}
 	if err := s.cancelDescendants(ctx, tx, desc); err != nil {
-		return err
+		return false, err
 	}
-	return tx.Q.ConversationSetActiveRun(ctx, dbsqlc.ConversationSetActiveRunParams{TenantID: conv.TenantID, ID: conv.ID})
+	if r.Status == StatusRunning {
+		return true, nil
+	}
+	return false, tx.Q.ConversationSetActiveRun(ctx, dbsqlc.ConversationSetActiveRunParams{TenantID: conv.TenantID, ID: conv.ID})
 }
 
 // lockDescendants locks every descendant of run id (its sub-agents, theirs, ...), deepest

@@ -305,10 +305,10 @@ func (q *Queries) RunFence(ctx context.Context, arg RunFenceParams) (Run, error)
 
 const runFinish = `-- name: RunFinish :one
 UPDATE runs SET
-    status = $4::text,
+    status = CASE WHEN cancel_requested AND $4::text = 'COMPLETED' THEN 'CANCELLED' ELSE $4::text END,
     failure_class = $5,
     error = $6,
-    termination_reason = $7,
+    termination_reason = CASE WHEN cancel_requested AND $4::text = 'COMPLETED' THEN 'user_cancel' ELSE $7 END,
     finished_at = now(),
     lease_owner = NULL,
     lease_expires_at = NULL
@@ -328,6 +328,8 @@ type RunFinishParams struct {
 
 // Ends the run in a terminal state (fenced by attempt unless attempt is 0: a run finished
 // before any worker took it).
+// A run whose cancel was requested (cancelRun, an INTERRUPT) does not end COMPLETED: a worker
+// that finished its reply while the cancel was being decided ends it CANCELLED.
 func (q *Queries) RunFinish(ctx context.Context, arg RunFinishParams) (Run, error) {
 	row := q.db.QueryRow(ctx, runFinish,
 		arg.TenantID,
@@ -1017,6 +1019,77 @@ func (q *Queries) RunListExpiredLeases(ctx context.Context, lim int32) ([]RunLis
 	for rows.Next() {
 		var i RunListExpiredLeasesRow
 		if err := rows.Scan(&i.TenantID, &i.ID, &i.JobID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const runListQueuedBehind = `-- name: RunListQueuedBehind :many
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs
+WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
+ORDER BY conversation_seq
+FOR UPDATE
+`
+
+type RunListQueuedBehindParams struct {
+	TenantID       uuid.UUID
+	ConversationID uuid.NullUUID
+}
+
+// The queued runs of a conversation that wait behind its active one (no job yet), in order.
+func (q *Queries) RunListQueuedBehind(ctx context.Context, arg RunListQueuedBehindParams) ([]Run, error) {
+	rows, err := q.db.Query(ctx, runListQueuedBehind, arg.TenantID, arg.ConversationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Run{}
+	for rows.Next() {
+		var i Run
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.UserID,
+			&i.Kind,
+			&i.Status,
+			&i.ConversationID,
+			&i.ConversationSeq,
+			&i.TriggerMessageID,
+			&i.IdempotencyKey,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.Turns,
+			&i.LlmCalls,
+			&i.FailureClass,
+			&i.Error,
+			&i.TerminationReason,
+			&i.InputTokens,
+			&i.OutputTokens,
+			&i.CostMicros,
+			&i.LastSeq,
+			&i.JobID,
+			&i.LeaseOwner,
+			&i.LeaseExpiresAt,
+			&i.CancelRequested,
+			&i.CreatedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.StopRequested,
+			&i.PauseRequested,
+			&i.ConsecutiveFailures,
+			&i.Backtracks,
+			&i.MustReflect,
+			&i.TaskID,
+			&i.ParentRunID,
+			&i.Depth,
+			&i.WaitUntil,
+			&i.WaitFor,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -65,6 +65,13 @@ ORDER BY conversation_seq
 LIMIT 1
 FOR UPDATE;
 
+-- name: RunListQueuedBehind :many
+-- The queued runs of a conversation that wait behind its active one (no job yet), in order.
+SELECT * FROM runs
+WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
+ORDER BY conversation_seq
+FOR UPDATE;
+
 -- name: RunAcquireWithEvents :one
 -- A worker takes the run: the attempt is bumped (the new fence) and the lease set. Only a
 -- queued or running (rescued) run can be taken, and only by the run's current job: a job the
@@ -110,11 +117,13 @@ WHERE tenant_id = $1 AND id = $2 AND attempt = $3;
 -- name: RunFinish :one
 -- Ends the run in a terminal state (fenced by attempt unless attempt is 0: a run finished
 -- before any worker took it).
+-- A run whose cancel was requested (cancelRun, an INTERRUPT) does not end COMPLETED: a worker
+-- that finished its reply while the cancel was being decided ends it CANCELLED.
 UPDATE runs SET
-    status = sqlc.arg(status)::text,
+    status = CASE WHEN cancel_requested AND sqlc.arg(status)::text = 'COMPLETED' THEN 'CANCELLED' ELSE sqlc.arg(status)::text END,
     failure_class = sqlc.narg(failure_class),
     error = sqlc.narg(error),
-    termination_reason = sqlc.narg(termination_reason),
+    termination_reason = CASE WHEN cancel_requested AND sqlc.arg(status)::text = 'COMPLETED' THEN 'user_cancel' ELSE sqlc.narg(termination_reason) END,
     finished_at = now(),
     lease_owner = NULL,
     lease_expires_at = NULL
