@@ -142,15 +142,15 @@ func (r *mutationResolver) SendMessage(ctx context.Context, input model.SendMess
 }
 
 // DeleteConversation is the resolver for the deleteConversation field.
-func (r *mutationResolver) DeleteConversation(ctx context.Context, id string) (bool, error) {
+func (r *mutationResolver) DeleteConversation(ctx context.Context, id string) (*bool, error) {
 	cid, err := model.DecodeID("Conversation", id)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := r.Chat.DeleteConversation(ctx, cid); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // SetConversationVisibility is the resolver for the setConversationVisibility field.

@@ -13,15 +13,15 @@ import (
 )
 
 // DeleteMemory is the resolver for the deleteMemory field.
-func (r *mutationResolver) DeleteMemory(ctx context.Context, id string) (bool, error) {
+func (r *mutationResolver) DeleteMemory(ctx context.Context, id string) (*bool, error) {
 	mid, err := model.DecodeID("Memory", id)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := r.Memory.Delete(ctx, mid); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // UpdateConversation is the resolver for the updateConversation field.

@@ -27,15 +27,15 @@ func (r *mutationResolver) SetBudget(ctx context.Context, input model.SetBudgetI
 }
 
 // DeleteBudget is the resolver for the deleteBudget field.
-func (r *mutationResolver) DeleteBudget(ctx context.Context, id string) (bool, error) {
+func (r *mutationResolver) DeleteBudget(ctx context.Context, id string) (*bool, error) {
 	bid, err := model.DecodeID("Budget", id)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := r.Usage.DeleteBudget(ctx, bid); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // Budgets is the resolver for the budgets field.

@@ -493,9 +493,9 @@ type MutationResolver interface {
 	ResolveApproval(ctx context.Context, id string, decision model.ApprovalDecision, note *string) (*model.Approval, error)
 	CreateConversation(ctx context.Context, input model.CreateConversationInput) (*model.Conversation, error)
 	SendMessage(ctx context.Context, input model.SendMessageInput) (*model.SendMessagePayload, error)
-	DeleteConversation(ctx context.Context, id string) (bool, error)
+	DeleteConversation(ctx context.Context, id string) (*bool, error)
 	SetConversationVisibility(ctx context.Context, id string, visibility model.ConversationVisibility) (*model.Conversation, error)
-	DeleteMemory(ctx context.Context, id string) (bool, error)
+	DeleteMemory(ctx context.Context, id string) (*bool, error)
 	UpdateConversation(ctx context.Context, id string, input model.UpdateConversationInput) (*model.Conversation, error)
 	CancelRun(ctx context.Context, id string) (*model.Run, error)
 	PauseRun(ctx context.Context, id string) (*model.Run, error)
@@ -508,7 +508,7 @@ type MutationResolver interface {
 	UpdateTask(ctx context.Context, id string, input model.UpdateTaskInput) (*model.Task, error)
 	RunTask(ctx context.Context, id string) (*model.Run, error)
 	SetBudget(ctx context.Context, input model.SetBudgetInput) (*model.Budget, error)
-	DeleteBudget(ctx context.Context, id string) (bool, error)
+	DeleteBudget(ctx context.Context, id string) (*bool, error)
 	CreateSnapshot(ctx context.Context, projectID *string, label *string) (*model.Snapshot, error)
 	RestoreSnapshot(ctx context.Context, id string) (*model.Snapshot, error)
 	ResolveRollback(ctx context.Context, approvalID string, choice model.RollbackChoice) (*model.Approval, error)
@@ -2761,7 +2761,7 @@ extend type Mutation {
   An approval already decided, or past its expiresAt, is CONFLICT; nothing runs on an expired one.
   A rollback question (kind rollback) is answered with resolveRollback instead.
   """
-  resolveApproval(id: ID!, decision: ApprovalDecision!, note: String): Approval!
+  resolveApproval(id: ID!, decision: ApprovalDecision!, note: String): Approval
 }
 
 extend type Run {
@@ -3008,15 +3008,15 @@ extend type Query {
 
 extend type Mutation {
   "Starts a conversation in a project (the tenant's default project when none is named)."
-  createConversation(input: CreateConversationInput!): Conversation!
+  createConversation(input: CreateConversationInput!): Conversation
   "Stores the message and starts (or queues) a chat-turn run answering it."
-  sendMessage(input: SendMessageInput!): SendMessagePayload!
+  sendMessage(input: SendMessageInput!): SendMessagePayload
   """
   Deletes a conversation with its messages, runs, their events, tool calls and approvals (its
   owner or an admin); the usage its runs recorded stays. CONFLICT while one of its runs has not
   ended (cancel it first) or a question about one waits for an answer.
   """
-  deleteConversation(id: ID!): Boolean!
+  deleteConversation(id: ID!): Boolean
   """
   Shares a conversation with the team (TENANT) or makes it private again (PRIVATE). Only its
   owner may: another member who sees it is FORBIDDEN, one who does not NOT_FOUND.
@@ -3120,9 +3120,9 @@ extend type Query {
 
 extend type Mutation {
   "Forgets one of the caller's memories (NOT_FOUND for anyone else's). True when it was deleted."
-  deleteMemory(id: ID!): Boolean!
+  deleteMemory(id: ID!): Boolean
   "Changes a conversation's title, context mode, system prompt or tools switch (its owner or an admin). Omitted fields stay as they are; an empty title clears it."
-  updateConversation(id: ID!, input: UpdateConversationInput!): Conversation!
+  updateConversation(id: ID!, input: UpdateConversationInput!): Conversation
 }
 
 extend type Conversation {
@@ -3197,13 +3197,13 @@ extend type Query {
 
 extend type Mutation {
   "Stops a queued or running run now: the model stream and tools stop, the run ends CANCELLED. A run that has ended is CONFLICT (\"run already COMPLETED\", runStatus in the extensions), as for pauseRun, resumeRun and stopRun."
-  cancelRun(id: ID!): Run!
+  cancelRun(id: ID!): Run
   "Pauses a run after its current step (execution.paused); no worker holds it while paused."
-  pauseRun(id: ID!): Run!
+  pauseRun(id: ID!): Run
   "Resumes a paused run (execution.resumed)."
-  resumeRun(id: ID!): Run!
+  resumeRun(id: ID!): Run
   "Stops a run gracefully: it finishes its current step, summarises, and ends with terminationReason user_stop."
-  stopRun(id: ID!): Run!
+  stopRun(id: ID!): Run
 }
 
 type Run implements Node {
@@ -3308,7 +3308,7 @@ extend type Query {
 
 extend type Mutation {
   "Changes some of the caller's agent settings. Out-of-range values are BAD_USER_INPUT naming the field (MEMBER or higher)."
-  updateAgentSettings(input: AgentSettingsInput!): AgentSettings!
+  updateAgentSettings(input: AgentSettingsInput!): AgentSettings
 }
 
 type AgentSettings {
@@ -3468,15 +3468,15 @@ extend type Query {
 
 extend type Mutation {
   "Makes a task (status OPEN) with a slug derived from its title, unique in the project."
-  createTask(input: CreateTaskInput!): Task!
+  createTask(input: CreateTaskInput!): Task
   "Changes the fields given; the slug stays the same."
-  updateTask(id: ID!, input: UpdateTaskInput!): Task!
+  updateTask(id: ID!, input: UpdateTaskInput!): Task
   """
   Starts a run of kind TASK that works on the task in a conversation of its own until done
   (an OPEN task becomes READY, then IN_PROGRESS when a worker starts the run, DONE when the run
   completes). CONFLICT when the task is DONE or already has a run that has not ended.
   """
-  runTask(id: ID!): Run!
+  runTask(id: ID!): Run
 }
 
 input CreateTaskInput {
@@ -3580,9 +3580,9 @@ extend type Query {
 
 extend type Mutation {
   "Sets the one budget of (scope, user, period); setting it again replaces its limits (ADMIN or higher)."
-  setBudget(input: SetBudgetInput!): Budget!
+  setBudget(input: SetBudgetInput!): Budget
   "Deletes a budget (ADMIN or higher)."
-  deleteBudget(id: ID!): Boolean!
+  deleteBudget(id: ID!): Boolean
 }
 
 extend type Subscription {
@@ -3659,11 +3659,11 @@ extend type Query {
 
 extend type Mutation {
   "Records the project's workspace as it is now (a manifest, not a copy). The label is trimmed: at most 200 characters, no control characters."
-  createSnapshot(projectId: ID, label: String): Snapshot!
+  createSnapshot(projectId: ID, label: String): Snapshot
   "Makes the workspace exactly what the snapshot recorded. It snapshots the workspace first and returns that snapshot, so the restore can be undone by restoring it."
-  restoreSnapshot(id: ID!): Snapshot!
+  restoreSnapshot(id: ID!): Snapshot
   "Answers a rollback approval (kind rollback) with ROLLBACK, KEEP or CONTINUE."
-  resolveRollback(approvalId: ID!, choice: RollbackChoice!): Approval!
+  resolveRollback(approvalId: ID!, choice: RollbackChoice!): Approval
 }
 
 type Workspace {
@@ -8941,10 +8941,10 @@ func (ec *executionContext) _Mutation_resolveApproval(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
-			return ec.marshalNApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+			return ec.marshalOApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_resolveApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -8985,10 +8985,10 @@ func (ec *executionContext) _Mutation_createConversation(ctx context.Context, fi
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
-			return ec.marshalNConversation2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+			return ec.marshalOConversation2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversation(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createConversation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9029,10 +9029,10 @@ func (ec *executionContext) _Mutation_sendMessage(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.SendMessagePayload) graphql.Marshaler {
-			return ec.marshalNSendMessagePayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSendMessagePayload(ctx, selections, v)
+			return ec.marshalOSendMessagePayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSendMessagePayload(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_sendMessage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9072,11 +9072,11 @@ func (ec *executionContext) _Mutation_deleteConversation(ctx context.Context, fi
 			return ec.Resolvers.Mutation().DeleteConversation(ctx, fc.Args["id"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteConversation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9160,11 +9160,11 @@ func (ec *executionContext) _Mutation_deleteMemory(ctx context.Context, field gr
 			return ec.Resolvers.Mutation().DeleteMemory(ctx, fc.Args["id"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteMemory(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9205,10 +9205,10 @@ func (ec *executionContext) _Mutation_updateConversation(ctx context.Context, fi
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
-			return ec.marshalNConversation2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+			return ec.marshalOConversation2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐConversation(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_updateConversation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9249,10 +9249,10 @@ func (ec *executionContext) _Mutation_cancelRun(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_cancelRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9293,10 +9293,10 @@ func (ec *executionContext) _Mutation_pauseRun(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_pauseRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9337,10 +9337,10 @@ func (ec *executionContext) _Mutation_resumeRun(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_resumeRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9381,10 +9381,10 @@ func (ec *executionContext) _Mutation_stopRun(ctx context.Context, field graphql
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_stopRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9425,10 +9425,10 @@ func (ec *executionContext) _Mutation_updateAgentSettings(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentSettings) graphql.Marshaler {
-			return ec.marshalNAgentSettings2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAgentSettings(ctx, selections, v)
+			return ec.marshalOAgentSettings2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAgentSettings(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_updateAgentSettings(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9557,10 +9557,10 @@ func (ec *executionContext) _Mutation_createTask(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
-			return ec.marshalNTask2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTask(ctx, selections, v)
+			return ec.marshalOTask2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTask(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createTask(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9601,10 +9601,10 @@ func (ec *executionContext) _Mutation_updateTask(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
-			return ec.marshalNTask2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTask(ctx, selections, v)
+			return ec.marshalOTask2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTask(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_updateTask(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9645,10 +9645,10 @@ func (ec *executionContext) _Mutation_runTask(ctx context.Context, field graphql
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_runTask(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9689,10 +9689,10 @@ func (ec *executionContext) _Mutation_setBudget(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Budget) graphql.Marshaler {
-			return ec.marshalNBudget2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudget(ctx, selections, v)
+			return ec.marshalOBudget2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudget(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_setBudget(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9732,11 +9732,11 @@ func (ec *executionContext) _Mutation_deleteBudget(ctx context.Context, field gr
 			return ec.Resolvers.Mutation().DeleteBudget(ctx, fc.Args["id"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteBudget(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9777,10 +9777,10 @@ func (ec *executionContext) _Mutation_createSnapshot(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Snapshot) graphql.Marshaler {
-			return ec.marshalNSnapshot2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshot(ctx, selections, v)
+			return ec.marshalOSnapshot2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshot(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createSnapshot(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9821,10 +9821,10 @@ func (ec *executionContext) _Mutation_restoreSnapshot(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Snapshot) graphql.Marshaler {
-			return ec.marshalNSnapshot2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshot(ctx, selections, v)
+			return ec.marshalOSnapshot2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshot(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_restoreSnapshot(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9865,10 +9865,10 @@ func (ec *executionContext) _Mutation_resolveRollback(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
-			return ec.marshalNApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+			return ec.marshalOApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_resolveRollback(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -17413,28 +17413,28 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resolveApproval(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createConversation":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createConversation(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "sendMessage":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_sendMessage(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteConversation":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteConversation(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "setConversationVisibility":
@@ -17448,49 +17448,49 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteMemory(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updateConversation":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updateConversation(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "cancelRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_cancelRun(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "pauseRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_pauseRun(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "resumeRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resumeRun(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "stopRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_stopRun(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updateAgentSettings":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updateAgentSettings(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "spawnSubagent":
@@ -17511,56 +17511,56 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createTask(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updateTask":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updateTask(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "runTask":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_runTask(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "setBudget":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_setBudget(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteBudget":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteBudget(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createSnapshot":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createSnapshot(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "restoreSnapshot":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_restoreSnapshot(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "resolveRollback":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resolveRollback(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -21160,16 +21160,6 @@ func (ec *executionContext) unmarshalNSendMessageInput2githubᚗcomᚋagentryᚋ
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNSendMessagePayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSendMessagePayload(ctx context.Context, sel ast.SelectionSet, v *model.SendMessagePayload) graphql.Marshaler {
-	if v == nil {
-		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
-			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
-		}
-		return graphql.Null
-	}
-	return ec._SendMessagePayload(ctx, sel, v)
-}
-
 func (ec *executionContext) unmarshalNSetBudgetInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSetBudgetInput(ctx context.Context, v any) (model.SetBudgetInput, error) {
 	res, err := ec.unmarshalInputSetBudgetInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -21682,6 +21672,20 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) marshalOAgentSettings2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAgentSettings(ctx context.Context, sel ast.SelectionSet, v *model.AgentSettings) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AgentSettings(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx context.Context, sel ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Approval(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOApprovalStatus2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApprovalStatus(ctx context.Context, v any) (*model.ApprovalStatus, error) {
 	if v == nil {
 		return nil, nil
@@ -21743,6 +21747,13 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOBudget2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBudget(ctx context.Context, sel ast.SelectionSet, v *model.Budget) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Budget(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBusyPolicy2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐBusyPolicy(ctx context.Context, v any) (*model.BusyPolicy, error) {
@@ -22002,6 +22013,20 @@ func (ec *executionContext) marshalORunStatus2ᚕgithubᚗcomᚋagentryᚋagentr
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalOSendMessagePayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSendMessagePayload(ctx context.Context, sel ast.SelectionSet, v *model.SendMessagePayload) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._SendMessagePayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOSnapshot2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSnapshot(ctx context.Context, sel ast.SelectionSet, v *model.Snapshot) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Snapshot(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

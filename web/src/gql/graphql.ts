@@ -349,7 +349,7 @@ export type CreateConversationMutationVariables = Exact<{
 }>;
 
 
-export type CreateConversationMutation = { createConversation: { id: string, title: string | null, mode: ContextMode, model: string, agentic: boolean, createdAt: string } };
+export type CreateConversationMutation = { createConversation: { id: string, title: string | null, mode: ContextMode, model: string, agentic: boolean, createdAt: string } | null };
 
 export type UpdateConversationMutationVariables = Exact<{
   id: string | number;
@@ -357,14 +357,14 @@ export type UpdateConversationMutationVariables = Exact<{
 }>;
 
 
-export type UpdateConversationMutation = { updateConversation: { id: string, title: string | null, mode: ContextMode, model: string, agentic: boolean } };
+export type UpdateConversationMutation = { updateConversation: { id: string, title: string | null, mode: ContextMode, model: string, agentic: boolean } | null };
 
 export type SendMessageMutationVariables = Exact<{
   input: SendMessageInput;
 }>;
 
 
-export type SendMessageMutation = { sendMessage: { message: { id: string, role: MessageRole, content: string, parts: unknown, createdAt: string, run: { id: string } | null }, run: { id: string, kind: RunKind, status: RunStatus, turns: number, attempt: number, maxAttempts: number, failureClass: FailureClass | null, error: string | null, terminationReason: string | null, inputTokens: number, outputTokens: number, costMicros: number, createdAt: string, startedAt: string | null, finishedAt: string | null, toolCalls: Array<{ id: string, name: string, arguments: unknown, status: string, risk: number, output: string | null, error: string | null }>, approvals: Array<{ id: string, kind: string, status: string, question: string | null, createdAt: string, expiresAt: string, toolCall: { id: string, name: string, arguments: unknown, risk: number } | null }> } } };
+export type SendMessageMutation = { sendMessage: { message: { id: string, role: MessageRole, content: string, parts: unknown, createdAt: string, run: { id: string } | null }, run: { id: string, kind: RunKind, status: RunStatus, turns: number, attempt: number, maxAttempts: number, failureClass: FailureClass | null, error: string | null, terminationReason: string | null, inputTokens: number, outputTokens: number, costMicros: number, createdAt: string, startedAt: string | null, finishedAt: string | null, toolCalls: Array<{ id: string, name: string, arguments: unknown, status: string, risk: number, output: string | null, error: string | null }>, approvals: Array<{ id: string, kind: string, status: string, question: string | null, createdAt: string, expiresAt: string, toolCall: { id: string, name: string, arguments: unknown, risk: number } | null }> } } | null };
 
 export type RunEventsSubscriptionVariables = Exact<{
   runId: string | number;
@@ -386,28 +386,28 @@ export type CancelRunMutationVariables = Exact<{
 }>;
 
 
-export type CancelRunMutation = { cancelRun: { id: string, status: RunStatus } };
+export type CancelRunMutation = { cancelRun: { id: string, status: RunStatus } | null };
 
 export type PauseRunMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type PauseRunMutation = { pauseRun: { id: string, status: RunStatus } };
+export type PauseRunMutation = { pauseRun: { id: string, status: RunStatus } | null };
 
 export type ResumeRunMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type ResumeRunMutation = { resumeRun: { id: string, status: RunStatus } };
+export type ResumeRunMutation = { resumeRun: { id: string, status: RunStatus } | null };
 
 export type StopRunMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type StopRunMutation = { stopRun: { id: string, status: RunStatus } };
+export type StopRunMutation = { stopRun: { id: string, status: RunStatus } | null };
 
 export type ResolveApprovalMutationVariables = Exact<{
   id: string | number;
@@ -416,7 +416,7 @@ export type ResolveApprovalMutationVariables = Exact<{
 }>;
 
 
-export type ResolveApprovalMutation = { resolveApproval: { id: string, status: string, decidedAt: string | null } };
+export type ResolveApprovalMutation = { resolveApproval: { id: string, status: string, decidedAt: string | null } | null };
 
 export type ResolveRollbackMutationVariables = Exact<{
   id: string | number;
@@ -424,7 +424,7 @@ export type ResolveRollbackMutationVariables = Exact<{
 }>;
 
 
-export type ResolveRollbackMutation = { resolveRollback: { id: string, status: string, note: string | null } };
+export type ResolveRollbackMutation = { resolveRollback: { id: string, status: string, note: string | null } | null };
 
 export type RunsQueryVariables = Exact<{
   status?: Array<RunStatus> | RunStatus | null | undefined;
@@ -468,14 +468,14 @@ export type CreateTaskMutationVariables = Exact<{
 }>;
 
 
-export type CreateTaskMutation = { createTask: { id: string, title: string, status: TaskStatus } };
+export type CreateTaskMutation = { createTask: { id: string, title: string, status: TaskStatus } | null };
 
 export type RunTaskMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type RunTaskMutation = { runTask: { id: string, status: RunStatus } };
+export type RunTaskMutation = { runTask: { id: string, status: RunStatus } | null };
 
 export type WorkspaceViewQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -511,14 +511,14 @@ export type CreateSnapshotMutationVariables = Exact<{
 }>;
 
 
-export type CreateSnapshotMutation = { createSnapshot: { id: string, label: string | null } };
+export type CreateSnapshotMutation = { createSnapshot: { id: string, label: string | null } | null };
 
 export type RestoreSnapshotMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type RestoreSnapshotMutation = { restoreSnapshot: { id: string, label: string | null } };
+export type RestoreSnapshotMutation = { restoreSnapshot: { id: string, label: string | null } | null };
 
 export type SettingsQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -530,7 +530,7 @@ export type UpdateSettingsMutationVariables = Exact<{
 }>;
 
 
-export type UpdateSettingsMutation = { updateAgentSettings: { personality: Personality, verbosity: Verbosity, autoExecute: boolean, approvalThreshold: number, maxTokensPerTask: number, maxRetries: number, timeoutSeconds: number, contextStrategy: ContextStrategy } };
+export type UpdateSettingsMutation = { updateAgentSettings: { personality: Personality, verbosity: Verbosity, autoExecute: boolean, approvalThreshold: number, maxTokensPerTask: number, maxRetries: number, timeoutSeconds: number, contextStrategy: ContextStrategy } | null };
 
 export type ApiKeysQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -571,14 +571,14 @@ export type SetBudgetMutationVariables = Exact<{
 }>;
 
 
-export type SetBudgetMutation = { setBudget: { id: string } };
+export type SetBudgetMutation = { setBudget: { id: string } | null };
 
 export type DeleteBudgetMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type DeleteBudgetMutation = { deleteBudget: boolean };
+export type DeleteBudgetMutation = { deleteBudget: boolean | null };
 
 export type PlatformUsageQueryVariables = Exact<{
   from: string;
