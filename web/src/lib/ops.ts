@@ -87,7 +87,7 @@ export const Viewer = graphql(`
 export const Conversations = graphql(`
   query Conversations {
     conversations(first: 100) {
-      edges { node { id title mode model createdAt agentic } }
+      edges { node { id title mode model createdAt agentic visibility viewerIsOwner } }
     }
   }
 `);
@@ -100,6 +100,8 @@ export const ConversationView = graphql(`
       mode
       model
       agentic
+      visibility
+      viewerIsOwner
       createdAt
       messages(first: 100) {
         edges { node { id role content parts createdAt run { id } } }
@@ -170,6 +172,12 @@ export const SendMessage = graphql(`
 export const RunEvents = graphql(`
   subscription RunEvents($runId: ID!, $afterSeq: Int) {
     runEvents(runId: $runId, afterSeq: $afterSeq) { seq runId type phase data timestamp }
+  }
+`);
+
+export const SetConversationVisibility = graphql(`
+  mutation SetConversationVisibility($id: ID!, $visibility: ConversationVisibility!) {
+    setConversationVisibility(id: $id, visibility: $visibility) { id visibility viewerIsOwner }
   }
 `);
 

@@ -20,9 +20,10 @@ import {
   RunEvents,
   SendMessage,
   StopRun,
+  SetConversationVisibility,
   UpdateConversation,
 } from '../lib/ops';
-import type { BusyPolicy, ContextMode, RunSummaryFragment } from '../gql/graphql';
+import type { BusyPolicy, ContextMode, ConversationVisibility, RunSummaryFragment } from '../gql/graphql';
 
 const MODES: ContextMode[] = ['DEFAULT', 'BRAINSTORM', 'OUTPUT_REFINE', 'BROWSER', 'GAME'];
 const MODELS = [
@@ -65,6 +66,11 @@ export function ChatPage() {
               <Link to={`/chat/${encodeURIComponent(c.id)}`} className={c.id === id ? 'active' : ''}>
                 {c.title || 'Untitled'}
                 <div className="meta">
+                  {c.visibility === 'TENANT' && (
+                    <span className="shared-tag" title={c.viewerIsOwner ? 'You share it with your team' : 'A teammate shares it with the team'}>
+                      Shared ·{' '}
+                    </span>
+                  )}
                   {c.model} · {dateTime(c.createdAt)}
                 </div>
               </Link>
@@ -519,7 +525,15 @@ function ThreadHead({
   onChanged,
   onActivity,
 }: {
-  conv: { id: string; title?: string | null; mode: ContextMode; model: string; agentic: boolean };
+  conv: {
+    id: string;
+    title?: string | null;
+    mode: ContextMode;
+    model: string;
+    agentic: boolean;
+    visibility: ConversationVisibility;
+    viewerIsOwner: boolean;
+  };
   onShowList: () => void;
   onChanged: () => void;
   onActivity: () => void;
@@ -527,6 +541,11 @@ function ThreadHead({
   const [editing, setEditing] = useState(false);
   const [title, setTitle] = useState(conv.title ?? '');
   const [res, update] = useMutation(UpdateConversation);
+  const [shareRes, share] = useMutation(SetConversationVisibility);
+  const setVisibility = async (visibility: ConversationVisibility) => {
+    const r = await share({ id: conv.id, visibility });
+    if (!r.error) onChanged();
+  };
   const save = async (input: { title?: string; mode?: ContextMode; agentic?: boolean }) => {
     const r = await update({ id: conv.id, input });
     if (!r.error) onChanged();
@@ -564,6 +583,24 @@ function ThreadHead({
         </>
       )}
       <span className="spacer" />
+      {conv.viewerIsOwner ? (
+        <select
+          aria-label="Who sees this conversation"
+          data-testid="share-toggle"
+          value={conv.visibility}
+          disabled={shareRes.fetching}
+          onChange={(e) => void setVisibility(e.target.value as ConversationVisibility)}
+          className="small"
+          title="Private: only you. Shared with team: every member reads it; members may write in it."
+        >
+          <option value="PRIVATE">Private</option>
+          <option value="TENANT">Shared with team</option>
+        </select>
+      ) : (
+        <span className="muted small" data-testid="shared-by-teammate">
+          Shared by a teammate
+        </span>
+      )}
       <select aria-label="Context mode" value={conv.mode} onChange={(e) => void save({ mode: e.target.value as ContextMode })} className="small">
         {MODES.map((m) => (
           <option key={m} value={m}>
@@ -575,6 +612,7 @@ function ThreadHead({
         Activity
       </button>
       {res.error && <span className="field-error">{errorText(res.error)}</span>}
+      {shareRes.error && <span className="field-error">{errorText(shareRes.error)}</span>}
     </div>
   );
 }
