@@ -2748,15 +2748,15 @@ enum ApprovalStatus {
 
 extend type Query {
   """
-  Approvals, newest first: an inbox with status PENDING. Admins see every run's; everyone else
-  those of their own runs.
+  Approvals, newest first: an inbox with status PENDING. Those of the caller's own runs and of
+  conversations shared with the team (admins see no private conversation's either).
   """
   approvals(status: ApprovalStatus, first: Int, after: String): ApprovalConnection!
 }
 
 extend type Mutation {
   """
-  Decides a pending approval (MEMBER or higher). APPROVE runs exactly the approved call (or
+  Decides a pending approval: the run's user, or an admin when its conversation is shared (others who see it: FORBIDDEN). APPROVE runs exactly the approved call (or
   continues the run); REJECT tells the agent the user declined. Either way the run resumes.
   An approval already decided, or past its expiresAt, is CONFLICT; nothing runs on an expired one.
   A rollback question (kind rollback) is answered with resolveRollback instead.
@@ -3013,7 +3013,7 @@ extend type Mutation {
   sendMessage(input: SendMessageInput!): SendMessagePayload
   """
   Deletes a conversation with its messages, runs, their events, tool calls and approvals (its
-  owner or an admin); the usage its runs recorded stays. CONFLICT while one of its runs has not
+  owner, or an admin when it is shared); the usage its runs recorded stays. CONFLICT while one of its runs has not
   ended (cancel it first) or a question about one waits for an answer.
   """
   deleteConversation(id: ID!): Boolean
@@ -3121,7 +3121,7 @@ extend type Query {
 extend type Mutation {
   "Forgets one of the caller's memories (NOT_FOUND for anyone else's). True when it was deleted."
   deleteMemory(id: ID!): Boolean
-  "Changes a conversation's title, context mode, system prompt or tools switch (its owner or an admin). Omitted fields stay as they are; an empty title clears it."
+  "Changes a conversation's title, context mode, system prompt or tools switch (its owner, or an admin when it is shared). Omitted fields stay as they are; an empty title clears it."
   updateConversation(id: ID!, input: UpdateConversationInput!): Conversation
 }
 
@@ -3191,7 +3191,7 @@ enum FailureClass {
 
 extend type Query {
   run(id: ID!): Run
-  "The tenant's runs, newest first (members see their own; admins every run)."
+  "The tenant's runs, newest first (members see their own; admins every run's record, not its private content)."
   runs(first: Int, after: String, status: [RunStatus!], kind: [RunKind!]): RunConnection!
 }
 
