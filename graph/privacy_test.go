@@ -115,7 +115,20 @@ func privWS(t *testing.T, env *apptest.Env, token, query string, vars map[string
 	}
 	require.NoError(t, wsjson.Write(ctx, conn, map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": query, "variables": vars}}))
 	if trigger != nil {
-		trigger()
+		// The server registers the subscription after it reads the message, and a live-only
+		// subscription misses what came before: poke until something arrives.
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for {
+				trigger()
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
 	}
 	for {
 		msg.Payload = nil
@@ -298,7 +311,9 @@ func TestPrivateConversations(t *testing.T) {
 	poke := func(tg privTarget) func() {
 		return func() {
 			res := env.Do(t, alice.AccessToken, `mutation($id: ID!) { sendMessage(input: {conversationId: $id, content: "poke"}) { run { id } } }`, conv(tg))
-			require.Empty(t, res.Errors, "%s", res.Body)
+			if len(res.Errors) > 0 {
+				t.Errorf("poke: %s", res.Body)
+			}
 		}
 	}
 	subs := with(readable, removed, "DENIED")
