@@ -60,7 +60,9 @@ func TestAliasedMutationsReportEachResult(t *testing.T) {
 	// Exactly what the answer reported is stored.
 	var msgs struct {
 		Conversation struct {
-			Messages struct{ Edges []struct{ Node struct{ ID string } } }
+			Messages struct {
+				Edges []struct{ Node struct{ ID string } }
+			}
 		}
 	}
 	env.Do(t, s.AccessToken, `query($c: ID!) { conversation(id: $c) { messages(first: 50) { edges { node { id } } } } }`,
