@@ -163,6 +163,19 @@ await scenario('send a message and see it stream', async () => {
   assert((await page.locator('.messages strong', { hasText: 'streamed' }).count()) === 1, 'markdown is rendered');
 });
 
+await scenario('share a conversation with the team, then make it private again', async () => {
+  const { page } = alice;
+  await newConversation(page, 'Team plans');
+  const toggle = page.getByTestId('share-toggle');
+  assert((await toggle.inputValue()) === 'PRIVATE', 'a new conversation is private');
+  await toggle.selectOption('TENANT');
+  await page.locator('.convlist .shared-tag').first().waitFor();
+  assert((await toggle.inputValue()) === 'TENANT', 'the toggle shows it shared');
+  await shot(page, 'chat-shared');
+  await toggle.selectOption('PRIVATE');
+  await page.locator('.convlist .shared-tag').waitFor({ state: 'detached' });
+});
+
 await scenario('approve a tool call from its card; the file appears in the workspace', async () => {
   const { page } = alice;
   await send(page, 'Please write the plan file');
