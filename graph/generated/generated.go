@@ -3431,9 +3431,9 @@ extend type Run {
 
 extend type Mutation {
   "Starts a sub-agent under a run that has not ended (MEMBER or higher). Out-of-range limits and a fourth level are BAD_USER_INPUT."
-  spawnSubagent(input: SpawnSubagentInput!): Subagent!
+  spawnSubagent(input: SpawnSubagentInput!): Subagent
   "Cancels a sub-agent and every sub-agent under it. One that has ended is CONFLICT."
-  cancelSubagent(id: ID!): Subagent!
+  cancelSubagent(id: ID!): Subagent
 }
 `, BuiltIn: false},
 	{Name: "../schema/task.graphqls", Input: `enum TaskStatus {
@@ -9469,10 +9469,10 @@ func (ec *executionContext) _Mutation_spawnSubagent(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Subagent) graphql.Marshaler {
-			return ec.marshalNSubagent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagent(ctx, selections, v)
+			return ec.marshalOSubagent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagent(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_spawnSubagent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -9513,10 +9513,10 @@ func (ec *executionContext) _Mutation_cancelSubagent(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Subagent) graphql.Marshaler {
-			return ec.marshalNSubagent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagent(ctx, selections, v)
+			return ec.marshalOSubagent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagent(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_cancelSubagent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -17497,14 +17497,14 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_spawnSubagent(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "cancelSubagent":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_cancelSubagent(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createTask":
@@ -22080,6 +22080,13 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	_ = ctx
 	res := model.MarshalString(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOSubagent2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagent(ctx context.Context, sel ast.SelectionSet, v *model.Subagent) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Subagent(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOTask2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTask(ctx context.Context, sel ast.SelectionSet, v *model.Task) graphql.Marshaler {

@@ -471,7 +471,7 @@ export type CancelSubagentMutationVariables = Exact<{
 }>;
 
 
-export type CancelSubagentMutation = { cancelSubagent: { id: string, status: SubagentStatus } };
+export type CancelSubagentMutation = { cancelSubagent: { id: string, status: SubagentStatus } | null };
 
 export type TasksQueryVariables = Exact<{ [key: string]: never; }>;
 
