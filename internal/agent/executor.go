@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -65,6 +66,8 @@ type Executor struct {
 	waiter    Waiter
 	now       func() time.Time
 	retryBase time.Duration
+	// restricted tools are offered only to runs whose kind names them (Restrict).
+	restricted map[string]bool
 	// window fits each request into the model's context (nil: the whole history is sent).
 	window *contextwin.Manager
 }
@@ -141,6 +144,41 @@ func (e *Executor) SetWaiter(w Waiter) { e.waiter = w }
 type KindHooks interface {
 	Limits(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (Limits, error)
 	Started(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error
+}
+
+// ToolChooser is what a kind's hooks may add: the names of the only tools a run of the kind is
+// offered (nil: every tool that is not restricted).
+type ToolChooser interface {
+	Tools(ctx context.Context, tx *db.Tx, r dbsqlc.Run) ([]string, error)
+}
+
+// Restrict makes tools offered only to runs whose kind's ToolChooser names them (a routine
+// gate's verdict tool has no place in a chat). Call it while wiring, before runs start.
+func (e *Executor) Restrict(names ...string) {
+	if e.restricted == nil {
+		e.restricted = map[string]bool{}
+	}
+	for _, n := range names {
+		e.restricted[n] = true
+	}
+}
+
+// offered filters specs: the allowed ones when allowed is not nil, else every unrestricted one.
+func (e *Executor) offered(specs []llm.ToolSpec, allowed []string) []llm.ToolSpec {
+	if allowed == nil && len(e.restricted) == 0 {
+		return specs
+	}
+	out := make([]llm.ToolSpec, 0, len(specs))
+	for _, s := range specs {
+		if allowed != nil {
+			if slices.Contains(allowed, s.Name) {
+				out = append(out, s)
+			}
+		} else if !e.restricted[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Retry asks the job system to run the attempt again after (at least) Delay.

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/osteele/liquid"
 )
@@ -79,13 +80,31 @@ type StepResult struct {
 	DurationMs     int64          `json:"duration_ms"`
 }
 
-// Bindings is the context as template variables (the JSON keys).
+// Bindings is the context as template variables (the JSON keys). Empty strings are nil, so
+// that {% if gate_feedback %} is false without feedback (Liquid holds "" true).
 func (c Context) Bindings() map[string]any {
 	b, _ := json.Marshal(c)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
+	blank(m)
 	return m
 }
+
+func blank(m map[string]any) {
+	for k, v := range m {
+		switch x := v.(type) {
+		case string:
+			if x == "" {
+				m[k] = nil
+			}
+		case map[string]any:
+			blank(x)
+		}
+	}
+}
+
+// sampleNow is the instant cron expressions are tried against when they are checked.
+var sampleNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // sampleContext has every field set, so that a strict render finds only unknown names.
 func sampleContext() Context {

@@ -27,6 +27,7 @@ import (
 const (
 	KindChatTurn = "CHAT_TURN"
 	KindTask     = "TASK"
+	KindRoutine  = "ROUTINE"
 )
 
 // Statuses of a run.
@@ -111,6 +112,23 @@ type Service struct {
 	log  *slog.Logger
 	// onFinish holds, per run kind, work that must commit with the run's end (a task's status).
 	onFinish map[string]FinishHook
+	// onCancel holds, per run kind, what cancelling a RUNNING run of the kind adds (a routine
+	// run, which no job holds while it waits for its step, ends itself there).
+	onCancel map[string]FinishHook
+}
+
+// OnCancel registers what cancelling a RUNNING run of a kind adds, in the cancel's transaction
+// after the cancel was requested. Call it while wiring, before runs start.
+func (s *Service) OnCancel(kind string, h FinishHook) {
+	if s.onCancel == nil {
+		s.onCancel = map[string]FinishHook{}
+	}
+	s.onCancel[kind] = h
+}
+
+// CancelTx cancels run r (locked by the caller) inside tx, as cancelRun does.
+func (s *Service) CancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason string) error {
+	return s.cancelTx(ctx, tx, r, reason, true)
 }
 
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
@@ -456,6 +474,9 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 		}
 	}
 	if r.Status == StatusRunning {
+		if h := s.onCancel[r.Kind]; h != nil {
+			return h(ctx, tx, r)
+		}
 		return nil // the worker records the end
 	}
 	// Nobody works the run: end it here.
