@@ -266,7 +266,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
 				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
-				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, Log: log,
+				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, RoutineService: a.Routines, Log: log,
 			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,

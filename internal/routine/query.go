@@ -91,3 +91,17 @@ func (s *Service) RunInfo(ctx context.Context, runID uuid.UUID) (RunInfo, error)
 	}
 	return out, err
 }
+
+// Runs returns a routine's runs, newest first (at most limit). VIEWER or higher.
+func (s *Service) Runs(ctx context.Context, routineID uuid.UUID, limit int) ([]dbsqlc.Run, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return nil, err
+	}
+	var out []dbsqlc.Run
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		out, err = tx.Q.RoutineRunList(ctx, dbsqlc.RoutineRunListParams{TenantID: a.TenantID, RoutineID: routineID, Lim: int32(limit)})
+		return err
+	})
+	return out, err
+}

@@ -722,6 +722,74 @@ func (q *Queries) RoutineRunInsert(ctx context.Context, arg RoutineRunInsertPara
 	return i, err
 }
 
+const routineRunList = `-- name: RoutineRunList :many
+SELECT r.tenant_id, r.id, r.user_id, r.kind, r.status, r.conversation_id, r.conversation_seq, r.trigger_message_id, r.idempotency_key, r.attempt, r.max_attempts, r.turns, r.llm_calls, r.failure_class, r.error, r.termination_reason, r.input_tokens, r.output_tokens, r.cost_micros, r.last_seq, r.job_id, r.lease_owner, r.lease_expires_at, r.cancel_requested, r.created_at, r.started_at, r.finished_at, r.stop_requested, r.pause_requested, r.consecutive_failures, r.backtracks, r.must_reflect, r.task_id FROM routine_runs s JOIN runs r ON r.tenant_id = s.tenant_id AND r.id = s.run_id
+WHERE s.tenant_id = $1 AND s.routine_id = $2
+ORDER BY s.run_id DESC
+LIMIT $3
+`
+
+type RoutineRunListParams struct {
+	TenantID  uuid.UUID
+	RoutineID uuid.UUID
+	Lim       int32
+}
+
+// A routine's runs, newest first.
+func (q *Queries) RoutineRunList(ctx context.Context, arg RoutineRunListParams) ([]Run, error) {
+	rows, err := q.db.Query(ctx, routineRunList, arg.TenantID, arg.RoutineID, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Run{}
+	for rows.Next() {
+		var i Run
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.UserID,
+			&i.Kind,
+			&i.Status,
+			&i.ConversationID,
+			&i.ConversationSeq,
+			&i.TriggerMessageID,
+			&i.IdempotencyKey,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.Turns,
+			&i.LlmCalls,
+			&i.FailureClass,
+			&i.Error,
+			&i.TerminationReason,
+			&i.InputTokens,
+			&i.OutputTokens,
+			&i.CostMicros,
+			&i.LastSeq,
+			&i.JobID,
+			&i.LeaseOwner,
+			&i.LeaseExpiresAt,
+			&i.CancelRequested,
+			&i.CreatedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.StopRequested,
+			&i.PauseRequested,
+			&i.ConsecutiveFailures,
+			&i.Backtracks,
+			&i.MustReflect,
+			&i.TaskID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const routineRunStart = `-- name: RoutineRunStart :one
 UPDATE runs SET status = 'RUNNING', started_at = coalesce(started_at, now())
 WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED'
