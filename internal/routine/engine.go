@@ -438,9 +438,11 @@ func (s *Service) transition(ctx context.Context, tx *db.Tx, st *state, pre *pre
 	switch step.Type {
 	case StepTerminal, StepTerminalFail:
 		passed := step.Type == StepTerminal
-		if _, err := s.storeResult(ctx, tx, st, step, outcome{passed: passed}); err != nil {
+		res, err := s.storeResult(ctx, tx, st, step, outcome{passed: passed})
+		if err != nil {
 			return advanced{}, err
 		}
+		st.ctx.StepResults[step.Key] = res
 		if err := s.append(ctx, tx, st, s.stepEvent(st, step, EventStepCompleted, outcome{passed: passed})); err != nil {
 			return advanced{}, err
 		}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -220,7 +221,8 @@ func (s *Service) SaveRole(ctx context.Context, id uuid.UUID, in RoleInput) (dbs
 			problems = append(problems, fmt.Sprintf("model: %v", err))
 		}
 	}
-	for k, v := range in.Templates {
+	for _, k := range slices.Sorted(maps.Keys(in.Templates)) {
+		v := in.Templates[k]
 		if !slices.Contains(TemplateNames, k) {
 			problems = append(problems, fmt.Sprintf("templates.%s: unknown template (known: %s)", k, strings.Join(TemplateNames, ", ")))
 			continue

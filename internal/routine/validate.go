@@ -2,6 +2,7 @@ package routine
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -114,7 +115,9 @@ func validateRoutine(in *SaveInput, roles map[string]dbsqlc.Role) []string {
 			}
 		}
 		if role != nil {
-			for k, v := range DecodeTemplates(role.Templates) {
+			tmpls := DecodeTemplates(role.Templates)
+			for _, k := range slices.Sorted(maps.Keys(tmpls)) {
+				v := tmpls[k]
 				var extra []string
 				if k == "agent_done" || k == "gate_pass" || k == "gate_fail" {
 					extra = []string{"output"}
