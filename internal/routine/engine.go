@@ -417,6 +417,10 @@ func (s *Service) transition(ctx context.Context, tx *db.Tx, st *state, pre *pre
 	if r.CancelRequested {
 		return advanced{stop: true}, s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: "user_cancel", Error: "cancelled by the user"})
 	}
+	if r.StopRequested {
+		// stopRun: the step in flight has finished (this transition follows its end); no other starts.
+		return advanced{stop: true}, s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCompleted, TerminationReason: "user_stop"})
+	}
 	if r.Status == run.StatusQueued {
 		started, err := tx.Q.RoutineRunStart(ctx, dbsqlc.RoutineRunStartParams{TenantID: r.TenantID, ID: r.ID})
 		if err != nil {
@@ -930,7 +934,7 @@ func (s *Service) finish(ctx context.Context, tx *db.Tx, st *state, o run.Outcom
 			return fmt.Errorf("load task of routine run %s: %w", r.ID, err)
 		}
 		to := taskOpen
-		if o.Status == run.StatusCompleted {
+		if o.Status == run.StatusCompleted && o.TerminationReason == agent.ReasonCompleted {
 			to = taskDone
 		}
 		if t.Status != to {
