@@ -44,7 +44,9 @@ func TestCronRoutineFiresOncePerTickAcrossProcesses(t *testing.T) {
 		},
 		"edges": []map[string]any{{"from": "check", "to": "end", "condition": "ON_PASS"}},
 	})
-	var rt struct{ Routine struct{ NextFireAt time.Time } }
+	var rt struct {
+		Routine struct{ NextFireAt time.Time }
+	}
 	e.mustDo(t, `query($id: ID!) { routine(id: $id) { nextFireAt } }`, map[string]any{"id": id}, &rt)
 	require.Equal(t, t0.Truncate(time.Minute).Add(time.Minute), rt.Routine.NextFireAt.UTC())
 

@@ -208,7 +208,13 @@ func TestRoutineGateFailsOnceThenCompletes(t *testing.T) {
 	e.mustDo(t, `mutation($id: ID!) { updateTask(id: $id, input: {status: READY}) { status } }`, map[string]any{"id": tk.ID}, &upd)
 	require.Equal(t, "IN_PROGRESS", upd.UpdateTask.Status, "a TASK_READY routine took the task")
 
-	var runs struct{ Task struct{ Runs struct{ Edges []struct{ Node struct{ ID, Kind string } } } } }
+	var runs struct {
+		Task struct {
+			Runs struct {
+				Edges []struct{ Node struct{ ID, Kind string } }
+			}
+		}
+	}
 	e.mustDo(t, `query($id: ID!) { task(id: $id) { runs { edges { node { id kind } } } } }`, map[string]any{"id": tk.ID}, &runs)
 	require.Len(t, runs.Task.Runs.Edges, 1)
 	runID := runs.Task.Runs.Edges[0].Node.ID
@@ -329,7 +335,9 @@ func TestSaveRoutineRefusesInvalidGraphs(t *testing.T) {
 		return map[string]any{"key": key, "name": key, "type": "GATE", "roleId": role}
 	}
 	term := map[string]any{"key": "end", "name": "End", "type": "TERMINAL"}
-	edge := func(from, to, cond string) map[string]any { return map[string]any{"from": from, "to": to, "condition": cond} }
+	edge := func(from, to, cond string) map[string]any {
+		return map[string]any{"from": from, "to": to, "condition": cond}
+	}
 	cases := []struct {
 		name  string
 		steps []map[string]any

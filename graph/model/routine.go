@@ -26,18 +26,18 @@ func (r *RoutineRole) Tools() []string          { return r.Row.Tools }
 // Routine is a routine row; its steps and edges are resolved from it.
 type Routine struct{ Row dbsqlc.Routine }
 
-func (r *Routine) ID() string                { return EncodeID("Routine", r.Row.ID) }
-func (*Routine) IsNode()                     {}
-func (r *Routine) GetID() string             { return r.ID() }
-func (r *Routine) Name() string              { return r.Row.Name }
-func (r *Routine) Description() *string      { return r.Row.Description }
-func (r *Routine) Trigger() RoutineTrigger   { return RoutineTrigger(r.Row.Trigger) }
-func (r *Routine) Cron() *string             { return r.Row.Cron }
-func (r *Routine) Timezone() *string         { return r.Row.Timezone }
-func (r *Routine) Active() bool              { return r.Row.Active }
-func (r *Routine) MaxRetries() int           { return int(r.Row.MaxRetries) }
-func (r *Routine) ProjectID() string         { return EncodeID("Project", r.Row.ProjectID) }
-func (r *Routine) NextFireAt() *time.Time    { return r.Row.NextFireAt }
+func (r *Routine) ID() string              { return EncodeID("Routine", r.Row.ID) }
+func (*Routine) IsNode()                   {}
+func (r *Routine) GetID() string           { return r.ID() }
+func (r *Routine) Name() string            { return r.Row.Name }
+func (r *Routine) Description() *string    { return r.Row.Description }
+func (r *Routine) Trigger() RoutineTrigger { return RoutineTrigger(r.Row.Trigger) }
+func (r *Routine) Cron() *string           { return r.Row.Cron }
+func (r *Routine) Timezone() *string       { return r.Row.Timezone }
+func (r *Routine) Active() bool            { return r.Row.Active }
+func (r *Routine) MaxRetries() int         { return int(r.Row.MaxRetries) }
+func (r *Routine) ProjectID() string       { return EncodeID("Project", r.Row.ProjectID) }
+func (r *Routine) NextFireAt() *time.Time  { return r.Row.NextFireAt }
 
 // RoutineStep is one step of a routine.
 type RoutineStep struct {

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkjson"
 	"go.starlark.net/syntax"
 )
 

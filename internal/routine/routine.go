@@ -128,7 +128,6 @@ type Models interface {
 	Default() string
 }
 
-
 // Service is the routine domain.
 type Service struct {
 	db     *db.DB
