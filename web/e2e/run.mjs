@@ -552,7 +552,7 @@ await scenario('routines: the graph, a run and its steps coloured by role', asyn
   const first = page.getByTestId('step-result').first();
   const border = await first.evaluate((el) => getComputedStyle(el).borderLeftColor);
   assert(border === 'rgb(67, 99, 216)', `the implementation step has its role's colour (${border})`);
-  await page.getByText('all good').waitFor();
+  await page.getByText('all good', { exact: true }).waitFor();
   await shot(page, 'routine-run');
   await rita.context.close();
 });
