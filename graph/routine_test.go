@@ -453,3 +453,40 @@ func TestRoleColors(t *testing.T) {
 }
 
 var _ = apptest.Session{}
+
+// cancelRun on a routine run waiting for its step: the routine run ends CANCELLED at once, the
+// step's run is cancelled with it, the task goes back to OPEN.
+func TestRoutineCancel(t *testing.T) {
+	t.Parallel()
+	e := newRoutineEnv(t)
+	started := make(chan struct{}, 1)
+	e.llm.SetResponder(func(r llmtest.Request) llmtest.Reply {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		return llmtest.Stream(llmtest.Text("working"), llmtest.Delay(20*time.Second), llmtest.Text("done"))
+	})
+	routineID, _, _ := e.implReviewTest(t, "Cancelled flow", 3, true)
+	tk := e.mustCreateTask(t, map[string]any{"title": "Never finished"})
+	var out struct{ RunRoutine struct{ ID string } }
+	e.mustDo(t, `mutation($id: ID!, $task: ID) { runRoutine(id: $id, taskId: $task) { id } }`, map[string]any{"id": routineID, "task": tk.ID}, &out)
+	select {
+	case <-started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the implementation step never called the model")
+	}
+	var c struct{ CancelRun struct{ Status string } }
+	e.mustDo(t, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": out.RunRoutine.ID}, &c)
+	require.Equal(t, "CANCELLED", c.CancelRun.Status)
+	require.Equal(t, "OPEN", e.task(t, tk.ID).Status)
+	// The step's run ends too (its worker records CANCELLED).
+	deadline := time.Now().Add(30 * time.Second)
+	for e.countRows(t, `SELECT count(*)::int FROM runs r JOIN routine_step_runs s ON s.step_run_id = r.id WHERE r.status = 'CANCELLED'`) != 1 {
+		require.True(t, time.Now().Before(deadline), "the step's run was not cancelled")
+		time.Sleep(25 * time.Millisecond)
+	}
+	got := routineEvents(e.events(t, out.RunRoutine.ID))
+	require.Equal(t, "routine.failed", got[len(got)-2], "%v", got)
+	require.Equal(t, "routine.status_changed", got[len(got)-1], "%v", got)
+}

@@ -465,10 +465,7 @@ func (s *Service) transition(ctx context.Context, tx *db.Tx, st *state, pre *pre
 	default: // AGENT, GATE, CRON: a step run per execution (per evaluation for CRON)
 		sr, err := tx.Q.RoutineStepRunGet(ctx, dbsqlc.RoutineStepRunGetParams{TenantID: r.TenantID, RoutineRunID: r.ID, StepKey: step.Key, Execution: st.row.Execution, Evaluation: st.row.Evaluation})
 		if db.IsNoRows(err) {
-			if err := s.startStepRun(ctx, tx, st, step); err != nil {
-				return advanced{}, err
-			}
-			return advanced{stop: true}, nil
+			return s.startStepRun(ctx, tx, st, step)
 		}
 		if err != nil {
 			return advanced{}, err
@@ -716,19 +713,23 @@ func (s *Service) leavePhase(ctx context.Context, tx *db.Tx, st *state, next str
 // startStepRun makes the run of an AGENT or GATE step execution, or of a CRON step's
 // evaluation: a conversation with the role's prompts and model, a run of kind ROUTINE whose
 // trigger message is the rendered prompt, and its job.
-func (s *Service) startStepRun(ctx context.Context, tx *db.Tx, st *state, step Step) error {
+func (s *Service) startStepRun(ctx context.Context, tx *db.Tx, st *state, step Step) (advanced, error) {
+	wait := advanced{stop: true}
 	r := st.run
 	role := st.def.Roles[step.RoleID]
 	prompt, err := Render(promptTemplate(role, step, st.ctx), st.ctx, nil)
 	if err != nil {
-		_, err := s.complete(ctx, tx, st, step, outcome{output: "cannot render the step's prompt: " + err.Error()})
-		return err
+		// The step fails without a run (step.failed, or step.warning with an ON_FAIL edge).
+		if err := s.append(ctx, tx, st, s.stepEvent(st, step, EventStepStarted, outcome{})); err != nil {
+			return advanced{}, err
+		}
+		return s.complete(ctx, tx, st, step, outcome{output: "cannot render the step's prompt: " + err.Error()})
 	}
 	switch step.Type {
 	case StepGate:
 		results, err := tx.Q.RoutineStepResultList(ctx, dbsqlc.RoutineStepResultListParams{TenantID: r.TenantID, RunID: r.ID})
 		if err != nil {
-			return err
+			return advanced{}, err
 		}
 		if n := len(results); n > 0 {
 			last := results[n-1]
@@ -755,11 +756,11 @@ func (s *Service) startStepRun(ctx context.Context, tx *db.Tx, st *state, step S
 		Title: &title, Model: model, SystemPrompt: system,
 	})
 	if err != nil {
-		return fmt.Errorf("insert step conversation: %w", err)
+		return advanced{}, fmt.Errorf("insert step conversation: %w", err)
 	}
 	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: r.TenantID, ID: conv.ID, N: 1, NewRun: true})
 	if err != nil {
-		return err
+		return advanced{}, err
 	}
 	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	sr, err := tx.Q.RoutineStepRunInsert(ctx, dbsqlc.RoutineStepRunInsertParams{
@@ -767,41 +768,41 @@ func (s *Service) startStepRun(ctx context.Context, tx *db.Tx, st *state, step S
 		ConversationSeq: pos.RunCount, TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, MaxAttempts: int32(DefaultMaxRetries + 1),
 	})
 	if err != nil {
-		return fmt.Errorf("insert step run: %w", err)
+		return advanced{}, fmt.Errorf("insert step run: %w", err)
 	}
 	parts, err := json.Marshal([]llm.Block{{Type: llm.BlockText, Text: prompt}})
 	if err != nil {
-		return err
+		return advanced{}, err
 	}
 	if _, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
 		TenantID: r.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
 		RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: prompt, Parts: parts,
 		TokenEstimate: int32((len(prompt) + 3) / 4),
 	}); err != nil {
-		return fmt.Errorf("insert step prompt: %w", err)
+		return advanced{}, fmt.Errorf("insert step prompt: %w", err)
 	}
 	if err := tx.Q.RoutineStepRunInsertLink(ctx, dbsqlc.RoutineStepRunInsertLinkParams{
 		TenantID: r.TenantID, StepRunID: runID, RoutineRunID: r.ID, StepKey: step.Key, StepType: step.Type,
 		Execution: st.row.Execution, Evaluation: st.row.Evaluation,
 	}); err != nil {
-		return fmt.Errorf("link step run: %w", err)
+		return advanced{}, fmt.Errorf("link step run: %w", err)
 	}
 	if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(sr), events.New{Type: events.TaskQueued, Data: map[string]any{
 		"kind": sr.Kind, "messageId": msgID, "routineRunId": r.ID, "queuedBehind": nil,
 	}}); err != nil {
-		return err
+		return advanced{}, err
 	}
 	if err := s.runs.Enqueue(ctx, tx, sr); err != nil {
-		return err
+		return advanced{}, err
 	}
 	if st.row.Evaluation <= 1 {
 		ev := s.stepEvent(st, step, EventStepStarted, outcome{})
 		ev.Data.(map[string]any)["stepRunId"] = runID
 		if err := s.append(ctx, tx, st, ev); err != nil {
-			return err
+			return advanced{}, err
 		}
 	}
-	return s.save(ctx, tx, st)
+	return wait, s.save(ctx, tx, st)
 }
 
 // Default prompt templates, used when neither the step (config.prompt) nor its role has one.
