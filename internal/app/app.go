@@ -209,6 +209,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		return a.Workspace.Finished(ctx, tx, fin)
 	})
 	a.Routines = routine.NewService(a.DB, a.Runs, routineModels{defModels}, a.Tools.Names, log)
+	a.Routines.SetAdmission(a.Usage)
 	a.Executor.Register(run.KindRoutine, a.Routines.Hooks())
 	a.Executor.Restrict(routine.GateVerdictTool, routine.CronSignalTool)
 	a.Runs.OnFinish(run.KindRoutine, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {

@@ -145,6 +145,11 @@ func (s *Service) Run(ctx context.Context, id, taskID uuid.UUID, input string) (
 			}
 			task = &t
 		}
+		if s.admit != nil {
+			if err := s.admit.Admit(ctx, tx, a.TenantID, a.UserID); err != nil {
+				return err
+			}
+		}
 		out, err = s.start(ctx, tx, a.UserID, rt, task, input, nil)
 		return err
 	})

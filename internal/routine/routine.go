@@ -136,6 +136,7 @@ type Service struct {
 	log    *slog.Logger
 	lambda Lambda
 	jobs   Inserter
+	admit  Admission
 	now    func() time.Time
 	// toolNames lists the tools a role may name.
 	toolNames func() []string
@@ -145,6 +146,14 @@ type Service struct {
 func NewService(d *db.DB, runs *run.Service, models Models, toolNames func() []string, log *slog.Logger) *Service {
 	return &Service{db: d, runs: runs, models: models, toolNames: toolNames, log: log}
 }
+
+// Admission refuses a new run that no budget can pay for (usage.Service implements it).
+type Admission interface {
+	Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
+}
+
+// SetAdmission connects budget admission (nil: every run is admitted).
+func (s *Service) SetAdmission(a Admission) { s.admit = a }
 
 // SetClock replaces the clock of the cron scheduler (tests).
 func (s *Service) SetClock(now func() time.Time) { s.now = now }
