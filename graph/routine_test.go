@@ -490,3 +490,51 @@ func TestRoutineCancel(t *testing.T) {
 	require.Equal(t, "routine.failed", got[len(got)-2], "%v", got)
 	require.Equal(t, "routine.status_changed", got[len(got)-1], "%v", got)
 }
+
+// pauseRun on a routine run: the step in flight finishes, the run parks PAUSED before the next
+// step (no job, no worker); resumeRun goes on from there to the end.
+func TestRoutinePauseResume(t *testing.T) {
+	t.Parallel()
+	e := newRoutineEnv(t)
+	roles := &scriptedRoles{}
+	release := make(chan struct{})
+	e.llm.SetResponder(func(r llmtest.Request) llmtest.Reply {
+		if strings.Contains(string(r.Raw), "IMPLEMENTER") && !strings.Contains(lastMessage(r), "tool_result") {
+			<-release
+		}
+		return roles.reply(r)
+	})
+	routineID, _, _ := e.implReviewTest(t, "Paused flow", 3, true)
+	var out struct{ RunRoutine struct{ ID string } }
+	e.mustDo(t, `mutation($id: ID!) { runRoutine(id: $id, input: "build it") { id } }`, map[string]any{"id": routineID}, &out)
+	id := out.RunRoutine.ID
+	deadline := time.Now().Add(30 * time.Second)
+	for e.countRows(t, `SELECT count(*)::int FROM routine_step_runs`) == 0 {
+		require.True(t, time.Now().Before(deadline))
+		time.Sleep(10 * time.Millisecond)
+	}
+	var p struct{ PauseRun struct{ Status string } }
+	e.mustDo(t, `mutation($id: ID!) { pauseRun(id: $id) { status } }`, map[string]any{"id": id}, &p)
+	close(release)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		var r struct{ Run struct{ Status string } }
+		e.mustDo(t, `query($id: ID!) { run(id: $id) { status } }`, map[string]any{"id": id}, &r)
+		if r.Run.Status == "PAUSED" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "still %s", r.Run.Status)
+		time.Sleep(25 * time.Millisecond)
+	}
+	got := routineEvents(e.events(t, id))
+	require.Contains(t, got, "step.completed impl#1")
+	require.NotContains(t, got, "step.started review#1", "no step started while paused")
+	require.Equal(t, 1, e.countRows(t, `SELECT count(*)::int FROM routine_step_runs`), "no step started while paused")
+
+	var r struct{ ResumeRun struct{ Status string } }
+	e.mustDo(t, `mutation($id: ID!) { resumeRun(id: $id) { status } }`, map[string]any{"id": id}, &r)
+	fin := e.waitRun(t, id)
+	require.Equal(t, "COMPLETED", fin.Status, "%v", fin.Error)
+	rr := e.routineRun(t, id)
+	require.Len(t, rr.StepResults, 6)
+}

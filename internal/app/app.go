@@ -219,6 +219,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		return a.Routines.StepRunFinished(ctx, tx, fin)
 	})
 	a.Runs.OnCancel(run.KindRoutine, a.Routines.Cancelled)
+	a.Runs.OnEnqueue(run.KindRoutine, a.Routines.Enqueued)
 	a.Tasks.OnReady(a.Routines.TaskReady)
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})

@@ -422,6 +422,9 @@ func (s *Service) transition(ctx context.Context, tx *db.Tx, st *state, pre *pre
 	if r.CancelRequested {
 		return advanced{stop: true}, s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: "user_cancel", Error: "cancelled by the user"})
 	}
+	if r.Status == run.StatusPaused {
+		return advanced{stop: true}, nil // resumeRun enqueues the run's job again
+	}
 	if r.StopRequested {
 		// stopRun: the step in flight has finished (this transition follows its end); no other starts.
 		return advanced{stop: true}, s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCompleted, TerminationReason: "user_stop"})
@@ -432,6 +435,9 @@ func (s *Service) transition(ctx context.Context, tx *db.Tx, st *state, pre *pre
 			return advanced{}, fmt.Errorf("start routine run: %w", err)
 		}
 		st.run = started
+		if st.row.CurrentStep != nil {
+			return advanced{}, nil // resumed after a pause: go on where it stopped
+		}
 		if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(started), run.StartedEvents(started.Kind, 1)...); err != nil {
 			return advanced{}, err
 		}
@@ -443,6 +449,24 @@ func (s *Service) transition(ctx context.Context, tx *db.Tx, st *state, pre *pre
 	step, ok := st.def.step(deref(st.row.CurrentStep))
 	if !ok {
 		return advanced{stop: true}, s.finish(ctx, tx, st, failedOutcome("the routine run's current step is gone"))
+	}
+	// pauseRun parks the run before a step starts (a step in flight finishes first).
+	if r.PauseRequested && r.Status == run.StatusRunning {
+		started := false
+		if step.Type == StepAgent || step.Type == StepGate || step.Type == StepCron {
+			_, err := tx.Q.RoutineStepRunGet(ctx, dbsqlc.RoutineStepRunGetParams{TenantID: r.TenantID, RoutineRunID: r.ID, StepKey: step.Key, Execution: st.row.Execution, Evaluation: st.row.Evaluation})
+			if err != nil && !db.IsNoRows(err) {
+				return advanced{}, err
+			}
+			started = err == nil
+		}
+		if !started {
+			if _, err := s.runs.Suspend(ctx, tx, run.Lease{Run: r, Attempt: r.Attempt}, run.StatusPaused,
+				events.New{Type: events.ExecutionPaused, Data: map[string]any{"reason": "paused by the user", "step": step.Key}}); err != nil {
+				return advanced{}, err
+			}
+			return advanced{stop: true}, nil
+		}
 	}
 	switch step.Type {
 	case StepTerminal, StepTerminalFail:
@@ -983,6 +1007,19 @@ func (s *Service) Cancelled(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error 
 		return err
 	}
 	return s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: "user_cancel", Error: "cancelled by the user"})
+}
+
+// Enqueued is the routine's enqueue hook (run.OnEnqueue for kind ROUTINE): a routine run made
+// workable again (resumeRun after a pause) gets the routine's own job, not the executor's; a
+// step run is the executor's.
+func (s *Service) Enqueued(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (bool, error) {
+	if _, err := tx.Q.RoutineRunStateGet(ctx, dbsqlc.RoutineRunStateGetParams{TenantID: r.TenantID, RunID: r.ID}); db.IsNoRows(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	_, err := s.jobs.InsertTx(ctx, tx.Tx, StepArgs{TenantID: r.TenantID, RunID: r.ID}, nil)
+	return true, err
 }
 
 // StepRunFinished wakes the routine run of a step run that ended (a run.OnFinish hook for kind

@@ -115,6 +115,9 @@ type Service struct {
 	// onCancel holds, per run kind, what cancelling a RUNNING run of the kind adds (a routine
 	// run, which no job holds while it waits for its step, ends itself there).
 	onCancel map[string]FinishHook
+	// onEnqueue holds, per run kind, a job of the kind's own for runs that are not the
+	// executor's (a routine run resumed after a pause).
+	onEnqueue map[string]EnqueueHook
 }
 
 // OnCancel registers what cancelling a RUNNING run of a kind adds, in the cancel's transaction
@@ -124,6 +127,18 @@ func (s *Service) OnCancel(kind string, h FinishHook) {
 		s.onCancel = map[string]FinishHook{}
 	}
 	s.onCancel[kind] = h
+}
+
+// EnqueueHook may enqueue a run's work itself (a routine run's own job rather than the
+// executor's); handled says it did.
+type EnqueueHook func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (handled bool, err error)
+
+// OnEnqueue registers the enqueue hook of a run kind. Call it while wiring, before runs start.
+func (s *Service) OnEnqueue(kind string, h EnqueueHook) {
+	if s.onEnqueue == nil {
+		s.onEnqueue = map[string]EnqueueHook{}
+	}
+	s.onEnqueue[kind] = h
 }
 
 // CancelTx cancels run r (locked by the caller) inside tx, as cancelRun does.
@@ -185,6 +200,12 @@ func (s *Service) InsertJob(ctx context.Context, tx *db.Tx, tenantID, runID uuid
 // Enqueue inserts r's job in tx, records it on the run and makes r its conversation's active
 // run.
 func (s *Service) Enqueue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	if h := s.onEnqueue[r.Kind]; h != nil {
+		handled, err := h(ctx, tx, r)
+		if err != nil || handled {
+			return err
+		}
+	}
 	jobID, err := s.InsertJob(ctx, tx, r.TenantID, r.ID, r.Kind, r.MaxAttempts)
 	if err != nil {
 		return err
