@@ -273,6 +273,14 @@ func TestRoutineGateFailsOnceThenCompletes(t *testing.T) {
 	require.Contains(t, results, "done")
 	// Each execution's result is stored once.
 	require.Equal(t, 6, e.countRows(t, `SELECT count(*)::int FROM routine_step_results`))
+
+	// Deleting the routine keeps its run's record: context and step results.
+	var rts struct{ Routines []struct{ ID string } }
+	e.mustDo(t, `{ routines { id } }`, nil, &rts)
+	e.mustDo(t, `mutation($id: ID!) { deleteRoutine(id: $id) }`, map[string]any{"id": rts.Routines[0].ID}, nil)
+	kept := e.routineRun(t, runID)
+	require.Len(t, kept.StepResults, 6)
+	require.Equal(t, rr.Metrics, kept.Metrics)
 }
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }

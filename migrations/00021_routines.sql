@@ -47,11 +47,12 @@ CREATE INDEX routines_cron_idx ON routines (next_fire_at) WHERE trigger = 'CRON'
 
 -- A run of kind ROUTINE: the routine's definition (steps, edges and roles as they were when it
 -- started), its RoutineContext (persisted after every step) and where it is: the current step
--- and its execution count, the phase and how often it was retried.
+-- and its execution count, the phase and how often it was retried. Deleting the routine keeps
+-- its runs' records (routine_id becomes NULL; the definition copy stays).
 CREATE TABLE routine_runs (
     tenant_id      uuid NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     run_id         uuid NOT NULL,
-    routine_id     uuid NOT NULL,
+    routine_id     uuid,
     definition     jsonb NOT NULL,
     context        jsonb NOT NULL,
     current_step   text,
@@ -67,7 +68,7 @@ CREATE TABLE routine_runs (
     updated_at     timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, run_id),
     FOREIGN KEY (tenant_id, run_id) REFERENCES runs (tenant_id, id) ON DELETE CASCADE,
-    FOREIGN KEY (tenant_id, routine_id) REFERENCES routines (tenant_id, id) ON DELETE CASCADE
+    FOREIGN KEY (tenant_id, routine_id) REFERENCES routines (tenant_id, id) ON DELETE SET NULL (routine_id)
 );
 CREATE INDEX routine_runs_routine_idx ON routine_runs (tenant_id, routine_id, run_id DESC);
 -- One run per routine and cron tick, whatever the number of schedulers.

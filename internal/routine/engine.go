@@ -223,7 +223,7 @@ func (s *Service) start(ctx context.Context, tx *db.Tx, userID uuid.UUID, rt dbs
 		return r, err
 	}
 	if _, err := tx.Q.RoutineRunStateInsert(ctx, dbsqlc.RoutineRunStateInsertParams{
-		TenantID: tenantID, RunID: runID, RoutineID: rt.ID, Definition: defJSON, Context: ctxJSON, CronTick: tick,
+		TenantID: tenantID, RunID: runID, RoutineID: uuid.NullUUID{UUID: rt.ID, Valid: true}, Definition: defJSON, Context: ctxJSON, CronTick: tick,
 	}); err != nil {
 		if db.IsNoRows(err) {
 			return r, errTickFired

@@ -50,7 +50,8 @@ func metricsOf(results []dbsqlc.RoutineStepResult) Metrics {
 
 // RunInfo is a routine run as routineRun shows it.
 type RunInfo struct {
-	Run       dbsqlc.Run
+	Run dbsqlc.Run
+	// RoutineID is the routine the run worked (uuid.Nil once the routine was deleted).
 	RoutineID uuid.UUID
 	Context   json.RawMessage
 	Results   []dbsqlc.RoutineStepResult
@@ -77,7 +78,7 @@ func (s *Service) RunInfo(ctx context.Context, runID uuid.UUID) (RunInfo, error)
 		if err != nil {
 			return err
 		}
-		out.Run, out.RoutineID, out.Context, out.CurrentStep = st.run, st.row.RoutineID, st.row.Context, st.row.CurrentStep
+		out.Run, out.RoutineID, out.Context, out.CurrentStep = st.run, st.row.RoutineID.UUID, st.row.Context, st.row.CurrentStep
 		out.Roles = map[string]RoleRef{}
 		for id, r := range st.def.Roles {
 			out.Roles[id] = RoleRef{Name: r.Name, Color: r.Color}
@@ -100,7 +101,7 @@ func (s *Service) Runs(ctx context.Context, routineID uuid.UUID, limit int) ([]d
 	}
 	var out []dbsqlc.Run
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		out, err = tx.Q.RoutineRunList(ctx, dbsqlc.RoutineRunListParams{TenantID: a.TenantID, RoutineID: routineID, Lim: int32(limit)})
+		out, err = tx.Q.RoutineRunList(ctx, dbsqlc.RoutineRunListParams{TenantID: a.TenantID, RoutineID: uuid.NullUUID{UUID: routineID, Valid: true}, Lim: int32(limit)})
 		return err
 	})
 	return out, err

@@ -394,8 +394,8 @@ func (s *Service) Routine(ctx context.Context, id uuid.UUID) (dbsqlc.Routine, er
 	return out, err
 }
 
-// DeleteRoutine deletes a routine (its runs stay as runs; their routine records go). MEMBER or
-// higher.
+// DeleteRoutine deletes a routine; its runs, their contexts and step results stay (with the
+// definition they ran). MEMBER or higher.
 func (s *Service) DeleteRoutine(ctx context.Context, id uuid.UUID) error {
 	a, err := auth.Require(ctx, auth.RoleMember)
 	if err != nil {

@@ -249,7 +249,7 @@ type Routine struct {
 type RoutineRun struct {
 	TenantID      uuid.UUID
 	RunID         uuid.UUID
-	RoutineID     uuid.UUID
+	RoutineID     uuid.NullUUID
 	Definition    []byte
 	Context       []byte
 	CurrentStep   *string

@@ -731,7 +731,7 @@ LIMIT $3
 
 type RoutineRunListParams struct {
 	TenantID  uuid.UUID
-	RoutineID uuid.UUID
+	RoutineID uuid.NullUUID
 	Lim       int32
 }
 
@@ -919,7 +919,7 @@ RETURNING tenant_id, run_id, routine_id, definition, context, current_step, exec
 type RoutineRunStateInsertParams struct {
 	TenantID   uuid.UUID
 	RunID      uuid.UUID
-	RoutineID  uuid.UUID
+	RoutineID  uuid.NullUUID
 	Definition []byte
 	Context    []byte
 	CronTick   *time.Time
