@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -146,14 +145,8 @@ type KindHooks interface {
 	Started(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error
 }
 
-// ToolChooser is what a kind's hooks may add: the names of the only tools a run of the kind is
-// offered (nil: every tool that is not restricted).
-type ToolChooser interface {
-	Tools(ctx context.Context, tx *db.Tx, r dbsqlc.Run) ([]string, error)
-}
-
-// Restrict makes tools offered only to runs whose kind's ToolChooser names them (a routine
-// gate's verdict tool has no place in a chat). Call it while wiring, before runs start.
+// Restrict makes tools available only to runs whose limits name them (Limits.AllowTool): a
+// routine gate's verdict tool has no place in a chat. Call it while wiring, before runs start.
 func (e *Executor) Restrict(names ...string) {
 	if e.restricted == nil {
 		e.restricted = map[string]bool{}
@@ -161,24 +154,6 @@ func (e *Executor) Restrict(names ...string) {
 	for _, n := range names {
 		e.restricted[n] = true
 	}
-}
-
-// offered filters specs: the allowed ones when allowed is not nil, else every unrestricted one.
-func (e *Executor) offered(specs []llm.ToolSpec, allowed []string) []llm.ToolSpec {
-	if allowed == nil && len(e.restricted) == 0 {
-		return specs
-	}
-	out := make([]llm.ToolSpec, 0, len(specs))
-	for _, s := range specs {
-		if allowed != nil {
-			if slices.Contains(allowed, s.Name) {
-				out = append(out, s)
-			}
-		} else if !e.restricted[s.Name] {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // Retry asks the job system to run the attempt again after (at least) Delay.

@@ -40,8 +40,6 @@ type turn struct {
 	// pre is the first call's budget reservation, made in the transaction that acquired the
 	// run (loadFirst); the call it was made for uses it, else it is released. nil after.
 	pre *preReserved
-	// allowed, when not nil, names the only tools offered to the run (its kind's ToolChooser).
-	allowed []string
 	// tail is the last token delta of the latest reply, not published yet: it goes out with
 	// the transaction that stores the reply (persistReply), else with the next call or at the
 	// end of the attempt (flushTail).
@@ -78,11 +76,6 @@ func (t *turn) work(ctx context.Context) result {
 			var err error
 			if t.limits, err = h.Limits(ctx, tx, r); err != nil {
 				return err
-			}
-			if tc, ok := h.(ToolChooser); ok {
-				if t.allowed, err = tc.Tools(ctx, tx, r); err != nil {
-					return err
-				}
 			}
 			return h.Started(ctx, tx, r)
 		})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -1042,56 +1043,43 @@ type Hooks struct{ s *Service }
 // Hooks returns the executor hooks of kind ROUTINE.
 func (s *Service) Hooks() Hooks { return Hooks{s} }
 
-var (
-	_ agent.KindHooks   = Hooks{}
-	_ agent.ToolChooser = Hooks{}
-)
+var _ agent.KindHooks = Hooks{}
 
-// Limits of a step run: 30 model calls and 30 minutes.
-func (Hooks) Limits(context.Context, *db.Tx, dbsqlc.Run) (agent.Limits, error) {
-	return agent.Limits{MaxTurns: 30, MaxDuration: 30 * time.Minute}, nil
+// Limits of a step run: 30 model calls and 30 minutes, and its tools: its role's (every
+// unrestricted one when the role names none) and, for a GATE or CRON step, its answer tool.
+func (h Hooks) Limits(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (agent.Limits, error) {
+	l := agent.Limits{MaxTurns: 30, MaxDuration: 30 * time.Minute}
+	link, err := tx.Q.RoutineStepRunByRun(ctx, dbsqlc.RoutineStepRunByRunParams{TenantID: r.TenantID, StepRunID: r.ID})
+	if db.IsNoRows(err) {
+		return l, nil
+	}
+	if err != nil {
+		return l, err
+	}
+	st, err := h.s.loadState(ctx, tx, r.TenantID, link.RoutineRunID, false)
+	if err != nil {
+		return l, err
+	}
+	step, _ := st.def.step(link.StepKey)
+	role := st.def.Roles[step.RoleID]
+	answer := ""
+	switch step.Type {
+	case StepGate:
+		answer = GateVerdictTool
+	case StepCron:
+		answer = CronSignalTool
+	}
+	l.AllowTool = func(name string) bool {
+		if name == GateVerdictTool || name == CronSignalTool {
+			return name == answer
+		}
+		return role.AllTools || slices.Contains(role.Tools, name)
+	}
+	return l, nil
 }
 
 // Started does nothing: a step run's start is its routine's step.started.
 func (Hooks) Started(context.Context, *db.Tx, dbsqlc.Run) error { return nil }
-
-// Tools offers a step run its role's tools (every unrestricted one when the role names none)
-// and, to a GATE or CRON step, its answer tool.
-func (h Hooks) Tools(ctx context.Context, tx *db.Tx, r dbsqlc.Run) ([]string, error) {
-	link, err := tx.Q.RoutineStepRunByRun(ctx, dbsqlc.RoutineStepRunByRunParams{TenantID: r.TenantID, StepRunID: r.ID})
-	if db.IsNoRows(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	st, err := h.s.loadState(ctx, tx, r.TenantID, link.RoutineRunID, false)
-	if err != nil {
-		return nil, err
-	}
-	step, _ := st.def.step(link.StepKey)
-	role := st.def.Roles[step.RoleID]
-	var names []string
-	if role.AllTools && h.s.toolNames != nil {
-		for _, n := range h.s.toolNames() {
-			if n != GateVerdictTool && n != CronSignalTool {
-				names = append(names, n)
-			}
-		}
-	} else {
-		names = append(names, role.Tools...)
-	}
-	switch step.Type {
-	case StepGate:
-		names = append(names, GateVerdictTool)
-	case StepCron:
-		names = append(names, CronSignalTool)
-	}
-	if names == nil {
-		names = []string{}
-	}
-	return names, nil
-}
 
 func passedWord(p bool) string {
 	if p {

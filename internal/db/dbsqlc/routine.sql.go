@@ -613,7 +613,7 @@ func (q *Queries) RoutineListTaskReady(ctx context.Context, arg RoutineListTaskR
 }
 
 const routineRunForUpdate = `-- name: RoutineRunForUpdate :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type RoutineRunForUpdateParams struct {
@@ -658,6 +658,10 @@ func (q *Queries) RoutineRunForUpdate(ctx context.Context, arg RoutineRunForUpda
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -665,7 +669,7 @@ func (q *Queries) RoutineRunForUpdate(ctx context.Context, arg RoutineRunForUpda
 const routineRunInsert = `-- name: RoutineRunInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, max_attempts)
 VALUES ($1, $2, $3, 'ROUTINE', 'QUEUED', $4, 1)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RoutineRunInsertParams struct {
@@ -718,12 +722,16 @@ func (q *Queries) RoutineRunInsert(ctx context.Context, arg RoutineRunInsertPara
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
 
 const routineRunList = `-- name: RoutineRunList :many
-SELECT r.tenant_id, r.id, r.user_id, r.kind, r.status, r.conversation_id, r.conversation_seq, r.trigger_message_id, r.idempotency_key, r.attempt, r.max_attempts, r.turns, r.llm_calls, r.failure_class, r.error, r.termination_reason, r.input_tokens, r.output_tokens, r.cost_micros, r.last_seq, r.job_id, r.lease_owner, r.lease_expires_at, r.cancel_requested, r.created_at, r.started_at, r.finished_at, r.stop_requested, r.pause_requested, r.consecutive_failures, r.backtracks, r.must_reflect, r.task_id FROM routine_runs s JOIN runs r ON r.tenant_id = s.tenant_id AND r.id = s.run_id
+SELECT r.tenant_id, r.id, r.user_id, r.kind, r.status, r.conversation_id, r.conversation_seq, r.trigger_message_id, r.idempotency_key, r.attempt, r.max_attempts, r.turns, r.llm_calls, r.failure_class, r.error, r.termination_reason, r.input_tokens, r.output_tokens, r.cost_micros, r.last_seq, r.job_id, r.lease_owner, r.lease_expires_at, r.cancel_requested, r.created_at, r.started_at, r.finished_at, r.stop_requested, r.pause_requested, r.consecutive_failures, r.backtracks, r.must_reflect, r.task_id, r.parent_run_id, r.depth, r.wait_until, r.wait_for FROM routine_runs s JOIN runs r ON r.tenant_id = s.tenant_id AND r.id = s.run_id
 WHERE s.tenant_id = $1 AND s.routine_id = $2
 ORDER BY s.run_id DESC
 LIMIT $3
@@ -779,6 +787,10 @@ func (q *Queries) RoutineRunList(ctx context.Context, arg RoutineRunListParams) 
 			&i.Backtracks,
 			&i.MustReflect,
 			&i.TaskID,
+			&i.ParentRunID,
+			&i.Depth,
+			&i.WaitUntil,
+			&i.WaitFor,
 		); err != nil {
 			return nil, err
 		}
@@ -793,7 +805,7 @@ func (q *Queries) RoutineRunList(ctx context.Context, arg RoutineRunListParams) 
 const routineRunStart = `-- name: RoutineRunStart :one
 UPDATE runs SET status = 'RUNNING', started_at = coalesce(started_at, now())
 WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED'
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RoutineRunStartParams struct {
@@ -839,6 +851,10 @@ func (q *Queries) RoutineRunStart(ctx context.Context, arg RoutineRunStartParams
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -1146,7 +1162,7 @@ func (q *Queries) RoutineStepRunByRun(ctx context.Context, arg RoutineStepRunByR
 }
 
 const routineStepRunGet = `-- name: RoutineStepRunGet :one
-SELECT r.tenant_id, r.id, r.user_id, r.kind, r.status, r.conversation_id, r.conversation_seq, r.trigger_message_id, r.idempotency_key, r.attempt, r.max_attempts, r.turns, r.llm_calls, r.failure_class, r.error, r.termination_reason, r.input_tokens, r.output_tokens, r.cost_micros, r.last_seq, r.job_id, r.lease_owner, r.lease_expires_at, r.cancel_requested, r.created_at, r.started_at, r.finished_at, r.stop_requested, r.pause_requested, r.consecutive_failures, r.backtracks, r.must_reflect, r.task_id FROM routine_step_runs s JOIN runs r ON r.tenant_id = s.tenant_id AND r.id = s.step_run_id
+SELECT r.tenant_id, r.id, r.user_id, r.kind, r.status, r.conversation_id, r.conversation_seq, r.trigger_message_id, r.idempotency_key, r.attempt, r.max_attempts, r.turns, r.llm_calls, r.failure_class, r.error, r.termination_reason, r.input_tokens, r.output_tokens, r.cost_micros, r.last_seq, r.job_id, r.lease_owner, r.lease_expires_at, r.cancel_requested, r.created_at, r.started_at, r.finished_at, r.stop_requested, r.pause_requested, r.consecutive_failures, r.backtracks, r.must_reflect, r.task_id, r.parent_run_id, r.depth, r.wait_until, r.wait_for FROM routine_step_runs s JOIN runs r ON r.tenant_id = s.tenant_id AND r.id = s.step_run_id
 WHERE s.tenant_id = $1 AND s.routine_run_id = $2 AND s.step_key = $3 AND s.execution = $4 AND s.evaluation = $5
 `
 
@@ -1202,6 +1218,10 @@ func (q *Queries) RoutineStepRunGet(ctx context.Context, arg RoutineStepRunGetPa
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -1209,7 +1229,7 @@ func (q *Queries) RoutineStepRunGet(ctx context.Context, arg RoutineStepRunGetPa
 const routineStepRunInsert = `-- name: RoutineStepRunInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, max_attempts)
 VALUES ($1, $2, $3, 'ROUTINE', 'QUEUED', $4, $5, $6, $7)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type RoutineStepRunInsertParams struct {
@@ -1268,6 +1288,10 @@ func (q *Queries) RoutineStepRunInsert(ctx context.Context, arg RoutineStepRunIn
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -1301,7 +1325,7 @@ func (q *Queries) RoutineStepRunInsertLink(ctx context.Context, arg RoutineStepR
 }
 
 const routineStepRunsActive = `-- name: RoutineStepRunsActive :many
-SELECT r.tenant_id, r.id, r.user_id, r.kind, r.status, r.conversation_id, r.conversation_seq, r.trigger_message_id, r.idempotency_key, r.attempt, r.max_attempts, r.turns, r.llm_calls, r.failure_class, r.error, r.termination_reason, r.input_tokens, r.output_tokens, r.cost_micros, r.last_seq, r.job_id, r.lease_owner, r.lease_expires_at, r.cancel_requested, r.created_at, r.started_at, r.finished_at, r.stop_requested, r.pause_requested, r.consecutive_failures, r.backtracks, r.must_reflect, r.task_id FROM routine_step_runs s JOIN runs r ON r.tenant_id = s.tenant_id AND r.id = s.step_run_id
+SELECT r.tenant_id, r.id, r.user_id, r.kind, r.status, r.conversation_id, r.conversation_seq, r.trigger_message_id, r.idempotency_key, r.attempt, r.max_attempts, r.turns, r.llm_calls, r.failure_class, r.error, r.termination_reason, r.input_tokens, r.output_tokens, r.cost_micros, r.last_seq, r.job_id, r.lease_owner, r.lease_expires_at, r.cancel_requested, r.created_at, r.started_at, r.finished_at, r.stop_requested, r.pause_requested, r.consecutive_failures, r.backtracks, r.must_reflect, r.task_id, r.parent_run_id, r.depth, r.wait_until, r.wait_for FROM routine_step_runs s JOIN runs r ON r.tenant_id = s.tenant_id AND r.id = s.step_run_id
 WHERE s.tenant_id = $1 AND s.routine_run_id = $2 AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
 `
 
@@ -1354,6 +1378,10 @@ func (q *Queries) RoutineStepRunsActive(ctx context.Context, arg RoutineStepRuns
 			&i.Backtracks,
 			&i.MustReflect,
 			&i.TaskID,
+			&i.ParentRunID,
+			&i.Depth,
+			&i.WaitUntil,
+			&i.WaitFor,
 		); err != nil {
 			return nil, err
 		}
