@@ -418,7 +418,7 @@ func (q *Queries) RoutineInsert(ctx context.Context, arg RoutineInsertParams) (R
 }
 
 const routineLastReply = `-- name: RoutineLastReply :one
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded FROM messages WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT' ORDER BY position DESC LIMIT 1
+SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT' ORDER BY position DESC LIMIT 1
 `
 
 type RoutineLastReplyParams struct {
@@ -444,6 +444,7 @@ func (q *Queries) RoutineLastReply(ctx context.Context, arg RoutineLastReplyPara
 		&i.LlmCallIndex,
 		&i.CreatedAt,
 		&i.Excluded,
+		&i.AuthorID,
 	)
 	return i, err
 }
