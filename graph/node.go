@@ -45,6 +45,12 @@ func (r *Resolver) node(ctx context.Context, typ string, id uuid.UUID) (model.No
 		return &model.Approval{Row: a}, err
 	case "Budget":
 		return r.budgetNode(ctx, id)
+	case "RoutineRole":
+		ro, err := r.RoutineService.Role(ctx, id)
+		return &model.RoutineRole{Row: ro}, err
+	case "Routine":
+		rt, err := r.RoutineService.Routine(ctx, id)
+		return &model.Routine{Row: rt}, err
 	case "Snapshot":
 		sn, err := r.Workspaces.Snapshot(ctx, id)
 		return &model.Snapshot{Row: sn}, err

@@ -12,6 +12,7 @@ import (
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/memory"
 	"github.com/agentry/agentry/internal/ratelimit"
+	"github.com/agentry/agentry/internal/routine"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/subagent"
@@ -36,5 +37,7 @@ type Resolver struct {
 	RateLimits *ratelimit.Limiter // nil: no rate limits
 	Workspaces *workspace.Service
 	Subagents  *subagent.Service
-	Log        *slog.Logger
+	// RoutineService is the routine domain (queryResolver's Routines method would shadow a field of that name).
+	RoutineService *routine.Service
+	Log            *slog.Logger
 }

@@ -68,8 +68,8 @@ var (
 		},
 		"requestPasswordReset": func(args map[string]any) string { e, _ := args["email"].(string); return e },
 	}
-	spendMutations  = map[string]bool{"sendMessage": true, "runTask": true, "resolveApproval": true, "resumeRun": true, "resolveRollback": true}
-	createMutations = map[string]bool{"createConversation": true, "createApiKey": true, "addMember": true, "createTask": true, "createSnapshot": true,
+	spendMutations  = map[string]bool{"sendMessage": true, "runTask": true, "runRoutine": true, "resolveApproval": true, "resumeRun": true, "resolveRollback": true}
+	createMutations = map[string]bool{"createConversation": true, "createApiKey": true, "addMember": true, "createTask": true, "createSnapshot": true, "createRole": true, "saveRoutine": true,
 		"requestEmailVerification": true}
 )
 

@@ -34,6 +34,8 @@ type ResolverRoot interface {
 	Message() MessageResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
+	Routine() RoutineResolver
+	RoutineRun() RoutineRunResolver
 	Run() RunResolver
 	Snapshot() SnapshotResolver
 	Subagent() SubagentResolver
@@ -219,11 +221,14 @@ type ComplexityRoot struct {
 		ChangePassword            func(childComplexity int, currentPassword string, newPassword string) int
 		CreateAPIKey              func(childComplexity int, input model.CreateAPIKeyInput) int
 		CreateConversation        func(childComplexity int, input model.CreateConversationInput) int
+		CreateRole                func(childComplexity int, input model.RoleInput) int
 		CreateSnapshot            func(childComplexity int, projectID *string, label *string) int
 		CreateTask                func(childComplexity int, input model.CreateTaskInput) int
 		DeleteBudget              func(childComplexity int, id string) int
 		DeleteConversation        func(childComplexity int, id string) int
 		DeleteMemory              func(childComplexity int, id string) int
+		DeleteRole                func(childComplexity int, id string) int
+		DeleteRoutine             func(childComplexity int, id string) int
 		LogIn                     func(childComplexity int, input model.LogInInput) int
 		LogOut                    func(childComplexity int, refreshToken string) int
 		PauseRun                  func(childComplexity int, id string) int
@@ -237,7 +242,9 @@ type ComplexityRoot struct {
 		RestoreSnapshot           func(childComplexity int, id string) int
 		ResumeRun                 func(childComplexity int, id string) int
 		RevokeAPIKey              func(childComplexity int, id string) int
+		RunRoutine                func(childComplexity int, id string, taskID *string, input *string) int
 		RunTask                   func(childComplexity int, id string) int
+		SaveRoutine               func(childComplexity int, input model.SaveRoutineInput) int
 		SendMessage               func(childComplexity int, input model.SendMessageInput) int
 		SetBudget                 func(childComplexity int, input model.SetBudgetInput) int
 		SetConversationVisibility func(childComplexity int, id string, visibility model.ConversationVisibility) int
@@ -248,6 +255,7 @@ type ComplexityRoot struct {
 		SwitchTenant              func(childComplexity int, refreshToken string, tenantID string) int
 		UpdateAgentSettings       func(childComplexity int, input model.AgentSettingsInput) int
 		UpdateConversation        func(childComplexity int, id string, input model.UpdateConversationInput) int
+		UpdateRole                func(childComplexity int, id string, input model.RoleInput) int
 		UpdateTask                func(childComplexity int, id string, input model.UpdateTaskInput) int
 		VerifyEmail               func(childComplexity int, token string) int
 	}
@@ -272,6 +280,10 @@ type ComplexityRoot struct {
 		Memories      func(childComplexity int, projectID *string, search *string, first *int, after *string) int
 		Node          func(childComplexity int, id string) int
 		PlatformUsage func(childComplexity int, from time.Time, to time.Time, groupBy model.PlatformUsageGroupBy) int
+		Roles         func(childComplexity int) int
+		Routine       func(childComplexity int, id string) int
+		RoutineRun    func(childComplexity int, runID string) int
+		Routines      func(childComplexity int, projectID *string) int
 		Run           func(childComplexity int, id string) int
 		Runs          func(childComplexity int, first *int, after *string, status []model.RunStatus, kind []model.RunKind) int
 		SnapshotDiff  func(childComplexity int, from string, to string) int
@@ -280,6 +292,66 @@ type ComplexityRoot struct {
 		UsageSummary  func(childComplexity int, from time.Time, to time.Time, groupBy model.UsageGroupBy) int
 		Viewer        func(childComplexity int) int
 		Workspace     func(childComplexity int, projectID *string) int
+	}
+
+	Routine struct {
+		Active      func(childComplexity int) int
+		Cron        func(childComplexity int) int
+		Description func(childComplexity int) int
+		Edges       func(childComplexity int) int
+		ID          func(childComplexity int) int
+		MaxRetries  func(childComplexity int) int
+		Name        func(childComplexity int) int
+		NextFireAt  func(childComplexity int) int
+		ProjectID   func(childComplexity int) int
+		Runs        func(childComplexity int, first *int) int
+		Steps       func(childComplexity int) int
+		Timezone    func(childComplexity int) int
+		Trigger     func(childComplexity int) int
+	}
+
+	RoutineEdge struct {
+		Condition func(childComplexity int) int
+		From      func(childComplexity int) int
+		To        func(childComplexity int) int
+	}
+
+	RoutineMetrics struct {
+		Executions   func(childComplexity int) int
+		InputTokens  func(childComplexity int) int
+		OutputTokens func(childComplexity int) int
+		Steps        func(childComplexity int) int
+	}
+
+	RoutineRole struct {
+		Color           func(childComplexity int) int
+		DeveloperPrompt func(childComplexity int) int
+		ID              func(childComplexity int) int
+		Model           func(childComplexity int) int
+		Name            func(childComplexity int) int
+		SystemPrompt    func(childComplexity int) int
+		Templates       func(childComplexity int) int
+		Tools           func(childComplexity int) int
+	}
+
+	RoutineRun struct {
+		Context     func(childComplexity int) int
+		CurrentStep func(childComplexity int) int
+		Metrics     func(childComplexity int) int
+		Routine     func(childComplexity int) int
+		Run         func(childComplexity int) int
+		StepResults func(childComplexity int) int
+	}
+
+	RoutineStep struct {
+		Config func(childComplexity int) int
+		Entry  func(childComplexity int) int
+		ID     func(childComplexity int) int
+		Key    func(childComplexity int) int
+		Name   func(childComplexity int) int
+		Phase  func(childComplexity int) int
+		Role   func(childComplexity int) int
+		Type   func(childComplexity int) int
 	}
 
 	Run struct {
@@ -344,6 +416,29 @@ type ComplexityRoot struct {
 		Label     func(childComplexity int) int
 		Run       func(childComplexity int) int
 		State     func(childComplexity int) int
+	}
+
+	StepMetrics struct {
+		Executions   func(childComplexity int) int
+		InputTokens  func(childComplexity int) int
+		OutputTokens func(childComplexity int) int
+		StepKey      func(childComplexity int) int
+	}
+
+	StepResult struct {
+		CreatedAt      func(childComplexity int) int
+		Data           func(childComplexity int) int
+		DurationMs     func(childComplexity int) int
+		ExecutionCount func(childComplexity int) int
+		InputTokens    func(childComplexity int) int
+		Output         func(childComplexity int) int
+		OutputTokens   func(childComplexity int) int
+		Passed         func(childComplexity int) int
+		Role           func(childComplexity int) int
+		RoleColor      func(childComplexity int) int
+		StepKey        func(childComplexity int) int
+		StepName       func(childComplexity int) int
+		StepType       func(childComplexity int) int
 	}
 
 	Subagent struct {
@@ -497,6 +592,12 @@ type MutationResolver interface {
 	SetConversationVisibility(ctx context.Context, id string, visibility model.ConversationVisibility) (*model.Conversation, error)
 	DeleteMemory(ctx context.Context, id string) (*bool, error)
 	UpdateConversation(ctx context.Context, id string, input model.UpdateConversationInput) (*model.Conversation, error)
+	CreateRole(ctx context.Context, input model.RoleInput) (*model.RoutineRole, error)
+	UpdateRole(ctx context.Context, id string, input model.RoleInput) (*model.RoutineRole, error)
+	DeleteRole(ctx context.Context, id string) (bool, error)
+	SaveRoutine(ctx context.Context, input model.SaveRoutineInput) (*model.Routine, error)
+	DeleteRoutine(ctx context.Context, id string) (bool, error)
+	RunRoutine(ctx context.Context, id string, taskID *string, input *string) (*model.Run, error)
 	CancelRun(ctx context.Context, id string) (*model.Run, error)
 	PauseRun(ctx context.Context, id string) (*model.Run, error)
 	ResumeRun(ctx context.Context, id string) (*model.Run, error)
@@ -522,6 +623,10 @@ type QueryResolver interface {
 	Conversations(ctx context.Context, first *int, after *string) (*model.ConversationConnection, error)
 	Conversation(ctx context.Context, id string) (*model.Conversation, error)
 	Memories(ctx context.Context, projectID *string, search *string, first *int, after *string) (*model.MemoryConnection, error)
+	Roles(ctx context.Context) ([]*model.RoutineRole, error)
+	Routines(ctx context.Context, projectID *string) ([]*model.Routine, error)
+	Routine(ctx context.Context, id string) (*model.Routine, error)
+	RoutineRun(ctx context.Context, runID string) (*model.RoutineRun, error)
 	Run(ctx context.Context, id string) (*model.Run, error)
 	Runs(ctx context.Context, first *int, after *string, status []model.RunStatus, kind []model.RunKind) (*model.RunConnection, error)
 	AgentSettings(ctx context.Context) (*model.AgentSettings, error)
@@ -534,6 +639,15 @@ type QueryResolver interface {
 	Workspace(ctx context.Context, projectID *string) (*model.Workspace, error)
 	FileDiff(ctx context.Context, projectID *string, path string, fromVersion int, toVersion int) (string, error)
 	SnapshotDiff(ctx context.Context, from string, to string) (string, error)
+}
+type RoutineResolver interface {
+	Steps(ctx context.Context, obj *model.Routine) ([]*model.RoutineStep, error)
+	Edges(ctx context.Context, obj *model.Routine) ([]*model.RoutineEdge, error)
+
+	Runs(ctx context.Context, obj *model.Routine, first *int) ([]*model.Run, error)
+}
+type RoutineRunResolver interface {
+	Routine(ctx context.Context, obj *model.RoutineRun) (*model.Routine, error)
 }
 type RunResolver interface {
 	Conversation(ctx context.Context, obj *model.Run) (*model.Conversation, error)
@@ -1298,6 +1412,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateConversation(childComplexity, args["input"].(model.CreateConversationInput)), true
+	case "Mutation.createRole":
+		if e.ComplexityRoot.Mutation.CreateRole == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createRole_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateRole(childComplexity, args["input"].(model.RoleInput)), true
 	case "Mutation.createSnapshot":
 		if e.ComplexityRoot.Mutation.CreateSnapshot == nil {
 			break
@@ -1353,6 +1478,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteMemory(childComplexity, args["id"].(string)), true
+	case "Mutation.deleteRole":
+		if e.ComplexityRoot.Mutation.DeleteRole == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteRole_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteRole(childComplexity, args["id"].(string)), true
+	case "Mutation.deleteRoutine":
+		if e.ComplexityRoot.Mutation.DeleteRoutine == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteRoutine_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteRoutine(childComplexity, args["id"].(string)), true
 	case "Mutation.logIn":
 		if e.ComplexityRoot.Mutation.LogIn == nil {
 			break
@@ -1491,6 +1638,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeAPIKey(childComplexity, args["id"].(string)), true
+	case "Mutation.runRoutine":
+		if e.ComplexityRoot.Mutation.RunRoutine == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_runRoutine_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RunRoutine(childComplexity, args["id"].(string), args["taskId"].(*string), args["input"].(*string)), true
 	case "Mutation.runTask":
 		if e.ComplexityRoot.Mutation.RunTask == nil {
 			break
@@ -1502,6 +1660,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RunTask(childComplexity, args["id"].(string)), true
+	case "Mutation.saveRoutine":
+		if e.ComplexityRoot.Mutation.SaveRoutine == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_saveRoutine_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SaveRoutine(childComplexity, args["input"].(model.SaveRoutineInput)), true
 	case "Mutation.sendMessage":
 		if e.ComplexityRoot.Mutation.SendMessage == nil {
 			break
@@ -1612,6 +1781,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateConversation(childComplexity, args["id"].(string), args["input"].(model.UpdateConversationInput)), true
+	case "Mutation.updateRole":
+		if e.ComplexityRoot.Mutation.UpdateRole == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateRole_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateRole(childComplexity, args["id"].(string), args["input"].(model.RoleInput)), true
 	case "Mutation.updateTask":
 		if e.ComplexityRoot.Mutation.UpdateTask == nil {
 			break
@@ -1778,6 +1958,45 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.PlatformUsage(childComplexity, args["from"].(time.Time), args["to"].(time.Time), args["groupBy"].(model.PlatformUsageGroupBy)), true
+	case "Query.roles":
+		if e.ComplexityRoot.Query.Roles == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Roles(childComplexity), true
+	case "Query.routine":
+		if e.ComplexityRoot.Query.Routine == nil {
+			break
+		}
+
+		args, err := ec.field_Query_routine_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Routine(childComplexity, args["id"].(string)), true
+	case "Query.routineRun":
+		if e.ComplexityRoot.Query.RoutineRun == nil {
+			break
+		}
+
+		args, err := ec.field_Query_routineRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.RoutineRun(childComplexity, args["runId"].(string)), true
+	case "Query.routines":
+		if e.ComplexityRoot.Query.Routines == nil {
+			break
+		}
+
+		args, err := ec.field_Query_routines_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Routines(childComplexity, args["projectId"].(*string)), true
 	case "Query.run":
 		if e.ComplexityRoot.Query.Run == nil {
 			break
@@ -1861,6 +2080,269 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Workspace(childComplexity, args["projectId"].(*string)), true
+
+	case "Routine.active":
+		if e.ComplexityRoot.Routine.Active == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.Active(childComplexity), true
+	case "Routine.cron":
+		if e.ComplexityRoot.Routine.Cron == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.Cron(childComplexity), true
+	case "Routine.description":
+		if e.ComplexityRoot.Routine.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.Description(childComplexity), true
+	case "Routine.edges":
+		if e.ComplexityRoot.Routine.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.Edges(childComplexity), true
+	case "Routine.id":
+		if e.ComplexityRoot.Routine.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.ID(childComplexity), true
+	case "Routine.maxRetries":
+		if e.ComplexityRoot.Routine.MaxRetries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.MaxRetries(childComplexity), true
+	case "Routine.name":
+		if e.ComplexityRoot.Routine.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.Name(childComplexity), true
+	case "Routine.nextFireAt":
+		if e.ComplexityRoot.Routine.NextFireAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.NextFireAt(childComplexity), true
+	case "Routine.projectId":
+		if e.ComplexityRoot.Routine.ProjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.ProjectID(childComplexity), true
+	case "Routine.runs":
+		if e.ComplexityRoot.Routine.Runs == nil {
+			break
+		}
+
+		args, err := ec.field_Routine_runs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Routine.Runs(childComplexity, args["first"].(*int)), true
+	case "Routine.steps":
+		if e.ComplexityRoot.Routine.Steps == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.Steps(childComplexity), true
+	case "Routine.timezone":
+		if e.ComplexityRoot.Routine.Timezone == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.Timezone(childComplexity), true
+	case "Routine.trigger":
+		if e.ComplexityRoot.Routine.Trigger == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Routine.Trigger(childComplexity), true
+
+	case "RoutineEdge.condition":
+		if e.ComplexityRoot.RoutineEdge.Condition == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineEdge.Condition(childComplexity), true
+	case "RoutineEdge.from":
+		if e.ComplexityRoot.RoutineEdge.From == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineEdge.From(childComplexity), true
+	case "RoutineEdge.to":
+		if e.ComplexityRoot.RoutineEdge.To == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineEdge.To(childComplexity), true
+
+	case "RoutineMetrics.executions":
+		if e.ComplexityRoot.RoutineMetrics.Executions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineMetrics.Executions(childComplexity), true
+	case "RoutineMetrics.inputTokens":
+		if e.ComplexityRoot.RoutineMetrics.InputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineMetrics.InputTokens(childComplexity), true
+	case "RoutineMetrics.outputTokens":
+		if e.ComplexityRoot.RoutineMetrics.OutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineMetrics.OutputTokens(childComplexity), true
+	case "RoutineMetrics.steps":
+		if e.ComplexityRoot.RoutineMetrics.Steps == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineMetrics.Steps(childComplexity), true
+
+	case "RoutineRole.color":
+		if e.ComplexityRoot.RoutineRole.Color == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRole.Color(childComplexity), true
+	case "RoutineRole.developerPrompt":
+		if e.ComplexityRoot.RoutineRole.DeveloperPrompt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRole.DeveloperPrompt(childComplexity), true
+	case "RoutineRole.id":
+		if e.ComplexityRoot.RoutineRole.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRole.ID(childComplexity), true
+	case "RoutineRole.model":
+		if e.ComplexityRoot.RoutineRole.Model == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRole.Model(childComplexity), true
+	case "RoutineRole.name":
+		if e.ComplexityRoot.RoutineRole.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRole.Name(childComplexity), true
+	case "RoutineRole.systemPrompt":
+		if e.ComplexityRoot.RoutineRole.SystemPrompt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRole.SystemPrompt(childComplexity), true
+	case "RoutineRole.templates":
+		if e.ComplexityRoot.RoutineRole.Templates == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRole.Templates(childComplexity), true
+	case "RoutineRole.tools":
+		if e.ComplexityRoot.RoutineRole.Tools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRole.Tools(childComplexity), true
+
+	case "RoutineRun.context":
+		if e.ComplexityRoot.RoutineRun.Context == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRun.Context(childComplexity), true
+	case "RoutineRun.currentStep":
+		if e.ComplexityRoot.RoutineRun.CurrentStep == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRun.CurrentStep(childComplexity), true
+	case "RoutineRun.metrics":
+		if e.ComplexityRoot.RoutineRun.Metrics == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRun.Metrics(childComplexity), true
+	case "RoutineRun.routine":
+		if e.ComplexityRoot.RoutineRun.Routine == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRun.Routine(childComplexity), true
+	case "RoutineRun.run":
+		if e.ComplexityRoot.RoutineRun.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRun.Run(childComplexity), true
+	case "RoutineRun.stepResults":
+		if e.ComplexityRoot.RoutineRun.StepResults == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineRun.StepResults(childComplexity), true
+
+	case "RoutineStep.config":
+		if e.ComplexityRoot.RoutineStep.Config == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineStep.Config(childComplexity), true
+	case "RoutineStep.entry":
+		if e.ComplexityRoot.RoutineStep.Entry == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineStep.Entry(childComplexity), true
+	case "RoutineStep.id":
+		if e.ComplexityRoot.RoutineStep.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineStep.ID(childComplexity), true
+	case "RoutineStep.key":
+		if e.ComplexityRoot.RoutineStep.Key == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineStep.Key(childComplexity), true
+	case "RoutineStep.name":
+		if e.ComplexityRoot.RoutineStep.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineStep.Name(childComplexity), true
+	case "RoutineStep.phase":
+		if e.ComplexityRoot.RoutineStep.Phase == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineStep.Phase(childComplexity), true
+	case "RoutineStep.role":
+		if e.ComplexityRoot.RoutineStep.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineStep.Role(childComplexity), true
+	case "RoutineStep.type":
+		if e.ComplexityRoot.RoutineStep.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoutineStep.Type(childComplexity), true
 
 	case "Run.approvals":
 		if e.ComplexityRoot.Run.Approvals == nil {
@@ -2148,6 +2630,110 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Snapshot.State(childComplexity), true
+
+	case "StepMetrics.executions":
+		if e.ComplexityRoot.StepMetrics.Executions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepMetrics.Executions(childComplexity), true
+	case "StepMetrics.inputTokens":
+		if e.ComplexityRoot.StepMetrics.InputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepMetrics.InputTokens(childComplexity), true
+	case "StepMetrics.outputTokens":
+		if e.ComplexityRoot.StepMetrics.OutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepMetrics.OutputTokens(childComplexity), true
+	case "StepMetrics.stepKey":
+		if e.ComplexityRoot.StepMetrics.StepKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepMetrics.StepKey(childComplexity), true
+
+	case "StepResult.createdAt":
+		if e.ComplexityRoot.StepResult.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.CreatedAt(childComplexity), true
+	case "StepResult.data":
+		if e.ComplexityRoot.StepResult.Data == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.Data(childComplexity), true
+	case "StepResult.durationMs":
+		if e.ComplexityRoot.StepResult.DurationMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.DurationMs(childComplexity), true
+	case "StepResult.executionCount":
+		if e.ComplexityRoot.StepResult.ExecutionCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.ExecutionCount(childComplexity), true
+	case "StepResult.inputTokens":
+		if e.ComplexityRoot.StepResult.InputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.InputTokens(childComplexity), true
+	case "StepResult.output":
+		if e.ComplexityRoot.StepResult.Output == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.Output(childComplexity), true
+	case "StepResult.outputTokens":
+		if e.ComplexityRoot.StepResult.OutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.OutputTokens(childComplexity), true
+	case "StepResult.passed":
+		if e.ComplexityRoot.StepResult.Passed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.Passed(childComplexity), true
+	case "StepResult.role":
+		if e.ComplexityRoot.StepResult.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.Role(childComplexity), true
+	case "StepResult.roleColor":
+		if e.ComplexityRoot.StepResult.RoleColor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.RoleColor(childComplexity), true
+	case "StepResult.stepKey":
+		if e.ComplexityRoot.StepResult.StepKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.StepKey(childComplexity), true
+	case "StepResult.stepName":
+		if e.ComplexityRoot.StepResult.StepName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.StepName(childComplexity), true
+	case "StepResult.stepType":
+		if e.ComplexityRoot.StepResult.StepType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StepResult.StepType(childComplexity), true
 
 	case "Subagent.createdAt":
 		if e.ComplexityRoot.Subagent.CreatedAt == nil {
@@ -2634,6 +3220,10 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputCreateConversationInput,
 		ec.unmarshalInputCreateTaskInput,
 		ec.unmarshalInputLogInInput,
+		ec.unmarshalInputRoleInput,
+		ec.unmarshalInputRoutineEdgeInput,
+		ec.unmarshalInputRoutineStepInput,
+		ec.unmarshalInputSaveRoutineInput,
 		ec.unmarshalInputSendMessageInput,
 		ec.unmarshalInputSetBudgetInput,
 		ec.unmarshalInputSignUpInput,
@@ -3162,6 +3752,205 @@ input AttachmentInput {
   mediaType: String!
   "the file's bytes, base64-encoded (standard alphabet)"
   dataBase64: String!
+}
+`, BuiltIn: false},
+	{Name: "../schema/routine.graphqls", Input: `enum RoutineTrigger {
+  MANUAL
+  TASK_READY
+  CRON
+}
+enum StepType {
+  AGENT
+  GATE
+  CRON
+  LAMBDA
+  TERMINAL
+  TERMINAL_FAIL
+}
+enum EdgeCondition {
+  ALWAYS
+  ON_PASS
+  ON_FAIL
+}
+enum RoutinePhase {
+  IMPLEMENTATION
+  REVIEW
+  TESTING
+}
+
+"""
+Who works a routine's AGENT, GATE and CRON steps: prompts, model, tools and a colour (#RRGGBB,
+from a 16-colour palette when not chosen: the one farthest from the colours in use). Named
+RoutineRole because Role is the membership role enum.
+"""
+type RoutineRole implements Node {
+  id: ID!
+  name: String!
+  color: String!
+  systemPrompt: String!
+  developerPrompt: String
+  "\"provider:model\"; the default model when null"
+  model: String
+  "task_task, chat_task, gate_eval, cron_task, agent_done, gate_pass, gate_fail: Liquid templates"
+  templates: JSON!
+  "null: every tool"
+  tools: [String!]
+}
+
+input RoleInput {
+  name: String!
+  color: String
+  systemPrompt: String!
+  developerPrompt: String
+  model: String
+  templates: JSON
+  tools: [String!]
+}
+
+type Routine implements Node {
+  id: ID!
+  name: String!
+  description: String
+  trigger: RoutineTrigger!
+  cron: String
+  timezone: String
+  active: Boolean!
+  maxRetries: Int!
+  "the project the routine belongs to"
+  projectId: ID!
+  steps: [RoutineStep!]!
+  edges: [RoutineEdge!]!
+  "the next tick of an active CRON routine"
+  nextFireAt: Time
+  "the routine's runs, newest first"
+  runs(first: Int): [Run!]!
+}
+
+type RoutineStep {
+  id: ID!
+  key: String!
+  name: String!
+  type: StepType!
+  role: RoutineRole
+  phase: RoutinePhase
+  config: JSON
+  entry: Boolean!
+}
+
+"an edge between two steps, named by key"
+type RoutineEdge {
+  from: String!
+  to: String!
+  condition: EdgeCondition!
+}
+
+input RoutineStepInput {
+  key: String!
+  name: String!
+  type: StepType!
+  roleId: ID
+  phase: RoutinePhase
+  """
+  prompt (a Liquid template; the role's otherwise), script (LAMBDA: Starlark defining main(ctx)),
+  intervalSeconds and timeoutSeconds (CRON: default 60 and 86400), metadata (any JSON)
+  """
+  config: JSON
+  entry: Boolean
+}
+
+input RoutineEdgeInput {
+  from: String!
+  to: String!
+  "default ALWAYS"
+  condition: EdgeCondition
+}
+
+input SaveRoutineInput {
+  "omitted: a new routine"
+  id: ID
+  name: String!
+  description: String
+  trigger: RoutineTrigger!
+  "five fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly"
+  cron: String
+  "IANA time zone of the cron expression (default UTC)"
+  timezone: String
+  "default true"
+  active: Boolean
+  "default 3"
+  maxRetries: Int
+  "the tenant's default project when omitted"
+  projectId: ID
+  steps: [RoutineStepInput!]!
+  edges: [RoutineEdgeInput!]!
+}
+
+type StepResult {
+  stepKey: String!
+  stepName: String!
+  stepType: StepType!
+  role: RoutineRole
+  "the role's colour when the run started"
+  roleColor: String
+  passed: Boolean!
+  output: String
+  data: JSON
+  inputTokens: Int64!
+  outputTokens: Int64!
+  executionCount: Int!
+  durationMs: Int!
+  createdAt: Time!
+}
+
+type StepMetrics {
+  stepKey: String!
+  inputTokens: Int64!
+  outputTokens: Int64!
+  executions: Int!
+}
+
+type RoutineMetrics {
+  inputTokens: Int64!
+  outputTokens: Int64!
+  executions: Int!
+  steps: [StepMetrics!]!
+}
+
+type RoutineRun {
+  run: Run!
+  routine: Routine
+  "the RoutineContext, as persisted after the last step"
+  context: JSON!
+  "the step the run is at (null before it starts)"
+  currentStep: String
+  stepResults: [StepResult!]!
+  metrics: RoutineMetrics!
+}
+
+extend type Query {
+  roles: [RoutineRole!]!
+  "the tenant's routines (of one project when projectId is given)"
+  routines(projectId: ID): [Routine!]!
+  routine(id: ID!): Routine
+  "a run of kind ROUTINE: its context, step results and metrics"
+  routineRun(runId: ID!): RoutineRun
+}
+
+extend type Mutation {
+  createRole(input: RoleInput!): RoutineRole!
+  updateRole(id: ID!, input: RoleInput!): RoutineRole!
+  "CONFLICT while a routine names the role"
+  deleteRole(id: ID!): Boolean!
+  """
+  Creates or replaces a routine. The graph is checked (one entry step, a terminal step, every
+  edge between steps of this routine, every step reachable, every cycle through a GATE or CRON
+  step, templates naming only RoutineContext variables): every problem is listed in one
+  BAD_USER_INPUT error (extensions.problems), and nothing is stored.
+  """
+  saveRoutine(input: SaveRoutineInput!): Routine!
+  deleteRoutine(id: ID!): Boolean!
+  "starts a run of kind ROUTINE (on a task, which moves to IN_PROGRESS, when taskId is given)"
+  runRoutine(id: ID!, taskId: ID, input: String): Run!
 }
 `, BuiltIn: false},
 	{Name: "../schema/run.graphqls", Input: `enum RunKind {
@@ -4056,6 +4845,126 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
 
+func (ec *executionContext) childFields_Routine(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Routine_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Routine_name(ctx, field)
+	case "description":
+		return ec.fieldContext_Routine_description(ctx, field)
+	case "trigger":
+		return ec.fieldContext_Routine_trigger(ctx, field)
+	case "cron":
+		return ec.fieldContext_Routine_cron(ctx, field)
+	case "timezone":
+		return ec.fieldContext_Routine_timezone(ctx, field)
+	case "active":
+		return ec.fieldContext_Routine_active(ctx, field)
+	case "maxRetries":
+		return ec.fieldContext_Routine_maxRetries(ctx, field)
+	case "projectId":
+		return ec.fieldContext_Routine_projectId(ctx, field)
+	case "steps":
+		return ec.fieldContext_Routine_steps(ctx, field)
+	case "edges":
+		return ec.fieldContext_Routine_edges(ctx, field)
+	case "nextFireAt":
+		return ec.fieldContext_Routine_nextFireAt(ctx, field)
+	case "runs":
+		return ec.fieldContext_Routine_runs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Routine", field.Name)
+}
+
+func (ec *executionContext) childFields_RoutineEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "from":
+		return ec.fieldContext_RoutineEdge_from(ctx, field)
+	case "to":
+		return ec.fieldContext_RoutineEdge_to(ctx, field)
+	case "condition":
+		return ec.fieldContext_RoutineEdge_condition(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RoutineEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_RoutineMetrics(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "inputTokens":
+		return ec.fieldContext_RoutineMetrics_inputTokens(ctx, field)
+	case "outputTokens":
+		return ec.fieldContext_RoutineMetrics_outputTokens(ctx, field)
+	case "executions":
+		return ec.fieldContext_RoutineMetrics_executions(ctx, field)
+	case "steps":
+		return ec.fieldContext_RoutineMetrics_steps(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RoutineMetrics", field.Name)
+}
+
+func (ec *executionContext) childFields_RoutineRole(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_RoutineRole_id(ctx, field)
+	case "name":
+		return ec.fieldContext_RoutineRole_name(ctx, field)
+	case "color":
+		return ec.fieldContext_RoutineRole_color(ctx, field)
+	case "systemPrompt":
+		return ec.fieldContext_RoutineRole_systemPrompt(ctx, field)
+	case "developerPrompt":
+		return ec.fieldContext_RoutineRole_developerPrompt(ctx, field)
+	case "model":
+		return ec.fieldContext_RoutineRole_model(ctx, field)
+	case "templates":
+		return ec.fieldContext_RoutineRole_templates(ctx, field)
+	case "tools":
+		return ec.fieldContext_RoutineRole_tools(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RoutineRole", field.Name)
+}
+
+func (ec *executionContext) childFields_RoutineRun(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "run":
+		return ec.fieldContext_RoutineRun_run(ctx, field)
+	case "routine":
+		return ec.fieldContext_RoutineRun_routine(ctx, field)
+	case "context":
+		return ec.fieldContext_RoutineRun_context(ctx, field)
+	case "currentStep":
+		return ec.fieldContext_RoutineRun_currentStep(ctx, field)
+	case "stepResults":
+		return ec.fieldContext_RoutineRun_stepResults(ctx, field)
+	case "metrics":
+		return ec.fieldContext_RoutineRun_metrics(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RoutineRun", field.Name)
+}
+
+func (ec *executionContext) childFields_RoutineStep(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_RoutineStep_id(ctx, field)
+	case "key":
+		return ec.fieldContext_RoutineStep_key(ctx, field)
+	case "name":
+		return ec.fieldContext_RoutineStep_name(ctx, field)
+	case "type":
+		return ec.fieldContext_RoutineStep_type(ctx, field)
+	case "role":
+		return ec.fieldContext_RoutineStep_role(ctx, field)
+	case "phase":
+		return ec.fieldContext_RoutineStep_phase(ctx, field)
+	case "config":
+		return ec.fieldContext_RoutineStep_config(ctx, field)
+	case "entry":
+		return ec.fieldContext_RoutineStep_entry(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RoutineStep", field.Name)
+}
+
 func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -4182,6 +5091,52 @@ func (ec *executionContext) childFields_Snapshot(ctx context.Context, field grap
 		return ec.fieldContext_Snapshot_createdAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Snapshot", field.Name)
+}
+
+func (ec *executionContext) childFields_StepMetrics(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "stepKey":
+		return ec.fieldContext_StepMetrics_stepKey(ctx, field)
+	case "inputTokens":
+		return ec.fieldContext_StepMetrics_inputTokens(ctx, field)
+	case "outputTokens":
+		return ec.fieldContext_StepMetrics_outputTokens(ctx, field)
+	case "executions":
+		return ec.fieldContext_StepMetrics_executions(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type StepMetrics", field.Name)
+}
+
+func (ec *executionContext) childFields_StepResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "stepKey":
+		return ec.fieldContext_StepResult_stepKey(ctx, field)
+	case "stepName":
+		return ec.fieldContext_StepResult_stepName(ctx, field)
+	case "stepType":
+		return ec.fieldContext_StepResult_stepType(ctx, field)
+	case "role":
+		return ec.fieldContext_StepResult_role(ctx, field)
+	case "roleColor":
+		return ec.fieldContext_StepResult_roleColor(ctx, field)
+	case "passed":
+		return ec.fieldContext_StepResult_passed(ctx, field)
+	case "output":
+		return ec.fieldContext_StepResult_output(ctx, field)
+	case "data":
+		return ec.fieldContext_StepResult_data(ctx, field)
+	case "inputTokens":
+		return ec.fieldContext_StepResult_inputTokens(ctx, field)
+	case "outputTokens":
+		return ec.fieldContext_StepResult_outputTokens(ctx, field)
+	case "executionCount":
+		return ec.fieldContext_StepResult_executionCount(ctx, field)
+	case "durationMs":
+		return ec.fieldContext_StepResult_durationMs(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_StepResult_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type StepResult", field.Name)
 }
 
 func (ec *executionContext) childFields_Subagent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4672,6 +5627,20 @@ func (ec *executionContext) field_Mutation_createConversation_args(ctx context.C
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createRole_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.RoleInput, error) {
+			return ec.unmarshalNRoleInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoleInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createSnapshot_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4737,6 +5706,34 @@ func (ec *executionContext) field_Mutation_deleteConversation_args(ctx context.C
 }
 
 func (ec *executionContext) field_Mutation_deleteMemory_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteRole_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteRoutine_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -4950,6 +5947,36 @@ func (ec *executionContext) field_Mutation_revokeApiKey_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_runRoutine_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "taskId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["taskId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_runTask_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4961,6 +5988,20 @@ func (ec *executionContext) field_Mutation_runTask_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_saveRoutine_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SaveRoutineInput, error) {
+			return ec.unmarshalNSaveRoutineInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSaveRoutineInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
 	return args, nil
 }
 
@@ -5128,6 +6169,28 @@ func (ec *executionContext) field_Mutation_updateConversation_args(ctx context.C
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.UpdateConversationInput, error) {
 			return ec.unmarshalNUpdateConversationInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐUpdateConversationInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateRole_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.RoleInput, error) {
+			return ec.unmarshalNRoleInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoleInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -5416,6 +6479,48 @@ func (ec *executionContext) field_Query_platformUsage_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_routineRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "runId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["runId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_routine_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_routines_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "projectId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["projectId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_run_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5575,6 +6680,20 @@ func (ec *executionContext) field_Query_workspace_args(ctx context.Context, rawA
 		return nil, err
 	}
 	args["projectId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Routine_runs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
 	return args, nil
 }
 
@@ -9235,6 +10354,270 @@ func (ec *executionContext) fieldContext_Mutation_updateConversation(ctx context
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createRole(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createRole(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateRole(ctx, fc.Args["input"].(model.RoleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RoutineRole) graphql.Marshaler {
+			return ec.marshalNRoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createRole(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RoutineRole(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createRole_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateRole(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateRole(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateRole(ctx, fc.Args["id"].(string), fc.Args["input"].(model.RoleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RoutineRole) graphql.Marshaler {
+			return ec.marshalNRoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateRole(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RoutineRole(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateRole_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteRole(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteRole(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteRole(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteRole(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteRole_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_saveRoutine(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_saveRoutine(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SaveRoutine(ctx, fc.Args["input"].(model.SaveRoutineInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Routine) graphql.Marshaler {
+			return ec.marshalNRoutine2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutine(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_saveRoutine(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Routine(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_saveRoutine_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteRoutine(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteRoutine(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteRoutine(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteRoutine(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteRoutine_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_runRoutine(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_runRoutine(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RunRoutine(ctx, fc.Args["id"].(string), fc.Args["taskId"].(*string), fc.Args["input"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_runRoutine(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_runRoutine_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_cancelRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10315,6 +11698,170 @@ func (ec *executionContext) fieldContext_Query_memories(ctx context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_roles(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_roles(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Roles(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RoutineRole) graphql.Marshaler {
+			return ec.marshalNRoutineRole2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRoleᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_roles(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RoutineRole(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_routines(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_routines(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Routines(ctx, fc.Args["projectId"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Routine) graphql.Marshaler {
+			return ec.marshalNRoutine2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_routines(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Routine(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_routines_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_routine(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_routine(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Routine(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Routine) graphql.Marshaler {
+			return ec.marshalORoutine2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutine(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_routine(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Routine(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_routine_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_routineRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_routineRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().RoutineRun(ctx, fc.Args["runId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RoutineRun) graphql.Marshaler {
+			return ec.marshalORoutineRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_routineRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RoutineRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_routineRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_run(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10893,6 +12440,1065 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Routine_id(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_name(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_description(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_trigger(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_trigger(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trigger(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.RoutineTrigger) graphql.Marshaler {
+			return ec.marshalNRoutineTrigger2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineTrigger(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_trigger(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type RoutineTrigger does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_cron(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_cron(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cron(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_cron(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_timezone(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_timezone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Timezone(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_timezone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_active(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_active(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Active(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_active(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_maxRetries(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_maxRetries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxRetries(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_maxRetries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_projectId(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_projectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProjectID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_projectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_steps(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_steps(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Routine().Steps(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RoutineStep) graphql.Marshaler {
+			return ec.marshalNRoutineStep2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineStepᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_steps(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Routine",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RoutineStep(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Routine_edges(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Routine().Edges(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RoutineEdge) graphql.Marshaler {
+			return ec.marshalNRoutineEdge2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Routine",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RoutineEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Routine_nextFireAt(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_nextFireAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextFireAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_nextFireAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Routine", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Routine_runs(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Routine_runs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Routine().Runs(ctx, obj, fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRunᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Routine_runs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Routine",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Routine_runs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RoutineEdge_from(ctx context.Context, field graphql.CollectedField, obj *model.RoutineEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineEdge_from(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.From, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineEdge_from(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineEdge", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineEdge_to(ctx context.Context, field graphql.CollectedField, obj *model.RoutineEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineEdge_to(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.To, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineEdge_to(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineEdge", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineEdge_condition(ctx context.Context, field graphql.CollectedField, obj *model.RoutineEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineEdge_condition(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Condition, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.EdgeCondition) graphql.Marshaler {
+			return ec.marshalNEdgeCondition2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐEdgeCondition(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineEdge_condition(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineEdge", field, false, false, errors.New("field of type EdgeCondition does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineMetrics_inputTokens(ctx context.Context, field graphql.CollectedField, obj *model.RoutineMetrics) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineMetrics_inputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineMetrics_inputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineMetrics", field, false, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineMetrics_outputTokens(ctx context.Context, field graphql.CollectedField, obj *model.RoutineMetrics) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineMetrics_outputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineMetrics_outputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineMetrics", field, false, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineMetrics_executions(ctx context.Context, field graphql.CollectedField, obj *model.RoutineMetrics) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineMetrics_executions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Executions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineMetrics_executions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineMetrics", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineMetrics_steps(ctx context.Context, field graphql.CollectedField, obj *model.RoutineMetrics) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineMetrics_steps(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Steps, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.StepMetrics) graphql.Marshaler {
+			return ec.marshalNStepMetrics2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepMetricsᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineMetrics_steps(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RoutineMetrics",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StepMetrics(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RoutineRole_id(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRole) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRole_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRole_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRole", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRole_name(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRole) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRole_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRole_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRole", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRole_color(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRole) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRole_color(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Color(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRole_color(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRole", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRole_systemPrompt(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRole) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRole_systemPrompt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SystemPrompt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRole_systemPrompt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRole", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRole_developerPrompt(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRole) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRole_developerPrompt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeveloperPrompt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRole_developerPrompt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRole", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRole_model(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRole) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRole_model(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Model(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRole_model(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRole", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRole_templates(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRole) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRole_templates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Templates(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRole_templates(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRole", field, true, false, errors.New("field of type JSON does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRole_tools(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRole) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRole_tools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tools(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRole_tools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRole", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRun_run(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRun_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Run, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRun_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RoutineRun",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RoutineRun_routine(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRun_routine(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RoutineRun().Routine(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Routine) graphql.Marshaler {
+			return ec.marshalORoutine2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutine(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRun_routine(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RoutineRun",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Routine(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RoutineRun_context(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRun_context(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Context, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRun_context(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRun", field, false, false, errors.New("field of type JSON does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRun_currentStep(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRun_currentStep(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CurrentStep, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRun_currentStep(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineRun", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineRun_stepResults(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRun_stepResults(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StepResults, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.StepResult) graphql.Marshaler {
+			return ec.marshalNStepResult2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepResultᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRun_stepResults(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RoutineRun",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StepResult(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RoutineRun_metrics(ctx context.Context, field graphql.CollectedField, obj *model.RoutineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineRun_metrics(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Metrics, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RoutineMetrics) graphql.Marshaler {
+			return ec.marshalNRoutineMetrics2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineMetrics(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineRun_metrics(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RoutineRun",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RoutineMetrics(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RoutineStep_id(ctx context.Context, field graphql.CollectedField, obj *model.RoutineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineStep_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineStep_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineStep", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineStep_key(ctx context.Context, field graphql.CollectedField, obj *model.RoutineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineStep_key(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Key, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineStep_key(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineStep", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineStep_name(ctx context.Context, field graphql.CollectedField, obj *model.RoutineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineStep_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineStep_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineStep", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineStep_type(ctx context.Context, field graphql.CollectedField, obj *model.RoutineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineStep_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.StepType) graphql.Marshaler {
+			return ec.marshalNStepType2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineStep_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineStep", field, false, false, errors.New("field of type StepType does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineStep_role(ctx context.Context, field graphql.CollectedField, obj *model.RoutineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineStep_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RoutineRole) graphql.Marshaler {
+			return ec.marshalORoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineStep_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RoutineStep",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RoutineRole(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RoutineStep_phase(ctx context.Context, field graphql.CollectedField, obj *model.RoutineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineStep_phase(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Phase, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RoutinePhase) graphql.Marshaler {
+			return ec.marshalORoutinePhase2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutinePhase(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineStep_phase(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineStep", field, false, false, errors.New("field of type RoutinePhase does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineStep_config(ctx context.Context, field graphql.CollectedField, obj *model.RoutineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineStep_config(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Config, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineStep_config(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineStep", field, false, false, errors.New("field of type JSON does not have child fields"))
+}
+
+func (ec *executionContext) _RoutineStep_entry(ctx context.Context, field graphql.CollectedField, obj *model.RoutineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoutineStep_entry(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Entry, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoutineStep_entry(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoutineStep", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _Run_id(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
@@ -12089,6 +14695,406 @@ func (ec *executionContext) _Snapshot_createdAt(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Snapshot_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Snapshot", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _StepMetrics_stepKey(ctx context.Context, field graphql.CollectedField, obj *model.StepMetrics) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepMetrics_stepKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StepKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepMetrics_stepKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepMetrics", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _StepMetrics_inputTokens(ctx context.Context, field graphql.CollectedField, obj *model.StepMetrics) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepMetrics_inputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepMetrics_inputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepMetrics", field, false, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _StepMetrics_outputTokens(ctx context.Context, field graphql.CollectedField, obj *model.StepMetrics) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepMetrics_outputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepMetrics_outputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepMetrics", field, false, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _StepMetrics_executions(ctx context.Context, field graphql.CollectedField, obj *model.StepMetrics) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepMetrics_executions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Executions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepMetrics_executions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepMetrics", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_stepKey(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_stepKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StepKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_stepKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_stepName(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_stepName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StepName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_stepName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_stepType(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_stepType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StepType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.StepType) graphql.Marshaler {
+			return ec.marshalNStepType2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_stepType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type StepType does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_role(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RoutineRole) graphql.Marshaler {
+			return ec.marshalORoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "StepResult",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RoutineRole(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _StepResult_roleColor(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_roleColor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RoleColor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_roleColor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_passed(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_passed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Passed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_passed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_output(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_output(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Output, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_output(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_data(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_data(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Data, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_data(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type JSON does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_inputTokens(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_inputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_inputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_outputTokens(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_outputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_outputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_executionCount(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_executionCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExecutionCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_executionCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_durationMs(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_durationMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DurationMs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_durationMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StepResult_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.StepResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StepResult_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StepResult_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StepResult", field, false, false, errors.New("field of type Time does not have child fields"))
 }
 
 func (ec *executionContext) _Subagent_id(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
@@ -15406,6 +18412,294 @@ func (ec *executionContext) unmarshalInputLogInInput(ctx context.Context, obj an
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputRoleInput(ctx context.Context, obj any) (model.RoleInput, error) {
+	var it model.RoleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "color", "systemPrompt", "developerPrompt", "model", "templates", "tools"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "color":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("color"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Color = data
+		case "systemPrompt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("systemPrompt"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SystemPrompt = data
+		case "developerPrompt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("developerPrompt"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DeveloperPrompt = data
+		case "model":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("model"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Model = data
+		case "templates":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("templates"))
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐJSON(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Templates = data
+		case "tools":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tools"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tools = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputRoutineEdgeInput(ctx context.Context, obj any) (model.RoutineEdgeInput, error) {
+	var it model.RoutineEdgeInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"from", "to", "condition"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "from":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("from"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.From = data
+		case "to":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("to"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.To = data
+		case "condition":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("condition"))
+			data, err := ec.unmarshalOEdgeCondition2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐEdgeCondition(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Condition = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputRoutineStepInput(ctx context.Context, obj any) (model.RoutineStepInput, error) {
+	var it model.RoutineStepInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"key", "name", "type", "roleId", "phase", "config", "entry"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "key":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("key"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Key = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "type":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("type"))
+			data, err := ec.unmarshalNStepType2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepType(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Type = data
+		case "roleId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("roleId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RoleID = data
+		case "phase":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("phase"))
+			data, err := ec.unmarshalORoutinePhase2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutinePhase(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Phase = data
+		case "config":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("config"))
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐJSON(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Config = data
+		case "entry":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("entry"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Entry = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputSaveRoutineInput(ctx context.Context, obj any) (model.SaveRoutineInput, error) {
+	var it model.SaveRoutineInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"id", "name", "description", "trigger", "cron", "timezone", "active", "maxRetries", "projectId", "steps", "edges"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "trigger":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("trigger"))
+			data, err := ec.unmarshalNRoutineTrigger2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineTrigger(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Trigger = data
+		case "cron":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cron"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Cron = data
+		case "timezone":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timezone"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Timezone = data
+		case "active":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("active"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Active = data
+		case "maxRetries":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRetries"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRetries = data
+		case "projectId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("projectId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ProjectID = data
+		case "steps":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("steps"))
+			data, err := ec.unmarshalNRoutineStepInput2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineStepInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Steps = data
+		case "edges":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("edges"))
+			data, err := ec.unmarshalNRoutineEdgeInput2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineEdgeInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Edges = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputSendMessageInput(ctx context.Context, obj any) (model.SendMessageInput, error) {
 	var it model.SendMessageInput
 	if obj == nil {
@@ -15825,6 +19119,16 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Run(ctx, sel, obj)
+	case *model.RoutineRole:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._RoutineRole(ctx, sel, obj)
+	case *model.Routine:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Routine(ctx, sel, obj)
 	case *model.Message:
 		if obj == nil {
 			return graphql.Null
@@ -17458,6 +20762,48 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "createRole":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createRole(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateRole":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateRole(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteRole":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteRole(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "saveRoutine":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_saveRoutine(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteRoutine":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteRoutine(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "runRoutine":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_runRoutine(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "cancelRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_cancelRun(ctx, field)
@@ -17833,6 +21179,94 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "roles":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_roles(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "routines":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_routines(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "routine":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_routine(ctx, field)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "routineRun":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_routineRun(ctx, field)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "run":
 			field := field
 
@@ -18110,6 +21544,546 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			})
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var routineImplementors = []string{"Routine", "Node"}
+
+func (ec *executionContext) _Routine(ctx context.Context, sel ast.SelectionSet, obj *model.Routine) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, routineImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Routine")
+		case "id":
+			out.Values[i] = ec._Routine_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._Routine_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "description":
+			out.Values[i] = ec._Routine_description(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "trigger":
+			out.Values[i] = ec._Routine_trigger(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cron":
+			out.Values[i] = ec._Routine_cron(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "timezone":
+			out.Values[i] = ec._Routine_timezone(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "active":
+			out.Values[i] = ec._Routine_active(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxRetries":
+			out.Values[i] = ec._Routine_maxRetries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "projectId":
+			out.Values[i] = ec._Routine_projectId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "steps":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Routine_steps(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "edges":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Routine_edges(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "nextFireAt":
+			out.Values[i] = ec._Routine_nextFireAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "runs":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Routine_runs(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var routineEdgeImplementors = []string{"RoutineEdge"}
+
+func (ec *executionContext) _RoutineEdge(ctx context.Context, sel ast.SelectionSet, obj *model.RoutineEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, routineEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RoutineEdge")
+		case "from":
+			out.Values[i] = ec._RoutineEdge_from(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "to":
+			out.Values[i] = ec._RoutineEdge_to(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "condition":
+			out.Values[i] = ec._RoutineEdge_condition(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var routineMetricsImplementors = []string{"RoutineMetrics"}
+
+func (ec *executionContext) _RoutineMetrics(ctx context.Context, sel ast.SelectionSet, obj *model.RoutineMetrics) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, routineMetricsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RoutineMetrics")
+		case "inputTokens":
+			out.Values[i] = ec._RoutineMetrics_inputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outputTokens":
+			out.Values[i] = ec._RoutineMetrics_outputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "executions":
+			out.Values[i] = ec._RoutineMetrics_executions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "steps":
+			out.Values[i] = ec._RoutineMetrics_steps(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var routineRoleImplementors = []string{"RoutineRole", "Node"}
+
+func (ec *executionContext) _RoutineRole(ctx context.Context, sel ast.SelectionSet, obj *model.RoutineRole) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, routineRoleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RoutineRole")
+		case "id":
+			out.Values[i] = ec._RoutineRole_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._RoutineRole_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "color":
+			out.Values[i] = ec._RoutineRole_color(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "systemPrompt":
+			out.Values[i] = ec._RoutineRole_systemPrompt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "developerPrompt":
+			out.Values[i] = ec._RoutineRole_developerPrompt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "model":
+			out.Values[i] = ec._RoutineRole_model(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "templates":
+			out.Values[i] = ec._RoutineRole_templates(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tools":
+			out.Values[i] = ec._RoutineRole_tools(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var routineRunImplementors = []string{"RoutineRun"}
+
+func (ec *executionContext) _RoutineRun(ctx context.Context, sel ast.SelectionSet, obj *model.RoutineRun) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, routineRunImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RoutineRun")
+		case "run":
+			out.Values[i] = ec._RoutineRun_run(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "routine":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._RoutineRun_routine(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "context":
+			out.Values[i] = ec._RoutineRun_context(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "currentStep":
+			out.Values[i] = ec._RoutineRun_currentStep(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "stepResults":
+			out.Values[i] = ec._RoutineRun_stepResults(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "metrics":
+			out.Values[i] = ec._RoutineRun_metrics(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var routineStepImplementors = []string{"RoutineStep"}
+
+func (ec *executionContext) _RoutineStep(ctx context.Context, sel ast.SelectionSet, obj *model.RoutineStep) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, routineStepImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RoutineStep")
+		case "id":
+			out.Values[i] = ec._RoutineStep_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "key":
+			out.Values[i] = ec._RoutineStep_key(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._RoutineStep_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "type":
+			out.Values[i] = ec._RoutineStep_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._RoutineStep_role(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "phase":
+			out.Values[i] = ec._RoutineStep_phase(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "config":
+			out.Values[i] = ec._RoutineStep_config(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "entry":
+			out.Values[i] = ec._RoutineStep_entry(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -18901,6 +22875,157 @@ func (ec *executionContext) _Snapshot(ctx context.Context, sel ast.SelectionSet,
 			out.Values[i] = ec._Snapshot_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var stepMetricsImplementors = []string{"StepMetrics"}
+
+func (ec *executionContext) _StepMetrics(ctx context.Context, sel ast.SelectionSet, obj *model.StepMetrics) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, stepMetricsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("StepMetrics")
+		case "stepKey":
+			out.Values[i] = ec._StepMetrics_stepKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inputTokens":
+			out.Values[i] = ec._StepMetrics_inputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outputTokens":
+			out.Values[i] = ec._StepMetrics_outputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "executions":
+			out.Values[i] = ec._StepMetrics_executions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var stepResultImplementors = []string{"StepResult"}
+
+func (ec *executionContext) _StepResult(ctx context.Context, sel ast.SelectionSet, obj *model.StepResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, stepResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("StepResult")
+		case "stepKey":
+			out.Values[i] = ec._StepResult_stepKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "stepName":
+			out.Values[i] = ec._StepResult_stepName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "stepType":
+			out.Values[i] = ec._StepResult_stepType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._StepResult_role(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "roleColor":
+			out.Values[i] = ec._StepResult_roleColor(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "passed":
+			out.Values[i] = ec._StepResult_passed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "output":
+			out.Values[i] = ec._StepResult_output(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "data":
+			out.Values[i] = ec._StepResult_data(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "inputTokens":
+			out.Values[i] = ec._StepResult_inputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outputTokens":
+			out.Values[i] = ec._StepResult_outputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "executionCount":
+			out.Values[i] = ec._StepResult_executionCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "durationMs":
+			out.Values[i] = ec._StepResult_durationMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._StepResult_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -20754,6 +24879,16 @@ func (ec *executionContext) unmarshalNCreateTaskInput2githubᚗcomᚋagentryᚋa
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNEdgeCondition2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐEdgeCondition(ctx context.Context, v any) (model.EdgeCondition, error) {
+	var res model.EdgeCondition
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNEdgeCondition2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐEdgeCondition(ctx context.Context, sel ast.SelectionSet, v model.EdgeCondition) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNFileVersion2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐFileVersionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.FileVersion) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -21053,6 +25188,11 @@ func (ec *executionContext) marshalNRole2githubᚗcomᚋagentryᚋagentryᚋgrap
 	return v
 }
 
+func (ec *executionContext) unmarshalNRoleInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoleInput(ctx context.Context, v any) (model.RoleInput, error) {
+	res, err := ec.unmarshalInputRoleInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNRollbackChoice2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRollbackChoice(ctx context.Context, v any) (model.RollbackChoice, error) {
 	var res model.RollbackChoice
 	err := res.UnmarshalGQL(v)
@@ -21061,6 +25201,184 @@ func (ec *executionContext) unmarshalNRollbackChoice2githubᚗcomᚋagentryᚋag
 
 func (ec *executionContext) marshalNRollbackChoice2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRollbackChoice(ctx context.Context, sel ast.SelectionSet, v model.RollbackChoice) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNRoutine2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Routine) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRoutine2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutine(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRoutine2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutine(ctx context.Context, sel ast.SelectionSet, v *model.Routine) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Routine(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRoutineEdge2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RoutineEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRoutineEdge2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRoutineEdge2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineEdge(ctx context.Context, sel ast.SelectionSet, v *model.RoutineEdge) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._RoutineEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRoutineEdgeInput2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineEdgeInputᚄ(ctx context.Context, v any) ([]*model.RoutineEdgeInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.RoutineEdgeInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNRoutineEdgeInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineEdgeInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNRoutineEdgeInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineEdgeInput(ctx context.Context, v any) (*model.RoutineEdgeInput, error) {
+	res, err := ec.unmarshalInputRoutineEdgeInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRoutineMetrics2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineMetrics(ctx context.Context, sel ast.SelectionSet, v *model.RoutineMetrics) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._RoutineMetrics(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRoutineRole2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRoleᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RoutineRole) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx context.Context, sel ast.SelectionSet, v *model.RoutineRole) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._RoutineRole(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRoutineStep2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineStepᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RoutineStep) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRoutineStep2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineStep(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRoutineStep2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineStep(ctx context.Context, sel ast.SelectionSet, v *model.RoutineStep) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._RoutineStep(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRoutineStepInput2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineStepInputᚄ(ctx context.Context, v any) ([]*model.RoutineStepInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.RoutineStepInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNRoutineStepInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineStepInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNRoutineStepInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineStepInput(ctx context.Context, v any) (*model.RoutineStepInput, error) {
+	res, err := ec.unmarshalInputRoutineStepInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNRoutineTrigger2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineTrigger(ctx context.Context, v any) (model.RoutineTrigger, error) {
+	var res model.RoutineTrigger
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRoutineTrigger2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineTrigger(ctx context.Context, sel ast.SelectionSet, v model.RoutineTrigger) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNRun2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRunᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Run) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {
@@ -21155,6 +25473,11 @@ func (ec *executionContext) marshalNRunStatus2githubᚗcomᚋagentryᚋagentry�
 	return v
 }
 
+func (ec *executionContext) unmarshalNSaveRoutineInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSaveRoutineInput(ctx context.Context, v any) (model.SaveRoutineInput, error) {
+	res, err := ec.unmarshalInputSaveRoutineInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNSendMessageInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSendMessageInput(ctx context.Context, v any) (model.SendMessageInput, error) {
 	res, err := ec.unmarshalInputSendMessageInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -21199,6 +25522,68 @@ func (ec *executionContext) marshalNSnapshot2ᚖgithubᚗcomᚋagentryᚋagentry
 func (ec *executionContext) unmarshalNSpawnSubagentInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSpawnSubagentInput(ctx context.Context, v any) (model.SpawnSubagentInput, error) {
 	res, err := ec.unmarshalInputSpawnSubagentInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNStepMetrics2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepMetricsᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.StepMetrics) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNStepMetrics2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepMetrics(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNStepMetrics2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepMetrics(ctx context.Context, sel ast.SelectionSet, v *model.StepMetrics) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._StepMetrics(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNStepResult2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepResultᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.StepResult) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNStepResult2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepResult(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNStepResult2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepResult(ctx context.Context, sel ast.SelectionSet, v *model.StepResult) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._StepResult(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNStepType2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepType(ctx context.Context, v any) (model.StepType, error) {
+	var res model.StepType
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNStepType2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepType(ctx context.Context, sel ast.SelectionSet, v model.StepType) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -21827,6 +26212,22 @@ func (ec *executionContext) marshalOConversation2ᚖgithubᚗcomᚋagentryᚋage
 	return ec._Conversation(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOEdgeCondition2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐEdgeCondition(ctx context.Context, v any) (*model.EdgeCondition, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.EdgeCondition)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOEdgeCondition2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐEdgeCondition(ctx context.Context, sel ast.SelectionSet, v *model.EdgeCondition) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) unmarshalOFailureClass2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐFailureClass(ctx context.Context, v any) (*model.FailureClass, error) {
 	if v == nil {
 		return nil, nil
@@ -21934,6 +26335,43 @@ func (ec *executionContext) marshalOPersonality2ᚖgithubᚗcomᚋagentryᚋagen
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalORoutine2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutine(ctx context.Context, sel ast.SelectionSet, v *model.Routine) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Routine(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalORoutinePhase2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutinePhase(ctx context.Context, v any) (*model.RoutinePhase, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.RoutinePhase)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalORoutinePhase2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutinePhase(ctx context.Context, sel ast.SelectionSet, v *model.RoutinePhase) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) marshalORoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx context.Context, sel ast.SelectionSet, v *model.RoutineRole) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RoutineRole(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORoutineRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRun(ctx context.Context, sel ast.SelectionSet, v *model.RoutineRun) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RoutineRun(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx context.Context, sel ast.SelectionSet, v *model.Run) graphql.Marshaler {

@@ -192,6 +192,42 @@ type PageInfo struct {
 type Query struct {
 }
 
+type RoleInput struct {
+	Name            string   `json:"name"`
+	Color           *string  `json:"color,omitempty"`
+	SystemPrompt    string   `json:"systemPrompt"`
+	DeveloperPrompt *string  `json:"developerPrompt,omitempty"`
+	Model           *string  `json:"model,omitempty"`
+	Templates       JSON     `json:"templates,omitempty"`
+	Tools           []string `json:"tools,omitempty"`
+}
+
+type RoutineEdgeInput struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// default ALWAYS
+	Condition *EdgeCondition `json:"condition,omitempty"`
+}
+
+type RoutineMetrics struct {
+	InputTokens  int64          `json:"inputTokens"`
+	OutputTokens int64          `json:"outputTokens"`
+	Executions   int            `json:"executions"`
+	Steps        []*StepMetrics `json:"steps"`
+}
+
+type RoutineStepInput struct {
+	Key    string        `json:"key"`
+	Name   string        `json:"name"`
+	Type   StepType      `json:"type"`
+	RoleID *string       `json:"roleId,omitempty"`
+	Phase  *RoutinePhase `json:"phase,omitempty"`
+	// prompt (a Liquid template; the role's otherwise), script (LAMBDA: Starlark defining main(ctx)),
+	// intervalSeconds and timeoutSeconds (CRON: default 60 and 86400), metadata (any JSON)
+	Config JSON  `json:"config,omitempty"`
+	Entry  *bool `json:"entry,omitempty"`
+}
+
 type RunConnection struct {
 	Edges    []*RunEdge `json:"edges"`
 	PageInfo *PageInfo  `json:"pageInfo"`
@@ -200,6 +236,26 @@ type RunConnection struct {
 type RunEdge struct {
 	Cursor string `json:"cursor"`
 	Node   *Run   `json:"node"`
+}
+
+type SaveRoutineInput struct {
+	// omitted: a new routine
+	ID          *string        `json:"id,omitempty"`
+	Name        string         `json:"name"`
+	Description *string        `json:"description,omitempty"`
+	Trigger     RoutineTrigger `json:"trigger"`
+	// five fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly
+	Cron *string `json:"cron,omitempty"`
+	// IANA time zone of the cron expression (default UTC)
+	Timezone *string `json:"timezone,omitempty"`
+	// default true
+	Active *bool `json:"active,omitempty"`
+	// default 3
+	MaxRetries *int `json:"maxRetries,omitempty"`
+	// the tenant's default project when omitted
+	ProjectID *string             `json:"projectId,omitempty"`
+	Steps     []*RoutineStepInput `json:"steps"`
+	Edges     []*RoutineEdgeInput `json:"edges"`
 }
 
 type SendMessageInput struct {
@@ -250,6 +306,13 @@ type SpawnSubagentInput struct {
 	MaxTokens *int `json:"maxTokens,omitempty"`
 	// 1 to 240, default 60.
 	TimeoutMinutes *int `json:"timeoutMinutes,omitempty"`
+}
+
+type StepMetrics struct {
+	StepKey      string `json:"stepKey"`
+	InputTokens  int64  `json:"inputTokens"`
+	OutputTokens int64  `json:"outputTokens"`
+	Executions   int    `json:"executions"`
 }
 
 type Subscription struct {
@@ -826,6 +889,63 @@ func (e ConversationVisibility) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+type EdgeCondition string
+
+const (
+	EdgeConditionAlways EdgeCondition = "ALWAYS"
+	EdgeConditionOnPass EdgeCondition = "ON_PASS"
+	EdgeConditionOnFail EdgeCondition = "ON_FAIL"
+)
+
+var AllEdgeCondition = []EdgeCondition{
+	EdgeConditionAlways,
+	EdgeConditionOnPass,
+	EdgeConditionOnFail,
+}
+
+func (e EdgeCondition) IsValid() bool {
+	switch e {
+	case EdgeConditionAlways, EdgeConditionOnPass, EdgeConditionOnFail:
+		return true
+	}
+	return false
+}
+
+func (e EdgeCondition) String() string {
+	return string(e)
+}
+
+func (e *EdgeCondition) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = EdgeCondition(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid EdgeCondition", str)
+	}
+	return nil
+}
+
+func (e EdgeCondition) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *EdgeCondition) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e EdgeCondition) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type FailureClass string
 
 const (
@@ -1178,6 +1298,120 @@ func (e RollbackChoice) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+type RoutinePhase string
+
+const (
+	RoutinePhaseImplementation RoutinePhase = "IMPLEMENTATION"
+	RoutinePhaseReview         RoutinePhase = "REVIEW"
+	RoutinePhaseTesting        RoutinePhase = "TESTING"
+)
+
+var AllRoutinePhase = []RoutinePhase{
+	RoutinePhaseImplementation,
+	RoutinePhaseReview,
+	RoutinePhaseTesting,
+}
+
+func (e RoutinePhase) IsValid() bool {
+	switch e {
+	case RoutinePhaseImplementation, RoutinePhaseReview, RoutinePhaseTesting:
+		return true
+	}
+	return false
+}
+
+func (e RoutinePhase) String() string {
+	return string(e)
+}
+
+func (e *RoutinePhase) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RoutinePhase(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RoutinePhase", str)
+	}
+	return nil
+}
+
+func (e RoutinePhase) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RoutinePhase) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RoutinePhase) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type RoutineTrigger string
+
+const (
+	RoutineTriggerManual    RoutineTrigger = "MANUAL"
+	RoutineTriggerTaskReady RoutineTrigger = "TASK_READY"
+	RoutineTriggerCron      RoutineTrigger = "CRON"
+)
+
+var AllRoutineTrigger = []RoutineTrigger{
+	RoutineTriggerManual,
+	RoutineTriggerTaskReady,
+	RoutineTriggerCron,
+}
+
+func (e RoutineTrigger) IsValid() bool {
+	switch e {
+	case RoutineTriggerManual, RoutineTriggerTaskReady, RoutineTriggerCron:
+		return true
+	}
+	return false
+}
+
+func (e RoutineTrigger) String() string {
+	return string(e)
+}
+
+func (e *RoutineTrigger) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RoutineTrigger(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RoutineTrigger", str)
+	}
+	return nil
+}
+
+func (e RoutineTrigger) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RoutineTrigger) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RoutineTrigger) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type RunKind string
 
 const (
@@ -1304,6 +1538,69 @@ func (e *RunStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e RunStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type StepType string
+
+const (
+	StepTypeAgent        StepType = "AGENT"
+	StepTypeGate         StepType = "GATE"
+	StepTypeCron         StepType = "CRON"
+	StepTypeLambda       StepType = "LAMBDA"
+	StepTypeTerminal     StepType = "TERMINAL"
+	StepTypeTerminalFail StepType = "TERMINAL_FAIL"
+)
+
+var AllStepType = []StepType{
+	StepTypeAgent,
+	StepTypeGate,
+	StepTypeCron,
+	StepTypeLambda,
+	StepTypeTerminal,
+	StepTypeTerminalFail,
+}
+
+func (e StepType) IsValid() bool {
+	switch e {
+	case StepTypeAgent, StepTypeGate, StepTypeCron, StepTypeLambda, StepTypeTerminal, StepTypeTerminalFail:
+		return true
+	}
+	return false
+}
+
+func (e StepType) String() string {
+	return string(e)
+}
+
+func (e *StepType) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = StepType(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid StepType", str)
+	}
+	return nil
+}
+
+func (e StepType) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *StepType) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e StepType) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

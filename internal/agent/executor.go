@@ -65,6 +65,8 @@ type Executor struct {
 	waiter    Waiter
 	now       func() time.Time
 	retryBase time.Duration
+	// restricted tools are offered only to runs whose kind names them (Restrict).
+	restricted map[string]bool
 	// window fits each request into the model's context (nil: the whole history is sent).
 	window *contextwin.Manager
 }
@@ -141,6 +143,17 @@ func (e *Executor) SetWaiter(w Waiter) { e.waiter = w }
 type KindHooks interface {
 	Limits(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (Limits, error)
 	Started(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error
+}
+
+// Restrict makes tools available only to runs whose limits name them (Limits.AllowTool): a
+// routine gate's verdict tool has no place in a chat. Call it while wiring, before runs start.
+func (e *Executor) Restrict(names ...string) {
+	if e.restricted == nil {
+		e.restricted = map[string]bool{}
+	}
+	for _, n := range names {
+		e.restricted[n] = true
+	}
 }
 
 // Retry asks the job system to run the attempt again after (at least) Delay.

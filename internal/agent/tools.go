@@ -47,10 +47,13 @@ func (t RegistryTools) Run(ctx context.Context, tx *db.Tx, c ToolCall) (string, 
 }
 
 // tools is what this attempt may call: the executor's tools, narrowed by the run's limits
-// (AllowTool) when they name a set.
+// (AllowTool) when they name a set, else without the restricted ones (Restrict).
 func (t *turn) tools() Tools {
 	if t.limits.AllowTool == nil {
-		return t.e.tools
+		if len(t.e.restricted) == 0 {
+			return t.e.tools
+		}
+		return allowedTools{Tools: t.e.tools, allow: func(name string) bool { return !t.e.restricted[name] }}
 	}
 	return allowedTools{Tools: t.e.tools, allow: t.limits.AllowTool}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/agentry/agentry/internal/mail"
 	"github.com/agentry/agentry/internal/memory"
 	"github.com/agentry/agentry/internal/ratelimit"
+	"github.com/agentry/agentry/internal/routine"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/settings"
@@ -76,6 +77,7 @@ type App struct {
 	Memory    *memory.Service
 	Usage     *usage.Service
 	Workspace *workspace.Service // workspace history, snapshots and rollback (issue 7)
+	Routines  *routine.Service   // roles, routines and routine runs
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
 	RateLimits *ratelimit.Limiter
 	Registry   *prometheus.Registry
@@ -171,6 +173,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 			return nil, err
 		}
 	}
+	for _, t := range routine.Tools() {
+		if err := a.Tools.Register(t); err != nil {
+			return nil, err
+		}
+	}
 	a.Memory = memory.NewService(a.DB)
 	a.Context = contextwin.New(contextwin.Options{Models: a.Models, SummaryModel: cfg.SummaryModel, Log: log})
 	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: a.Tools}, log)
@@ -201,6 +208,19 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		}
 		return a.Workspace.Finished(ctx, tx, fin)
 	})
+	a.Routines = routine.NewService(a.DB, a.Runs, routineModels{defModels}, a.Tools.Names, log)
+	a.Routines.SetAdmission(a.Usage)
+	a.Executor.Register(run.KindRoutine, a.Routines.Hooks())
+	a.Executor.Restrict(routine.GateVerdictTool, routine.CronSignalTool)
+	a.Runs.OnFinish(run.KindRoutine, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
+		if err := a.Workspace.Finished(ctx, tx, fin); err != nil {
+			return err
+		}
+		return a.Routines.StepRunFinished(ctx, tx, fin)
+	})
+	a.Runs.OnCancel(run.KindRoutine, a.Routines.Cancelled)
+	a.Runs.OnEnqueue(run.KindRoutine, a.Routines.Enqueued)
+	a.Tasks.OnReady(a.Routines.TaskReady)
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
 	a.Executor.SetBudgets(a.Usage)
@@ -212,6 +232,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
 			periodic := append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
 			periodic = append(periodic, a.Subagents.Register(w)...)
+			periodic = append(periodic, a.Routines.Register(w)...)
 			return append(periodic, a.Workspace.Register(w, cfg.WorkspaceRetention)...)
 		},
 	}); err != nil {
@@ -219,6 +240,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	}
 	a.Runs.SetInserter(a.River)
 	a.Subagents.SetInserter(a.River)
+	a.Routines.SetInserter(a.River)
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis})
 	opts := server.Options{
@@ -246,7 +268,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
 				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
-				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, Log: log,
+				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, RoutineService: a.Routines, Log: log,
 			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,
@@ -374,6 +396,14 @@ type models struct {
 }
 
 func (m models) Default() string { return m.def }
+
+// routineModels checks a role's model reference.
+type routineModels struct{ models }
+
+func (m routineModels) Resolve(ref string) error {
+	_, _, err := m.models.Resolve(ref)
+	return err
+}
 
 // providerConfig is what the model registry needs of cfg.
 func providerConfig(cfg *config.Config) providers.Config {

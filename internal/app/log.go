@@ -28,7 +28,7 @@ func NewLogger(w io.Writer, json bool, level slog.Level) *slog.Logger {
 type ctxHandler struct{ slog.Handler }
 
 func (h ctxHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level == slog.LevelInfo && routine(r.Message) {
+	if r.Level == slog.LevelInfo && riverChatter(r.Message) {
 		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
 			return nil
 		}
@@ -49,7 +49,7 @@ func (h ctxHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h ctxHandler) WithGroup(name string) slog.Handler { return ctxHandler{h.Handler.WithGroup(name)} }
 
-// routine reports whether msg is one of River's routine reports.
-func routine(msg string) bool {
+// riverChatter reports whether msg is one of River's routine reports.
+func riverChatter(msg string) bool {
 	return strings.HasSuffix(msg, ": Producer job counts") || strings.Contains(msg, ": Ran successfully")
 }

@@ -27,6 +27,7 @@ import (
 const (
 	KindChatTurn = "CHAT_TURN"
 	KindTask     = "TASK"
+	KindRoutine  = "ROUTINE"
 )
 
 // Statuses of a run.
@@ -111,6 +112,38 @@ type Service struct {
 	log  *slog.Logger
 	// onFinish holds, per run kind, work that must commit with the run's end (a task's status).
 	onFinish map[string]FinishHook
+	// onCancel holds, per run kind, what cancelling a RUNNING run of the kind adds (a routine
+	// run, which no job holds while it waits for its step, ends itself there).
+	onCancel map[string]FinishHook
+	// onEnqueue holds, per run kind, a job of the kind's own for runs that are not the
+	// executor's (a routine run resumed after a pause).
+	onEnqueue map[string]EnqueueHook
+}
+
+// OnCancel registers what cancelling a RUNNING run of a kind adds, in the cancel's transaction
+// after the cancel was requested. Call it while wiring, before runs start.
+func (s *Service) OnCancel(kind string, h FinishHook) {
+	if s.onCancel == nil {
+		s.onCancel = map[string]FinishHook{}
+	}
+	s.onCancel[kind] = h
+}
+
+// EnqueueHook may enqueue a run's work itself (a routine run's own job rather than the
+// executor's); handled says it did.
+type EnqueueHook func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (handled bool, err error)
+
+// OnEnqueue registers the enqueue hook of a run kind. Call it while wiring, before runs start.
+func (s *Service) OnEnqueue(kind string, h EnqueueHook) {
+	if s.onEnqueue == nil {
+		s.onEnqueue = map[string]EnqueueHook{}
+	}
+	s.onEnqueue[kind] = h
+}
+
+// CancelTx cancels run r (locked by the caller) inside tx, as cancelRun does.
+func (s *Service) CancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason string) error {
+	return s.cancelTx(ctx, tx, r, reason, true)
 }
 
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
@@ -167,6 +200,12 @@ func (s *Service) InsertJob(ctx context.Context, tx *db.Tx, tenantID, runID uuid
 // Enqueue inserts r's job in tx, records it on the run and makes r its conversation's active
 // run.
 func (s *Service) Enqueue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	if h := s.onEnqueue[r.Kind]; h != nil {
+		handled, err := h(ctx, tx, r)
+		if err != nil || handled {
+			return err
+		}
+	}
 	jobID, err := s.InsertJob(ctx, tx, r.TenantID, r.ID, r.Kind, r.MaxAttempts)
 	if err != nil {
 		return err
@@ -463,6 +502,9 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 		}
 	}
 	if r.Status == StatusRunning {
+		if h := s.onCancel[r.Kind]; h != nil {
+			return h(ctx, tx, r)
+		}
 		return nil // the worker records the end
 	}
 	// Nobody works the run: end it here.

@@ -79,7 +79,16 @@ type Service struct {
 	models Models
 	log    *slog.Logger
 	admit  Admission
+	// onReady starts what waits for a task to become READY (nil: nothing does).
+	onReady ReadyHook
 }
+
+// ReadyHook runs in the transaction that makes a task READY by hand (updateTask), with the
+// user who did: routines with a TASK_READY trigger start there.
+type ReadyHook func(ctx context.Context, tx *db.Tx, userID uuid.UUID, t dbsqlc.Task) error
+
+// OnReady connects what starts when a task becomes READY. Call it while wiring.
+func (s *Service) OnReady(h ReadyHook) { s.onReady = h }
 
 // Admission refuses a new run that no budget can pay for (usage.Service implements it).
 type Admission interface {
@@ -249,7 +258,22 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (dbsqlc.Tas
 	}
 	var out dbsqlc.Task
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		becomesReady := false
+		if params.Status != nil && *params.Status == StatusReady && s.onReady != nil {
+			old, err := tx.Q.TaskGetForUpdate(ctx, dbsqlc.TaskGetForUpdateParams{TenantID: a.TenantID, ID: id})
+			if err != nil {
+				return err
+			}
+			becomesReady = old.Status != StatusReady
+		}
 		out, err = tx.Q.TaskUpdate(ctx, params)
+		if err != nil || !becomesReady {
+			return err
+		}
+		if err := s.onReady(ctx, tx, a.UserID, out); err != nil {
+			return err
+		}
+		out, err = tx.Q.TaskGet(ctx, dbsqlc.TaskGetParams{TenantID: a.TenantID, ID: id})
 		return err
 	})
 	if db.IsNoRows(err) {

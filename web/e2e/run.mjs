@@ -525,6 +525,51 @@ await scenario('budgets: initial JS under 300 KB gzip, chat page first paint und
   assert(fcp < 1500, 'chat page first rendered (first contentful paint) within 1.5 s');
 });
 
+await scenario('routines: the graph, a run and its steps coloured by role', async () => {
+  const rita = await newUser('rita');
+  const { page } = rita;
+  const token = await tokenOf(page);
+  const role = async (name, color) =>
+    (await gql(token, `mutation($in: RoleInput!) { createRole(input: $in) { id } }`, { in: { name, color, systemPrompt: `You are the ${name}.`, tools: [] } })).createRole.id;
+  const impl = await role('Implementer', '#4363D8');
+  const writer = await role('Writer', '#F58231');
+  await gql(token, `mutation($in: SaveRoutineInput!) { saveRoutine(input: $in) { id } }`, {
+    in: {
+      name: 'Ship a feature',
+      description: 'Implement, document, check.',
+      trigger: 'MANUAL',
+      steps: [
+        { key: 'impl', name: 'Implementation', type: 'AGENT', roleId: impl, phase: 'IMPLEMENTATION', entry: true },
+        { key: 'docs', name: 'Documentation', type: 'AGENT', roleId: writer, phase: 'REVIEW' },
+        { key: 'check', name: 'Check', type: 'LAMBDA', phase: 'TESTING', config: { script: 'def main(ctx):\n    return {"passed": True, "output": "all good"}\n' } },
+        { key: 'done', name: 'Done', type: 'TERMINAL' },
+        { key: 'fail', name: 'Give up', type: 'TERMINAL_FAIL' },
+      ],
+      edges: [
+        { from: 'impl', to: 'docs' },
+        { from: 'docs', to: 'check' },
+        { from: 'check', to: 'done', condition: 'ON_PASS' },
+        { from: 'check', to: 'fail', condition: 'ON_FAIL' },
+      ],
+    },
+  });
+  await page.goto(`${base}/routines`);
+  await page.getByTestId('routine-graph').waitFor();
+  assert((await page.getByTestId('routine-step').count()) === 5, 'every step is drawn');
+  await shot(page, 'routines');
+  await page.getByRole('button', { name: 'Run' }).click();
+  await page.waitForURL(/\/runs\/.+/);
+  await page.getByTestId('routine-run').waitFor();
+  // Live: the steps' results arrive as the run goes on.
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="step-result"]').length === 4, null, { timeout: 60000 });
+  const first = page.getByTestId('step-result').first();
+  const border = await first.evaluate((el) => getComputedStyle(el).borderLeftColor);
+  assert(border === 'rgb(67, 99, 216)', `the implementation step has its role's colour (${border})`);
+  await page.getByText('all good', { exact: true }).waitFor();
+  await shot(page, 'routine-run');
+  await rita.context.close();
+});
+
 await browser.close();
 console.log(`${passed} passed, ${failed} failed`);
 if (failed) {

@@ -12,6 +12,7 @@ import { REFRESH_KEY, type SessionState } from './lib/session';
 
 const RunsPage = lazy(() => import('./pages/Runs').then((m) => ({ default: m.RunsPage })));
 const RunPage = lazy(() => import('./pages/Runs').then((m) => ({ default: m.RunPage })));
+const RoutinesPage = lazy(() => import('./pages/Routines').then((m) => ({ default: m.RoutinesPage })));
 const TasksPage = lazy(() => import('./pages/Tasks').then((m) => ({ default: m.TasksPage })));
 const WorkspacePage = lazy(() => import('./pages/Workspace').then((m) => ({ default: m.WorkspacePage })));
 const SettingsPage = lazy(() => import('./pages/Settings').then((m) => ({ default: m.SettingsPage })));
@@ -87,6 +88,7 @@ function Shell() {
           <NavLink to="/chat">Chat</NavLink>
           <NavLink to="/runs">Runs</NavLink>
           <NavLink to="/tasks">Tasks</NavLink>
+          <NavLink to="/routines">Routines</NavLink>
           <NavLink to="/workspace">Workspace</NavLink>
           <NavLink to="/usage">{admin ? 'Usage & budgets' : 'Usage'}</NavLink>
           <NavLink to="/settings">Settings</NavLink>
@@ -123,6 +125,7 @@ function Shell() {
             <Route path="/runs" element={<RunsPage />} />
             <Route path="/runs/:id" element={<RunPage />} />
             <Route path="/tasks" element={<TasksPage />} />
+            <Route path="/routines" element={<RoutinesPage />} />
             <Route path="/workspace" element={<WorkspacePage />} />
             <Route path="/settings" element={<SettingsPage />} />
             <Route path="/usage" element={<UsagePage />} />

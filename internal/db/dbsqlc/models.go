@@ -214,6 +214,86 @@ type Reservation struct {
 	FinishedAt     *time.Time
 }
 
+type Role struct {
+	TenantID        uuid.UUID
+	ID              uuid.UUID
+	Name            string
+	Color           string
+	SystemPrompt    string
+	DeveloperPrompt *string
+	Model           *string
+	Templates       []byte
+	Tools           []string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+type Routine struct {
+	TenantID    uuid.UUID
+	ID          uuid.UUID
+	ProjectID   uuid.UUID
+	Name        string
+	Description *string
+	Trigger     string
+	Cron        *string
+	Timezone    *string
+	Active      bool
+	MaxRetries  int32
+	Steps       []byte
+	Edges       []byte
+	NextFireAt  *time.Time
+	CreatedBy   uuid.UUID
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+type RoutineRun struct {
+	TenantID      uuid.UUID
+	RunID         uuid.UUID
+	RoutineID     uuid.NullUUID
+	Definition    []byte
+	Context       []byte
+	CurrentStep   *string
+	Execution     int32
+	Evaluation    int32
+	StepStartedAt *time.Time
+	Phase         *string
+	PhaseStart    *string
+	Retries       int32
+	Executions    []byte
+	CronTick      *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type RoutineStepResult struct {
+	TenantID     uuid.UUID
+	RunID        uuid.UUID
+	StepKey      string
+	Execution    int32
+	StepName     string
+	StepType     string
+	RoleID       uuid.NullUUID
+	Passed       bool
+	Output       *string
+	Data         []byte
+	InputTokens  int64
+	OutputTokens int64
+	DurationMs   int32
+	CreatedAt    time.Time
+}
+
+type RoutineStepRun struct {
+	TenantID     uuid.UUID
+	StepRunID    uuid.UUID
+	RoutineRunID uuid.UUID
+	StepKey      string
+	StepType     string
+	Execution    int32
+	Evaluation   int32
+	CreatedAt    time.Time
+}
+
 type Run struct {
 	TenantID            uuid.UUID
 	ID                  uuid.UUID

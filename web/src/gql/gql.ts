@@ -69,6 +69,10 @@ type Documents = {
     "\n  query Memberships {\n    viewer { memberships { role pending tenant { id name } } }\n  }\n": typeof types.MembershipsDocument,
     "\n  mutation SwitchTenant($t: String!, $tenantId: ID!) {\n    switchTenant(refreshToken: $t, tenantId: $tenantId) {\n      ...AuthPayloadFields\n    }\n  }\n": typeof types.SwitchTenantDocument,
     "\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n": typeof types.MembersDocument,
+    "\n  fragment RoutineFields on Routine {\n    id\n    name\n    description\n    trigger\n    cron\n    timezone\n    active\n    maxRetries\n    nextFireAt\n    steps { id key name type phase entry role { id name color } }\n    edges { from to condition }\n    runs(first: 5) { id status createdAt }\n  }\n": typeof types.RoutineFieldsFragmentDoc,
+    "\n  query Routines {\n    routines { ...RoutineFields }\n  }\n": typeof types.RoutinesDocument,
+    "\n  mutation RunRoutine($id: ID!, $input: String) {\n    runRoutine(id: $id, input: $input) { id kind status }\n  }\n": typeof types.RunRoutineDocument,
+    "\n  query RoutineRun($runId: ID!) {\n    routineRun(runId: $runId) {\n      currentStep\n      context\n      routine { ...RoutineFields }\n      stepResults { stepKey stepName stepType passed output data inputTokens outputTokens executionCount durationMs roleColor role { id name color } createdAt }\n      metrics { inputTokens outputTokens executions steps { stepKey inputTokens outputTokens executions } }\n    }\n  }\n": typeof types.RoutineRunDocument,
 };
 const documents: Documents = {
     "\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": types.AuthPayloadFieldsFragmentDoc,
@@ -126,6 +130,10 @@ const documents: Documents = {
     "\n  query Memberships {\n    viewer { memberships { role pending tenant { id name } } }\n  }\n": types.MembershipsDocument,
     "\n  mutation SwitchTenant($t: String!, $tenantId: ID!) {\n    switchTenant(refreshToken: $t, tenantId: $tenantId) {\n      ...AuthPayloadFields\n    }\n  }\n": types.SwitchTenantDocument,
     "\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n": types.MembersDocument,
+    "\n  fragment RoutineFields on Routine {\n    id\n    name\n    description\n    trigger\n    cron\n    timezone\n    active\n    maxRetries\n    nextFireAt\n    steps { id key name type phase entry role { id name color } }\n    edges { from to condition }\n    runs(first: 5) { id status createdAt }\n  }\n": types.RoutineFieldsFragmentDoc,
+    "\n  query Routines {\n    routines { ...RoutineFields }\n  }\n": types.RoutinesDocument,
+    "\n  mutation RunRoutine($id: ID!, $input: String) {\n    runRoutine(id: $id, input: $input) { id kind status }\n  }\n": types.RunRoutineDocument,
+    "\n  query RoutineRun($runId: ID!) {\n    routineRun(runId: $runId) {\n      currentStep\n      context\n      routine { ...RoutineFields }\n      stepResults { stepKey stepName stepType passed output data inputTokens outputTokens executionCount durationMs roleColor role { id name color } createdAt }\n      metrics { inputTokens outputTokens executions steps { stepKey inputTokens outputTokens executions } }\n    }\n  }\n": types.RoutineRunDocument,
 };
 
 /**
@@ -362,6 +370,22 @@ export function graphql(source: "\n  mutation SwitchTenant($t: String!, $tenantI
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n"): (typeof documents)["\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment RoutineFields on Routine {\n    id\n    name\n    description\n    trigger\n    cron\n    timezone\n    active\n    maxRetries\n    nextFireAt\n    steps { id key name type phase entry role { id name color } }\n    edges { from to condition }\n    runs(first: 5) { id status createdAt }\n  }\n"): (typeof documents)["\n  fragment RoutineFields on Routine {\n    id\n    name\n    description\n    trigger\n    cron\n    timezone\n    active\n    maxRetries\n    nextFireAt\n    steps { id key name type phase entry role { id name color } }\n    edges { from to condition }\n    runs(first: 5) { id status createdAt }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query Routines {\n    routines { ...RoutineFields }\n  }\n"): (typeof documents)["\n  query Routines {\n    routines { ...RoutineFields }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RunRoutine($id: ID!, $input: String) {\n    runRoutine(id: $id, input: $input) { id kind status }\n  }\n"): (typeof documents)["\n  mutation RunRoutine($id: ID!, $input: String) {\n    runRoutine(id: $id, input: $input) { id kind status }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RoutineRun($runId: ID!) {\n    routineRun(runId: $runId) {\n      currentStep\n      context\n      routine { ...RoutineFields }\n      stepResults { stepKey stepName stepType passed output data inputTokens outputTokens executionCount durationMs roleColor role { id name color } createdAt }\n      metrics { inputTokens outputTokens executions steps { stepKey inputTokens outputTokens executions } }\n    }\n  }\n"): (typeof documents)["\n  query RoutineRun($runId: ID!) {\n    routineRun(runId: $runId) {\n      currentStep\n      context\n      routine { ...RoutineFields }\n      stepResults { stepKey stepName stepType passed output data inputTokens outputTokens executionCount durationMs roleColor role { id name color } createdAt }\n      metrics { inputTokens outputTokens executions steps { stepKey inputTokens outputTokens executions } }\n    }\n  }\n"];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};

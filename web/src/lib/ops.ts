@@ -390,3 +390,44 @@ export const Members = graphql(`
     }
   }
 `);
+
+export const RoutineFields = graphql(`
+  fragment RoutineFields on Routine {
+    id
+    name
+    description
+    trigger
+    cron
+    timezone
+    active
+    maxRetries
+    nextFireAt
+    steps { id key name type phase entry role { id name color } }
+    edges { from to condition }
+    runs(first: 5) { id status createdAt }
+  }
+`);
+
+export const Routines = graphql(`
+  query Routines {
+    routines { ...RoutineFields }
+  }
+`);
+
+export const RunRoutine = graphql(`
+  mutation RunRoutine($id: ID!, $input: String) {
+    runRoutine(id: $id, input: $input) { id kind status }
+  }
+`);
+
+export const RoutineRunQuery = graphql(`
+  query RoutineRun($runId: ID!) {
+    routineRun(runId: $runId) {
+      currentStep
+      context
+      routine { ...RoutineFields }
+      stepResults { stepKey stepName stepType passed output data inputTokens outputTokens executionCount durationMs roleColor role { id name color } createdAt }
+      metrics { inputTokens outputTokens executions steps { stepKey inputTokens outputTokens executions } }
+    }
+  }
+`);

@@ -7,6 +7,7 @@ import { dateTime, duration, money, time, tokens } from '../lib/format';
 import { emptyEvents, eventsReducer, type RunEventLike } from '../lib/events';
 import { CancelSubagent, RunEvents, RunPage as RunPageQuery, RunSubagents, Runs } from '../lib/ops';
 import type { RunKind, RunStatus } from '../gql/graphql';
+import { RoutineRunPanel } from './Routines';
 
 const STATUSES: RunStatus[] = ['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
 const KINDS: RunKind[] = ['CHAT_TURN', 'TASK', 'ROUTINE', 'SUBAGENT', 'TEAM'];
@@ -174,6 +175,9 @@ export function RunPage() {
           </p>
           <SubagentTree nodes={run.subagents as SubagentNode[]} />
         </>
+      )}
+      {run.kind === 'ROUTINE' && (
+        <RoutineRunPanel runId={run.id} version={live.runs[run.id]?.lastSeq ?? 0} active={ACTIVE.has(run.status)} />
       )}
       <h2>Tool calls</h2>
       {run.toolCalls.length === 0 ? (
