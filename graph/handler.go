@@ -20,6 +20,7 @@ import (
 	"github.com/agentry/agentry/graph/generated"
 	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/metrics"
 )
 
 // Limits bound what one GraphQL operation may ask for. Zero fields take the defaults.
@@ -53,6 +54,8 @@ type HandlerOptions struct {
 	// Sockets, when it ends, closes every open WebSocket (graceful shutdown: http.Server's
 	// Shutdown does not track hijacked connections).
 	Sockets context.Context
+	// Metrics counts running subscriptions (nil: not counted).
+	Metrics *metrics.Metrics
 }
 
 // NewHandler returns the /graphql handler: gqlgen's POST, GET (queries only), WebSocket
@@ -82,6 +85,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	}
 	r := o.Resolver
 	sockets := newSockets(l.WSSubscriptions, l.WSSocketsPerUser)
+	sockets.metrics = o.Metrics
 	srv := handler.New(withCosts(generated.NewExecutableSchema(generated.Config{Resolvers: r})))
 	srv.AddTransport(transport.Websocket{
 		Implementation: uniqueIDs{transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{

@@ -19,6 +19,7 @@ import (
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/llm"
+	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
 )
@@ -67,7 +68,12 @@ type Executor struct {
 	retryBase time.Duration
 	// window fits each request into the model's context (nil: the whole history is sent).
 	window *contextwin.Manager
+	// metrics counts model calls, tokens, cost and tool calls (nil: not counted).
+	metrics *metrics.Metrics
 }
+
+// SetMetrics makes e count model calls, tokens, cost and tool calls. Call it while wiring.
+func (e *Executor) SetMetrics(m *metrics.Metrics) { e.metrics = m }
 
 // SetApprovals connects human-in-the-loop approvals.
 func (e *Executor) SetApprovals(a Approvals) { e.approvals = a }

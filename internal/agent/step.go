@@ -400,6 +400,11 @@ func (t *turn) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, out
 	if _, err := tx.Q.ToolCallFinish(ctx, dbsqlc.ToolCallFinishParams{TenantID: r.TenantID, ID: c.ID, Status: status, Output: outPtr, Error: errPtr}); err != nil {
 		return fmt.Errorf("finish tool call: %w", err)
 	}
+	tool := c.Name
+	if known := t.e.tools != nil && t.knownTool(tool); !known {
+		tool = "unknown" // a name the model made up must not become a label value
+	}
+	tx.AfterCommit(func() { t.e.metrics.ToolCall(tool, strings.ToLower(status)) })
 	if _, err := t.insertMessage(ctx, tx, "TOOL", []llm.Block{result}, nil); err != nil {
 		return fmt.Errorf("store tool result: %w", err)
 	}
@@ -409,6 +414,11 @@ func (t *turn) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, out
 	}
 	_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: evType, Data: data})
 	return err
+}
+
+func (t *turn) knownTool(name string) bool {
+	known, _ := t.e.tools.Info(name)
+	return known
 }
 
 // insertMessage stores a message of the run at the conversation's next position.

@@ -368,19 +368,27 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 	if err != nil {
 		return llm.Response{}, err
 	}
+	start := time.Now()
 	stream, err := p.Stream(ctx, req)
 	if err != nil {
+		t.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
 		if held {
 			t.release(ctx, callIndex)
 		}
 		return llm.Response{}, err
 	}
 	co := newCoalescer(t.e.pub, t.lease.Scope(), callIndex)
+	first := true
 	resp, err := llm.Collect(stream, func(ev llm.Event) {
+		if first && (ev.Type == llm.EventTextDelta || ev.Type == llm.EventToolCallStart) {
+			first = false
+			t.e.metrics.FirstToken(p.Name(), req.Model, time.Since(start))
+		}
 		if ev.Type == llm.EventTextDelta {
 			co.add(ctx, ev.Text)
 		}
 	})
+	t.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
 	if ev, ok := co.take(); ok {
 		t.tail = &ev
 	}
@@ -388,6 +396,14 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 		t.release(ctx, callIndex) // a partial reply that is kept still settles its usage
 	}
 	return resp, err
+}
+
+// outcomeOf is a model call's outcome label: ok, or the class of its failure.
+func outcomeOf(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return string(llm.Classify(err).Class)
 }
 
 // flushTail publishes the last token delta of the latest reply if it has not gone out yet.
@@ -472,6 +488,9 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 				return err
 			}
 			settle = &rec
+			tx.AfterCommit(func() {
+				t.e.metrics.Metered(rec.Provider, rec.Model, rec.InputTokens, rec.OutputTokens, rec.CachedTokens, rec.CostMicros)
+			})
 			news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{
 				"callIndex": callIndex, "provider": p.Name(), "model": model.ID, "inputTokens": rec.InputTokens,
 				"outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,

@@ -33,6 +33,7 @@ import (
 	"github.com/agentry/agentry/internal/llm/providers"
 	"github.com/agentry/agentry/internal/mail"
 	"github.com/agentry/agentry/internal/memory"
+	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/server"
@@ -79,7 +80,9 @@ type App struct {
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
 	RateLimits *ratelimit.Limiter
 	Registry   *prometheus.Registry
-	Handler    http.Handler
+	// Metrics are the domain metrics on Registry.
+	Metrics *metrics.Metrics
+	Handler http.Handler
 	// Health serves /livez, /readyz and /metrics on the health address (AGENTRY_HEALTH_ADDR).
 	Health http.Handler
 	// CloseSockets closes every open WebSocket subscription (graceful shutdown).
@@ -106,6 +109,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		return nil, err
 	}
 	a := &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry()}
+	a.Metrics = metrics.New(a.Registry)
 	ok := false
 	defer func() {
 		if !ok {
@@ -151,7 +155,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Auth.OnSignUp = chat.CreateDefaultProject
 
 	pub := events.NewPublisher(a.Redis, cfg.RedisPrefix, log)
+	pub.SetMetrics(a.Metrics)
 	a.Runs = run.NewService(a.DB, pub, log)
+	a.Runs.SetMetrics(a.Metrics)
 	a.Approvals = approval.NewService(a.DB, a.Runs, cfg.ApprovalTTL, log)
 	pcfg := providerConfig(cfg)
 	a.Models = providers.New(pcfg)
@@ -159,12 +165,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Chat = chat.NewService(a.DB, a.Runs, defModels, log)
 	a.Tasks = task.NewService(a.DB, a.Runs, defModels, log)
 	a.Usage = usage.NewService(a.DB, a.Runs, log)
+	a.Usage.SetMetrics(a.Metrics)
 	a.Chat.SetAdmission(a.Usage)
 	a.Tasks.SetAdmission(a.Usage)
 	a.RateLimits = ratelimit.New(ratelimit.Options{
 		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Create: cfg.RateLimitCreate,
 		Account: cfg.RateLimitAccount, Log: log,
 	})
+	a.RateLimits.SetMetrics(a.Metrics)
 	a.Tools = tool.NewRegistry()
 	for _, t := range tool.MemoryTools() {
 		if err := a.Tools.Register(t); err != nil {
@@ -175,6 +183,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Context = contextwin.New(contextwin.Options{Models: a.Models, SummaryModel: cfg.SummaryModel, Log: log})
 	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: a.Tools}, log)
 	a.Executor.SetContextWindow(a.Context)
+	a.Executor.SetMetrics(a.Metrics)
 	taskHooks := task.Hooks{}
 	a.Executor.Register(run.KindTask, taskHooks)
 	a.Workspace = workspace.NewService(a.DB, &workspace.Store{}, a.Runs, a.Approvals)
@@ -207,7 +216,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	host, _ := os.Hostname()
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
 		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
-		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue,
+		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue, Metrics: a.Metrics,
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
 			periodic := append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
@@ -220,7 +229,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Runs.SetInserter(a.River)
 	a.Subagents.SetInserter(a.River)
 
-	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis})
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis},
+		stateCollector{river: a.River, db: a.DB, log: log})
 	opts := server.Options{
 		Log:      log,
 		Registry: a.Registry,
@@ -254,6 +264,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 				WSInitTimeout: cfg.WSInitTimeout, WSSubscriptions: cfg.WSMaxSubscriptions, WSSocketsPerUser: cfg.WSMaxSocketsPerUser,
 			},
 			Sockets: sockets,
+			Metrics: a.Metrics,
 		})
 		opts.Web = web.Handler()
 	}

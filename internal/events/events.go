@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/metrics"
 )
 
 // Event types.
@@ -120,7 +121,12 @@ type Publisher struct {
 	// origin, which starts each message p sends to Redis, tells that hub to skip it.
 	local  *Hub
 	origin string
+	// metrics counts messages that failed or were dropped (nil: not counted).
+	metrics *metrics.Metrics
 }
+
+// SetMetrics makes p count the messages it could not publish. Call it while wiring.
+func (p *Publisher) SetMetrics(m *metrics.Metrics) { p.metrics = m }
 
 // outgoing is one queued message.
 type outgoing struct {
@@ -285,6 +291,7 @@ func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Even
 		p.local.deliver(evs)
 	}
 	if len(p.queue) >= MaxQueued {
+		p.metrics.PublishFailed(1)
 		if p.dropped++; p.dropped == 1 || p.dropped%1000 == 0 {
 			p.log.WarnContext(ctx, "publish queue full: events dropped", slog.Int64("dropped", p.dropped), slog.String("tenant_id", tenantID.String()))
 		}
@@ -327,6 +334,7 @@ func (p *Publisher) send() {
 			})
 		}
 		if err != nil {
+			p.metrics.PublishFailed(len(batch))
 			p.log.WarnContext(batch[0].ctx, "publish events", slog.Any("error", err), slog.Int("messages", len(batch)))
 		}
 		p.mu.Lock()

@@ -11,9 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentry/agentry/internal/agent"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/run"
 )
 
@@ -42,6 +44,11 @@ type Options struct {
 	Log      *slog.Logger
 	// Queue is the pool River's own statements run on (db.OpenQueue); d's when nil.
 	Queue *db.DB
+	// Metrics counts retried and discarded jobs (nil: not counted).
+	Metrics *metrics.Metrics
+	// Hooks and Middleware are added to River's (tracing).
+	Hooks      []rivertype.Hook
+	Middleware []rivertype.Middleware
 }
 
 // NewClient returns the River client over o.Queue's pool (d's when nil); its workers use d.
@@ -57,6 +64,8 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 		// (timeoutSeconds is at most an hour; a complex task run 60 minutes): runs whose worker
 		// died are taken over much sooner by the run reaper, through their lease.
 		RescueStuckJobsAfter: 2 * time.Hour,
+		Hooks:                append([]rivertype.Hook{&metricsHook{m: o.Metrics}}, o.Hooks...),
+		Middleware:           o.Middleware,
 	}
 	if o.Work {
 		workers := river.NewWorkers()

@@ -21,6 +21,7 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/metrics"
 )
 
 // Kinds of run.
@@ -111,7 +112,12 @@ type Service struct {
 	log  *slog.Logger
 	// onFinish holds, per run kind, work that must commit with the run's end (a task's status).
 	onFinish map[string]FinishHook
+	// metrics counts finished runs and reaper takeovers (nil: not counted).
+	metrics *metrics.Metrics
 }
+
+// SetMetrics makes s count finished runs and reaper takeovers. Call it while wiring.
+func (s *Service) SetMetrics(m *metrics.Metrics) { s.metrics = m }
 
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
 type FinishHook func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
@@ -331,6 +337,7 @@ func (s *Service) finish(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt i
 		// Its cancel was requested while it finished: it ends CANCELLED (RunFinish).
 		o.Status, o.TerminationReason = fin.Status, "user_cancel"
 	}
+	tx.AfterCommit(func() { s.metrics.RunFinished(fin.Kind, fin.Status, time.Since(fin.CreatedAt)) })
 	data := map[string]any{"status": o.Status}
 	if o.TerminationReason != "" {
 		data["terminationReason"] = o.TerminationReason

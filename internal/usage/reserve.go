@@ -177,10 +177,12 @@ func (s *Service) reserveAll(ctx context.Context, tx *db.Tx, l run.Lease, callIn
 		}
 	}
 	s.publishAfter(ctx, tx, r.TenantID, evs)
+	scope, period := ScopeTenant, PeriodDay
 	if len(refused) > 0 {
-		return false, exceeded(refused[0].Scope, refused[0].Period), nil
+		scope, period = refused[0].Scope, refused[0].Period
 	}
-	return false, exceeded(ScopeTenant, PeriodDay), nil
+	tx.AfterCommit(func() { s.metrics.BudgetRefused("reservation", scope) })
+	return false, exceeded(scope, period), nil
 }
 
 // Settle moves the call's reservation into spent with its actual usage, inside tx: the
