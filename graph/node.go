@@ -45,6 +45,9 @@ func (r *Resolver) node(ctx context.Context, typ string, id uuid.UUID) (model.No
 		return &model.Approval{Row: a}, err
 	case "Budget":
 		return r.budgetNode(ctx, id)
+	case "Webhook":
+		w, err := r.Webhooks.Get(ctx, id)
+		return &model.Webhook{Row: w}, err
 	case "Snapshot":
 		sn, err := r.Workspaces.Snapshot(ctx, id)
 		return &model.Snapshot{Row: sn}, err

@@ -10,6 +10,7 @@ import (
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/chat"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/health"
 	"github.com/agentry/agentry/internal/memory"
 	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/run"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/usage"
+	"github.com/agentry/agentry/internal/webhook"
 	"github.com/agentry/agentry/internal/workspace"
 )
 
@@ -36,5 +38,8 @@ type Resolver struct {
 	RateLimits *ratelimit.Limiter // nil: no rate limits
 	Workspaces *workspace.Service
 	Subagents  *subagent.Service
-	Log        *slog.Logger
+	Webhooks   *webhook.Service
+	// Health lists the checks platformHealth runs.
+	Health []health.Check
+	Log    *slog.Logger
 }

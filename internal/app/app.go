@@ -28,6 +28,7 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/health"
 	"github.com/agentry/agentry/internal/jobs"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/llm/providers"
@@ -43,6 +44,7 @@ import (
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
 	"github.com/agentry/agentry/internal/usage"
+	"github.com/agentry/agentry/internal/webhook"
 	"github.com/agentry/agentry/internal/workspace"
 	"github.com/agentry/agentry/web"
 )
@@ -77,6 +79,7 @@ type App struct {
 	Memory    *memory.Service
 	Usage     *usage.Service
 	Workspace *workspace.Service // workspace history, snapshots and rollback (issue 7)
+	Webhooks  *webhook.Service
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
 	RateLimits *ratelimit.Limiter
 	Registry   *prometheus.Registry
@@ -213,12 +216,18 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
 	a.Executor.SetBudgets(a.Usage)
+	a.Webhooks = webhook.NewService(webhook.Options{
+		DB: a.DB, Sealer: keys, Log: log, Production: !cfg.IsDevelopment(), RetryBase: cfg.WebhookRetryBase, Metrics: a.Metrics,
+	})
+	pub.SetTap(a.Webhooks.Dispatch)
 	host, _ := os.Hostname()
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
 		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
 		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue, Metrics: a.Metrics,
+		Queues: map[string]river.QueueConfig{webhook.Queue: {MaxWorkers: 10}},
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
+			river.AddWorker(w, webhook.NewWorker(a.Webhooks))
 			periodic := append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
 			periodic = append(periodic, a.Subagents.Register(w)...)
 			return append(periodic, a.Workspace.Register(w, cfg.WorkspaceRetention)...)
@@ -228,16 +237,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	}
 	a.Runs.SetInserter(a.River)
 	a.Subagents.SetInserter(a.River)
+	a.Webhooks.SetInserter(a.River)
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis},
 		stateCollector{river: a.River, db: a.DB, log: log})
 	opts := server.Options{
-		Log:      log,
-		Registry: a.Registry,
-		Ready: []server.Checker{
-			{Name: "postgres", Check: func(ctx context.Context) error { return a.DB.Pool.Ping(ctx) }},
-			{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
-		},
+		Log:            log,
+		Registry:       a.Registry,
+		Ready:          a.readiness(mode),
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		AllowedOrigins: cfg.AllowedOrigins,
 	}
@@ -256,7 +263,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
 				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
-				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, Log: log,
+				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, Webhooks: a.Webhooks, Health: a.HealthChecks(), Log: log,
 			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,
@@ -295,6 +302,26 @@ func mailSender(cfg *config.Config, log *slog.Logger) (mail.Sender, error) {
 	}
 	log.Warn("AGENTRY_SMTP_URL is not set: no email is sent (address verification, invitations and password resets need it)")
 	return mail.Disabled{Log: log}, nil
+}
+
+// HealthChecks are the checks of every dependency: Postgres, Redis and River's leader.
+func (a *App) HealthChecks() []health.Check {
+	return []health.Check{
+		{Name: "postgres", Check: func(ctx context.Context) error { return a.DB.Pool.Ping(ctx) }},
+		{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
+		{Name: "river_leader", Check: func(ctx context.Context) error { return jobs.CheckLeader(ctx, a.River) }},
+	}
+}
+
+// readiness is what /readyz checks: every dependency for a process that works jobs; an API-only
+// process does not check River's leader (with no worker running it can still answer, and its
+// load balancer should keep sending it requests).
+func (a *App) readiness(mode Mode) []health.Check {
+	checks := a.HealthChecks()
+	if !mode.Work {
+		checks = checks[:2]
+	}
+	return checks
 }
 
 // StopWork stops working jobs: River lets running jobs finish until ctx ends, then cancels

@@ -41,7 +41,9 @@ type Options struct {
 	Runs *run.Service
 	// Extra workers and periodic jobs of other domains.
 	Register func(*river.Workers) []*river.PeriodicJob
-	Log      *slog.Logger
+	// Queues are other domains' queues (webhook deliveries).
+	Queues map[string]river.QueueConfig
+	Log    *slog.Logger
 	// Queue is the pool River's own statements run on (db.OpenQueue); d's when nil.
 	Queue *db.DB
 	// Metrics counts retried and discarded jobs (nil: not counted).
@@ -73,6 +75,7 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 		runWorker := &RunWorker{exec: o.Executor, owner: o.Owner, base: max(o.RetryBaseDelay, time.Millisecond)}
 		river.AddWorker(workers, runWorker)
 		river.AddWorker(workers, &RunReapWorker{runs: o.Runs})
+		river.AddWorker(workers, LeaderBeatWorker{})
 		if o.Concurrency < 1 {
 			o.Concurrency = 50
 		}
@@ -83,6 +86,9 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 			run.QueueChat:    ChatQueue(o.Concurrency),
 			QueueMaintenance: {MaxWorkers: 2},
 		}
+		for name, q := range o.Queues {
+			cfg.Queues[name] = q
+		}
 		cfg.PeriodicJobs = []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 				return RefreshTokenPurgeArgs{}, nil
@@ -92,6 +98,7 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 			river.NewPeriodicJob(river.PeriodicInterval(ReapEvery), func() (river.JobArgs, *river.InsertOpts) {
 				return RunReapArgs{}, nil
 			}, &river.PeriodicJobOpts{RunOnStart: true}),
+			leaderBeatJob(),
 		}
 		if o.Register != nil {
 			cfg.PeriodicJobs = append(cfg.PeriodicJobs, o.Register(workers)...)

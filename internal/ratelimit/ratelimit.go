@@ -198,7 +198,7 @@ func (l *Limiter) Account(ctx context.Context, email string) error {
 		return nil
 	}
 	sum := sha256.Sum256([]byte(strings.ToLower(strings.TrimSpace(email))))
-	err := l.allow(ctx, "acct:"+hex.EncodeToString(sum[:16]), l.acct)
+	err := l.allow(ctx, "account", "acct:"+hex.EncodeToString(sum[:16]), l.acct)
 	if err != nil && apperr.CodeOf(err) != apperr.RateLimited {
 		l.log.WarnContext(ctx, "rate limiter unavailable: logIn not limited per account", slog.Any("error", err))
 		return nil

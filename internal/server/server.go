@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/health"
 )
 
 // Authenticator resolves a bearer credential to an actor (auth.Service).
@@ -31,11 +32,8 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, bearer string) (auth.Actor, time.Time, error)
 }
 
-// Checker is one readiness check (Postgres, Redis).
-type Checker struct {
-	Name  string
-	Check func(ctx context.Context) error
-}
+// Checker is one readiness check (Postgres, Redis, River's leader).
+type Checker = health.Check
 
 // Options configure the HTTP handler.
 type Options struct {
@@ -232,17 +230,16 @@ func cors(allowed []string, next http.Handler) http.Handler {
 	})
 }
 
+// readyz answers 200 when every check passes, else 503; the body names each dependency with
+// "ok" or "error: <why>".
 func readyz(checks []Checker) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		result := map[string]string{}
-		for _, c := range checks {
-			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-			err := c.Check(ctx)
-			cancel()
-			if err != nil {
+		for _, c := range health.Run(r.Context(), checks) {
+			if !c.OK {
 				status = http.StatusServiceUnavailable
-				result[c.Name] = "error: " + err.Error()
+				result[c.Name] = "error: " + c.Error
 			} else {
 				result[c.Name] = "ok"
 			}

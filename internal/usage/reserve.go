@@ -321,5 +321,9 @@ func (s *Service) publishAfter(ctx context.Context, tx *db.Tx, tenantID uuid.UUI
 	if len(evs) == 0 {
 		return
 	}
+	if err := s.pub.Tap(ctx, tx, evs); err != nil {
+		// The statement's failure fails the transaction (and so the call that made the events).
+		s.log.WarnContext(ctx, "webhook deliveries of budget events", "tenant_id", tenantID.String(), "error", err)
+	}
 	tx.AfterCommit(func() { s.pub.Publish(context.WithoutCancel(ctx), tenantID, evs...) })
 }
