@@ -169,6 +169,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Tasks = task.NewService(a.DB, a.Runs, defModels, log)
 	a.Usage = usage.NewService(a.DB, a.Runs, log)
 	a.Usage.SetMetrics(a.Metrics)
+	a.Usage.SetRunawayFactor(cfg.CostRunawayFactor)
 	a.Chat.SetAdmission(a.Usage)
 	a.Tasks.SetAdmission(a.Usage)
 	a.RateLimits = ratelimit.New(ratelimit.Options{
@@ -347,6 +348,9 @@ func (a *App) Close() {
 	}
 	if a.Hub != nil {
 		errs = append(errs, a.Hub.Close())
+	}
+	if a.Usage != nil {
+		a.Usage.StopAlerts()
 	}
 	if a.Runs != nil {
 		// Events published before the stop go out before the Redis client closes.

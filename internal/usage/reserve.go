@@ -169,6 +169,16 @@ func (s *Service) reserveAll(ctx context.Context, tx *db.Tx, l run.Lease, callIn
 	}
 	var evs []events.Event
 	for _, b := range refused {
+		// A refusal is the budget used up: its 100% threshold, once per window.
+		key := thresholdKey(b.ID, PeriodStart(b.Period, time.Now()), 100)
+		if _, err := tx.Q.CostAlertClaim(ctx, dbsqlc.CostAlertClaimParams{TenantID: r.TenantID, Key: key}); err == nil {
+			s.metrics.Alert(EventBudgetThreshold)
+			evs = append(evs, s.thresholdEvent(r.TenantID, Budget{ID: b.ID, Scope: b.Scope, UserID: b.UserID.UUID, Period: b.Period,
+				TokenLimit: b.TokenLimit, CostLimitMicros: b.CostLimitMicros, SpentTokens: b.SpentTokens, SpentMicros: b.SpentMicros,
+				ReservedTokens: b.ReservedTokens, ReservedMicros: b.ReservedMicros}, 100))
+		} else if !db.IsNoRows(err) {
+			return false, nil, fmt.Errorf("claim budget alert: %w", err)
+		}
 		if b.Notify {
 			evs = append(evs, s.budgetEvent(r.TenantID, EventBudgetExceeded, r.ID, "reservation refused", budgetData{
 				ID: b.ID, Scope: b.Scope, UserID: b.UserID, Period: b.Period, TokenLimit: b.TokenLimit, CostLimitMicros: b.CostLimitMicros,
@@ -222,6 +232,7 @@ func (s *Service) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex 
 		}
 	}
 	s.publishAfter(ctx, tx, r.TenantID, evs)
+	tx.AfterCommit(func() { s.kickAlerts(ctx, r.TenantID) })
 	if len(over) > 0 {
 		tx.AfterCommit(func() { s.redeal(db.Detach(context.WithoutCancel(ctx)), r.TenantID, over) })
 	}

@@ -58,6 +58,9 @@ type Service struct {
 	log  *slog.Logger
 	// metrics counts budget refusals and cost alerts (nil: not counted).
 	metrics *metrics.Metrics
+	// runaway is the runaway-cost alert's factor (0: off); alerts runs the checks.
+	runaway int
+	alerts  alerts
 
 	mu       sync.Mutex
 	presence map[uuid.UUID]presenceEntry
