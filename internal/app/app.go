@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
 
 	"github.com/agentry/agentry/graph"
 	"github.com/agentry/agentry/internal/agent"
@@ -92,6 +93,33 @@ type App struct {
 	CloseSockets context.CancelFunc
 	// stopListening ends the subscription to credential changes (auth.Service.ListenForChanges).
 	stopListening context.CancelFunc
+	// stopJobsUI stops the jobs UI's background services.
+	stopJobsUI context.CancelFunc
+}
+
+// JobsUIPrefix is where the River UI is mounted (platform admins only).
+const JobsUIPrefix = "/admin/jobs"
+
+// jobsUI returns River's UI and its API under JobsUIPrefix, started; server.New puts it behind
+// the platform-admin check.
+func (a *App) jobsUI(log *slog.Logger) (http.Handler, error) {
+	h, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(a.River, nil),
+		Logger:    log.With(slog.String("component", "jobs_ui")),
+		Prefix:    JobsUIPrefix,
+		// Job args hold ids only, but a listing need not show them.
+		JobListHideArgsByDefault: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jobs UI: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := h.Start(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start the jobs UI: %w", err)
+	}
+	a.stopJobsUI = cancel
+	return h, nil
 }
 
 // Check returns the mistakes of cfg that New stops at before it connects anywhere: what
@@ -275,6 +303,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 			Metrics: a.Metrics,
 		})
 		opts.Web = web.Handler()
+		if opts.AdminJobs, err = a.jobsUI(log); err != nil {
+			return nil, err
+		}
 	}
 	a.Handler = server.New(opts)
 	a.Health = server.Health(opts)
@@ -345,6 +376,9 @@ func (a *App) Close() {
 	}
 	if a.stopListening != nil {
 		a.stopListening()
+	}
+	if a.stopJobsUI != nil {
+		a.stopJobsUI()
 	}
 	if a.Hub != nil {
 		errs = append(errs, a.Hub.Close())
