@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
@@ -70,7 +72,12 @@ type Executor struct {
 	window *contextwin.Manager
 	// metrics counts model calls, tokens, cost and tool calls (nil: not counted).
 	metrics *metrics.Metrics
+	// tracer makes a span of each model call and tool call (a no-op one unless tracing is on).
+	tracer trace.Tracer
 }
+
+// SetTracer makes e trace model calls and tool calls with tp. Call it while wiring.
+func (e *Executor) SetTracer(tp trace.TracerProvider) { e.tracer = tp.Tracer("agentry/agent") }
 
 // SetMetrics makes e count model calls, tokens, cost and tool calls. Call it while wiring.
 func (e *Executor) SetMetrics(m *metrics.Metrics) { e.metrics = m }
@@ -98,7 +105,7 @@ func (e *Executor) Register(kind string, h KindHooks) {
 
 // New returns an executor.
 func New(d *db.DB, runs *run.Service, models Models, tools Tools, log *slog.Logger) *Executor {
-	return &Executor{db: d, runs: runs, pub: runs.Publisher(), models: models, tools: tools, log: log}
+	return &Executor{db: d, runs: runs, pub: runs.Publisher(), models: models, tools: tools, log: log, tracer: noop.NewTracerProvider().Tracer("")}
 }
 
 // Attempt tells the executor about the job attempt it runs in.

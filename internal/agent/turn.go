@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
@@ -369,9 +372,13 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 		return llm.Response{}, err
 	}
 	start := time.Now()
+	ctx, span := t.e.tracer.Start(ctx, "llm.call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("llm.provider", p.Name()), attribute.String("llm.model", req.Model), attribute.Int("llm.call_index", callIndex)))
+	defer span.End()
 	stream, err := p.Stream(ctx, req)
 	if err != nil {
 		t.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
+		endCall(span, err)
 		if held {
 			t.release(ctx, callIndex)
 		}
@@ -382,13 +389,18 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 	resp, err := llm.Collect(stream, func(ev llm.Event) {
 		if first && (ev.Type == llm.EventTextDelta || ev.Type == llm.EventToolCallStart) {
 			first = false
-			t.e.metrics.FirstToken(p.Name(), req.Model, time.Since(start))
+			ttft := time.Since(start)
+			t.e.metrics.FirstToken(p.Name(), req.Model, ttft)
+			span.SetAttributes(attribute.Float64("llm.time_to_first_token_ms", float64(ttft.Microseconds())/1000))
 		}
 		if ev.Type == llm.EventTextDelta {
 			co.add(ctx, ev.Text)
 		}
 	})
 	t.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
+	span.SetAttributes(attribute.Int64("llm.input_tokens", resp.Usage.InputTokens), attribute.Int64("llm.output_tokens", resp.Usage.OutputTokens),
+		attribute.Int64("llm.cached_tokens", resp.Usage.CachedTokens))
+	endCall(span, err)
 	if ev, ok := co.take(); ok {
 		t.tail = &ev
 	}
@@ -396,6 +408,16 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 		t.release(ctx, callIndex) // a partial reply that is kept still settles its usage
 	}
 	return resp, err
+}
+
+// endCall records a model call's failure class on its span.
+func endCall(span trace.Span, err error) {
+	if err == nil {
+		return
+	}
+	class := string(llm.Classify(err).Class)
+	span.SetAttributes(attribute.String("llm.failure_class", class))
+	span.SetStatus(codes.Error, class)
 }
 
 // outcomeOf is a model call's outcome label: ok, or the class of its failure.

@@ -11,12 +11,17 @@ import (
 	"os"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/riverqueue/rivercontrib/otelriver"
+	"go.opentelemetry.io/otel/trace"
 	"riverqueue.com/riverui"
 
 	"github.com/agentry/agentry/graph"
@@ -42,6 +47,7 @@ import (
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
+	"github.com/agentry/agentry/internal/telemetry"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
 	"github.com/agentry/agentry/internal/usage"
@@ -95,6 +101,9 @@ type App struct {
 	stopListening context.CancelFunc
 	// stopJobsUI stops the jobs UI's background services.
 	stopJobsUI context.CancelFunc
+	// Tracer is the tracer provider (nil: tracing off); stopTracing flushes an exporter's.
+	Tracer      trace.TracerProvider
+	stopTracing func(context.Context) error
 }
 
 // JobsUIPrefix is where the River UI is mounted (platform admins only).
@@ -133,13 +142,26 @@ func Check(cfg *config.Config) error {
 	return providers.Check(pcfg, providers.New(pcfg))
 }
 
+// Option changes how New builds the process.
+type Option func(*App)
+
+// WithTracerProvider traces with tp (tests: an in-memory exporter) instead of what the OTEL_*
+// variables configure.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(a *App) { a.Tracer = tp }
+}
+
 // New connects to Postgres and Redis and builds the services. The caller starts River (when
-// mode.Work) and serves Handler.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (*App, error) {
+// mode.Work) and serves Handler. Tracing is on when an option gives a tracer provider or
+// OTEL_EXPORTER_OTLP_ENDPOINT is set; off, nothing is instrumented.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, options ...Option) (*App, error) {
 	if err := Check(cfg); err != nil {
 		return nil, err
 	}
 	a := &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry()}
+	for _, o := range options {
+		o(a)
+	}
 	a.Metrics = metrics.New(a.Registry)
 	ok := false
 	defer func() {
@@ -148,7 +170,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		}
 	}()
 	var err error
-	if a.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBRole, log); err != nil {
+	if a.Tracer == nil {
+		if a.Tracer, a.stopTracing, err = telemetry.Setup(ctx, os.Getenv, "agentry"); err != nil {
+			return nil, err
+		}
+	}
+	var dbOpts []db.Option
+	if a.Tracer != nil {
+		dbOpts = append(dbOpts, db.WithTracer(otelpgx.NewTracer(otelpgx.WithTracerProvider(a.Tracer))))
+	}
+	if a.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBRole, log, dbOpts...); err != nil {
 		return nil, err
 	}
 	if err := a.DB.Pool.Ping(ctx); err != nil {
@@ -157,7 +188,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	if on, err := db.AutovacuumOn(ctx, a.DB.Pool); err == nil && !on {
 		log.Warn("Postgres runs with autovacuum off: tables are never analyzed, and queries planned while a table was small (River's job table among them) stay slow as it grows; turn autovacuum on, or run VACUUM (ANALYZE) regularly")
 	}
-	if a.Queue, err = db.OpenQueue(ctx, cfg.DatabaseURL, cfg.DBRole, log); err != nil {
+	if a.Queue, err = db.OpenQueue(ctx, cfg.DatabaseURL, cfg.DBRole, log, dbOpts...); err != nil {
 		return nil, err
 	}
 	ropts, err := redis.ParseURL(cfg.RedisURL)
@@ -165,6 +196,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	a.Redis = redis.NewClient(ropts)
+	if a.Tracer != nil {
+		if err := redisotel.InstrumentTracing(a.Redis, redisotel.WithTracerProvider(a.Tracer)); err != nil {
+			return nil, fmt.Errorf("trace Redis: %w", err)
+		}
+	}
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("connect to Redis (REDIS_URL): %w", err)
 	}
@@ -216,6 +252,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: a.Tools}, log)
 	a.Executor.SetContextWindow(a.Context)
 	a.Executor.SetMetrics(a.Metrics)
+	if a.Tracer != nil {
+		a.Executor.SetTracer(a.Tracer)
+	}
 	taskHooks := task.Hooks{}
 	a.Executor.Register(run.KindTask, taskHooks)
 	a.Workspace = workspace.NewService(a.DB, &workspace.Store{}, a.Runs, a.Approvals)
@@ -250,8 +289,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	})
 	pub.SetTap(a.Webhooks.Dispatch)
 	host, _ := os.Hostname()
+	var middleware []rivertype.Middleware
+	if a.Tracer != nil {
+		// The trace context goes into each job's metadata and comes back around its work,
+		// outside River's otel middleware, whose work span thus joins the enqueuer's trace.
+		middleware = []rivertype.Middleware{&telemetry.JobMiddleware{}, otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
+			TracerProvider: a.Tracer, EnableWorkSpanJobKindSuffix: true,
+		})}
+	}
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
-		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
+		Middleware: middleware,
+		Work:       mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
 		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue, Metrics: a.Metrics,
 		Queues: map[string]river.QueueConfig{webhook.Queue: {MaxWorkers: 10}},
 		Register: func(w *river.Workers) []*river.PeriodicJob {
@@ -276,6 +324,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		Ready:          a.readiness(mode),
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		AllowedOrigins: cfg.AllowedOrigins,
+		Tracing:        a.Tracer != nil,
 	}
 	if mode.API {
 		var listen context.Context
@@ -301,6 +350,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 			},
 			Sockets: sockets,
 			Metrics: a.Metrics,
+			Tracer:  a.Tracer,
 		})
 		opts.Web = web.Handler()
 		if opts.AdminJobs, err = a.jobsUI(log); err != nil {
@@ -394,6 +444,11 @@ func (a *App) Close() {
 	}
 	if a.Redis != nil {
 		errs = append(errs, a.Redis.Close())
+	}
+	if a.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		errs = append(errs, a.stopTracing(ctx))
+		cancel()
 	}
 	if a.DB != nil {
 		a.DB.Close()

@@ -22,10 +22,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/health"
+	"github.com/agentry/agentry/internal/telemetry"
 )
 
 // Authenticator resolves a bearer credential to an actor (auth.Service).
@@ -47,6 +49,8 @@ type Options struct {
 	Registry       *prometheus.Registry
 	MaxBodyBytes   int64
 	AllowedOrigins []string
+	// Tracing restores the trace context of incoming requests (W3C traceparent headers).
+	Tracing bool
 }
 
 // New returns agentry's root handler: the API, the web app, /livez and /readyz. /metrics is
@@ -72,7 +76,17 @@ func New(o Options) http.Handler {
 	if o.Registry != nil {
 		h = instrument(o.Registry, h)
 	}
+	if o.Tracing {
+		h = propagate(h)
+	}
 	return requestID(clientIP(recoverer(o.Log, h)))
+}
+
+// propagate continues the caller's trace (its traceparent header), if it sent one.
+func propagate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))))
+	})
 }
 
 type clientIPKey struct{}
