@@ -69,6 +69,11 @@ type Documents = {
     "\n  query Memberships {\n    viewer { memberships { role pending tenant { id name } } }\n  }\n": typeof types.MembershipsDocument,
     "\n  mutation SwitchTenant($t: String!, $tenantId: ID!) {\n    switchTenant(refreshToken: $t, tenantId: $tenantId) {\n      ...AuthPayloadFields\n    }\n  }\n": typeof types.SwitchTenantDocument,
     "\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n": typeof types.MembersDocument,
+    "\n  query Webhooks {\n    webhooks {\n      id url events active createdAt\n      deliveries(first: 20) { id event status attempts responseCode durationMs error createdAt }\n    }\n  }\n": typeof types.WebhooksDocument,
+    "\n  mutation CreateWebhook($input: CreateWebhookInput!) { createWebhook(input: $input) { id } }\n": typeof types.CreateWebhookDocument,
+    "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": typeof types.DeleteWebhookDocument,
+    "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": typeof types.TestWebhookDocument,
+    "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": typeof types.PlatformHealthDocument,
 };
 const documents: Documents = {
     "\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": types.AuthPayloadFieldsFragmentDoc,
@@ -126,6 +131,11 @@ const documents: Documents = {
     "\n  query Memberships {\n    viewer { memberships { role pending tenant { id name } } }\n  }\n": types.MembershipsDocument,
     "\n  mutation SwitchTenant($t: String!, $tenantId: ID!) {\n    switchTenant(refreshToken: $t, tenantId: $tenantId) {\n      ...AuthPayloadFields\n    }\n  }\n": types.SwitchTenantDocument,
     "\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n": types.MembersDocument,
+    "\n  query Webhooks {\n    webhooks {\n      id url events active createdAt\n      deliveries(first: 20) { id event status attempts responseCode durationMs error createdAt }\n    }\n  }\n": types.WebhooksDocument,
+    "\n  mutation CreateWebhook($input: CreateWebhookInput!) { createWebhook(input: $input) { id } }\n": types.CreateWebhookDocument,
+    "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": types.DeleteWebhookDocument,
+    "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": types.TestWebhookDocument,
+    "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": types.PlatformHealthDocument,
 };
 
 /**
@@ -362,6 +372,26 @@ export function graphql(source: "\n  mutation SwitchTenant($t: String!, $tenantI
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n"): (typeof documents)["\n  query Members {\n    members(first: 100) {\n      edges { node { role pending joinedAt user { id email name } } }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query Webhooks {\n    webhooks {\n      id url events active createdAt\n      deliveries(first: 20) { id event status attempts responseCode durationMs error createdAt }\n    }\n  }\n"): (typeof documents)["\n  query Webhooks {\n    webhooks {\n      id url events active createdAt\n      deliveries(first: 20) { id event status attempts responseCode durationMs error createdAt }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation CreateWebhook($input: CreateWebhookInput!) { createWebhook(input: $input) { id } }\n"): (typeof documents)["\n  mutation CreateWebhook($input: CreateWebhookInput!) { createWebhook(input: $input) { id } }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n"): (typeof documents)["\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n"): (typeof documents)["\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n"): (typeof documents)["\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n"];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};
