@@ -111,7 +111,7 @@ func TestTraceOfATurn(t *testing.T) {
 
 func hasAttr(sp tracetest.SpanStub, key, value string) bool {
 	for _, a := range sp.Attributes {
-		if string(a.Key) == key && a.Value.Emit() == value {
+		if string(a.Key) == key && a.Value.String() == value {
 			return true
 		}
 	}
