@@ -17,9 +17,12 @@ import (
 	"github.com/vektah/gqlparser/v2/validator"
 	"github.com/vektah/gqlparser/v2/validator/rules"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentry/agentry/graph/generated"
 	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/metrics"
 )
 
 // Limits bound what one GraphQL operation may ask for. Zero fields take the defaults.
@@ -53,6 +56,10 @@ type HandlerOptions struct {
 	// Sockets, when it ends, closes every open WebSocket (graceful shutdown: http.Server's
 	// Shutdown does not track hijacked connections).
 	Sockets context.Context
+	// Metrics counts running subscriptions (nil: not counted).
+	Metrics *metrics.Metrics
+	// Tracer, when set, makes a span of every query and mutation (nil: tracing off).
+	Tracer trace.TracerProvider
 }
 
 // NewHandler returns the /graphql handler: gqlgen's POST, GET (queries only), WebSocket
@@ -82,6 +89,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	}
 	r := o.Resolver
 	sockets := newSockets(l.WSSubscriptions, l.WSSocketsPerUser)
+	sockets.metrics = o.Metrics
 	srv := handler.New(withCosts(generated.NewExecutableSchema(generated.Config{Resolvers: r})))
 	srv.AddTransport(transport.Websocket{
 		Implementation: uniqueIDs{transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
@@ -116,6 +124,9 @@ func NewHandler(o HandlerOptions) http.Handler {
 	srv.SetRecoverFunc(recoverFunc(r.Log))
 	srv.AroundRootFields(rateLimit(r.RateLimits))
 	srv.AroundOperations(sockets.capSubscriptions(errorPresenter(r.Log)))
+	if o.Tracer != nil {
+		srv.AroundOperations(traceOperations(o.Tracer.Tracer("agentry/graphql")))
+	}
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		return next(loader.With(ctx, loader.New(loader.Services{
 			Tenancy: r.Tenancy, Runs: r.RunService, Chat: r.Chat, Tasks: r.Tasks, Approvals: r.Approvals,

@@ -51,6 +51,9 @@ func (r *Resolver) node(ctx context.Context, typ string, id uuid.UUID) (model.No
 	case "Routine":
 		rt, err := r.RoutineService.Routine(ctx, id)
 		return &model.Routine{Row: rt}, err
+	case "Webhook":
+		w, err := r.Webhooks.Get(ctx, id)
+		return &model.Webhook{Row: w}, err
 	case "Snapshot":
 		sn, err := r.Workspaces.Snapshot(ctx, id)
 		return &model.Snapshot{Row: sn}, err

@@ -10,6 +10,7 @@ import (
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/chat"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/health"
 	"github.com/agentry/agentry/internal/memory"
 	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/routine"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/usage"
+	"github.com/agentry/agentry/internal/webhook"
 	"github.com/agentry/agentry/internal/workspace"
 )
 
@@ -37,6 +39,9 @@ type Resolver struct {
 	RateLimits *ratelimit.Limiter // nil: no rate limits
 	Workspaces *workspace.Service
 	Subagents  *subagent.Service
+	Webhooks   *webhook.Service
+	// Health lists the checks platformHealth runs.
+	Health []health.Check
 	// RoutineService is the routine domain (queryResolver's Routines method would shadow a field of that name).
 	RoutineService *routine.Service
 	Log            *slog.Logger

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/metrics"
 )
 
 // WebSocket close codes beyond those gqlgen's transport sends itself.
@@ -42,6 +43,8 @@ const (
 // when a process dies, and would protect no process better.
 type sockets struct {
 	maxSubs, maxPerUser int
+	// metrics counts running subscriptions (nil: not counted).
+	metrics *metrics.Metrics
 
 	mu      sync.Mutex
 	perUser map[uuid.UUID]int
@@ -153,6 +156,9 @@ func (ss *sockets) capSubscriptions(present graphql.ErrorPresenterFunc) graphql.
 			s.subs++
 		}
 		s.mu.Unlock()
+		if !full {
+			ss.metrics.SubscriptionStarted()
+		}
 		if full {
 			err := apperr.New(apperr.RateLimited, "this WebSocket already runs %d subscriptions, the most one may; complete one first, or open another socket", ss.maxSubs)
 			transport.AddSubscriptionError(ctx, present(ctx, err))
@@ -161,6 +167,7 @@ func (ss *sockets) capSubscriptions(present graphql.ErrorPresenterFunc) graphql.
 		var once sync.Once
 		done := func() {
 			once.Do(func() {
+				ss.metrics.SubscriptionEnded()
 				s.mu.Lock()
 				s.subs--
 				s.mu.Unlock()

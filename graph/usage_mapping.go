@@ -70,7 +70,7 @@ var (
 	}
 	spendMutations  = map[string]bool{"sendMessage": true, "runTask": true, "runRoutine": true, "resolveApproval": true, "resumeRun": true, "resolveRollback": true}
 	createMutations = map[string]bool{"createConversation": true, "createApiKey": true, "addMember": true, "createTask": true, "createSnapshot": true, "createRole": true, "saveRoutine": true,
-		"requestEmailVerification": true}
+		"requestEmailVerification": true, "createWebhook": true, "testWebhook": true}
 )
 
 // rateLimit is the one place rate limits apply: before the resolver of a limited root mutation

@@ -126,6 +126,24 @@ type CreateTaskInput struct {
 	Complexity *Complexity `json:"complexity,omitempty"`
 }
 
+type CreateWebhookInput struct {
+	// https:// (http:// only in development).
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+	// At least 32 bytes; used as the HMAC-SHA256 key of every delivery's signature.
+	Secret string `json:"secret"`
+}
+
+// One dependency of the platform (Postgres, Redis, River's leader) as this API process sees it.
+type HealthComponent struct {
+	Name   string       `json:"name"`
+	Status HealthStatus `json:"status"`
+	// How long the check took, in milliseconds.
+	LatencyMs float64 `json:"latencyMs"`
+	// Why the check failed (null when UP).
+	Error *string `json:"error,omitempty"`
+}
+
 type LogInInput struct {
 	Email    string  `json:"email"`
 	Password string  `json:"password"`
@@ -998,6 +1016,62 @@ func (e *FailureClass) UnmarshalJSON(b []byte) error {
 }
 
 func (e FailureClass) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Whether a dependency answered its health check.
+type HealthStatus string
+
+const (
+	HealthStatusUp   HealthStatus = "UP"
+	HealthStatusDown HealthStatus = "DOWN"
+)
+
+var AllHealthStatus = []HealthStatus{
+	HealthStatusUp,
+	HealthStatusDown,
+}
+
+func (e HealthStatus) IsValid() bool {
+	switch e {
+	case HealthStatusUp, HealthStatusDown:
+		return true
+	}
+	return false
+}
+
+func (e HealthStatus) String() string {
+	return string(e)
+}
+
+func (e *HealthStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = HealthStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid HealthStatus", str)
+	}
+	return nil
+}
+
+func (e HealthStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *HealthStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e HealthStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -13,12 +13,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/llm"
+	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
 )
@@ -69,7 +72,17 @@ type Executor struct {
 	restricted map[string]bool
 	// window fits each request into the model's context (nil: the whole history is sent).
 	window *contextwin.Manager
+	// metrics counts model calls, tokens, cost and tool calls (nil: not counted).
+	metrics *metrics.Metrics
+	// tracer makes a span of each model call and tool call (a no-op one unless tracing is on).
+	tracer trace.Tracer
 }
+
+// SetTracer makes e trace model calls and tool calls with tp. Call it while wiring.
+func (e *Executor) SetTracer(tp trace.TracerProvider) { e.tracer = tp.Tracer("agentry/agent") }
+
+// SetMetrics makes e count model calls, tokens, cost and tool calls. Call it while wiring.
+func (e *Executor) SetMetrics(m *metrics.Metrics) { e.metrics = m }
 
 // SetApprovals connects human-in-the-loop approvals.
 func (e *Executor) SetApprovals(a Approvals) { e.approvals = a }
@@ -94,7 +107,7 @@ func (e *Executor) Register(kind string, h KindHooks) {
 
 // New returns an executor.
 func New(d *db.DB, runs *run.Service, models Models, tools Tools, log *slog.Logger) *Executor {
-	return &Executor{db: d, runs: runs, pub: runs.Publisher(), models: models, tools: tools, log: log}
+	return &Executor{db: d, runs: runs, pub: runs.Publisher(), models: models, tools: tools, log: log, tracer: noop.NewTracerProvider().Tracer("")}
 }
 
 // Attempt tells the executor about the job attempt it runs in.

@@ -11,6 +11,9 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentry/agentry/internal/approval"
 	"github.com/agentry/agentry/internal/contextwin"
@@ -294,11 +297,13 @@ func (t *turn) runParallel(ctx context.Context, batch []dbsqlc.ToolCall, res *st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ctx, end := t.toolSpan(ctx, c)
 			errs[i] = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, tx *db.Tx) error {
 				var err error
 				outs[i], err = t.tools().Run(ctx, tx, t.callOf(c))
 				return err
 			})
+			end(errs[i])
 		}()
 	}
 	wg.Wait()
@@ -347,11 +352,13 @@ func (t *turn) runStep(ctx context.Context, plans []plannedCall, res *stepResult
 				continue
 			}
 			var output string
-			errs[i] = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, stx *db.Tx) error {
+			sctx, end := t.toolSpan(ctx, c)
+			errs[i] = t.e.db.InTx(sctx, c.TenantID, func(ctx context.Context, stx *db.Tx) error {
 				var err error
 				output, err = t.tools().Run(workspace.ForRun(ctx, t.e.pub, t.lease.Scope(), c.ID), stx, t.callOf(c))
 				return err
 			})
+			end(errs[i])
 			if ctx.Err() != nil {
 				return ctx.Err() // cancelled, timed out or lease lost: nothing of the step commits
 			}
@@ -370,6 +377,17 @@ func (t *turn) runStep(ctx context.Context, plans []plannedCall, res *stepResult
 		}
 	}
 	return nil
+}
+
+// toolSpan starts the span of tool call c; end finishes it with the call's error.
+func (t *turn) toolSpan(ctx context.Context, c dbsqlc.ToolCall) (context.Context, func(error)) {
+	ctx, span := t.e.tracer.Start(ctx, "tool.call", trace.WithAttributes(attribute.String("tool.name", c.Name), attribute.String("tool.call_id", c.CallID)))
+	return ctx, func(err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, "tool failed")
+		}
+		span.End()
+	}
 }
 
 func (t *turn) callOf(c dbsqlc.ToolCall) ToolCall {
@@ -400,6 +418,11 @@ func (t *turn) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, out
 	if _, err := tx.Q.ToolCallFinish(ctx, dbsqlc.ToolCallFinishParams{TenantID: r.TenantID, ID: c.ID, Status: status, Output: outPtr, Error: errPtr}); err != nil {
 		return fmt.Errorf("finish tool call: %w", err)
 	}
+	tool := c.Name
+	if known := t.e.tools != nil && t.knownTool(tool); !known {
+		tool = "unknown" // a name the model made up must not become a label value
+	}
+	tx.AfterCommit(func() { t.e.metrics.ToolCall(tool, strings.ToLower(status)) })
 	if _, err := t.insertMessage(ctx, tx, "TOOL", []llm.Block{result}, nil); err != nil {
 		return fmt.Errorf("store tool result: %w", err)
 	}
@@ -409,6 +432,11 @@ func (t *turn) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, out
 	}
 	_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: evType, Data: data})
 	return err
+}
+
+func (t *turn) knownTool(name string) bool {
+	known, _ := t.e.tools.Info(name)
+	return known
 }
 
 // insertMessage stores a message of the run at the conversation's next position.

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
@@ -368,19 +371,36 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 	if err != nil {
 		return llm.Response{}, err
 	}
+	start := time.Now()
+	ctx, span := t.e.tracer.Start(ctx, "llm.call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("llm.provider", p.Name()), attribute.String("llm.model", req.Model), attribute.Int("llm.call_index", callIndex)))
+	defer span.End()
 	stream, err := p.Stream(ctx, req)
 	if err != nil {
+		t.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
+		endCall(span, err)
 		if held {
 			t.release(ctx, callIndex)
 		}
 		return llm.Response{}, err
 	}
 	co := newCoalescer(t.e.pub, t.lease.Scope(), callIndex)
+	first := true
 	resp, err := llm.Collect(stream, func(ev llm.Event) {
+		if first && (ev.Type == llm.EventTextDelta || ev.Type == llm.EventToolCallStart) {
+			first = false
+			ttft := time.Since(start)
+			t.e.metrics.FirstToken(p.Name(), req.Model, ttft)
+			span.SetAttributes(attribute.Float64("llm.time_to_first_token_ms", float64(ttft.Microseconds())/1000))
+		}
 		if ev.Type == llm.EventTextDelta {
 			co.add(ctx, ev.Text)
 		}
 	})
+	t.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
+	span.SetAttributes(attribute.Int64("llm.input_tokens", resp.Usage.InputTokens), attribute.Int64("llm.output_tokens", resp.Usage.OutputTokens),
+		attribute.Int64("llm.cached_tokens", resp.Usage.CachedTokens))
+	endCall(span, err)
 	if ev, ok := co.take(); ok {
 		t.tail = &ev
 	}
@@ -388,6 +408,24 @@ func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIn
 		t.release(ctx, callIndex) // a partial reply that is kept still settles its usage
 	}
 	return resp, err
+}
+
+// endCall records a model call's failure class on its span.
+func endCall(span trace.Span, err error) {
+	if err == nil {
+		return
+	}
+	class := string(llm.Classify(err).Class)
+	span.SetAttributes(attribute.String("llm.failure_class", class))
+	span.SetStatus(codes.Error, class)
+}
+
+// outcomeOf is a model call's outcome label: ok, or the class of its failure.
+func outcomeOf(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return string(llm.Classify(err).Class)
 }
 
 // flushTail publishes the last token delta of the latest reply if it has not gone out yet.
@@ -472,6 +510,9 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 				return err
 			}
 			settle = &rec
+			tx.AfterCommit(func() {
+				t.e.metrics.Metered(rec.Provider, rec.Model, rec.InputTokens, rec.OutputTokens, rec.CachedTokens, rec.CostMicros)
+			})
 			news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{
 				"callIndex": callIndex, "provider": p.Name(), "model": model.ID, "inputTokens": rec.InputTokens,
 				"outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,

@@ -11,12 +11,18 @@ import (
 	"os"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/riverqueue/rivercontrib/otelriver"
+	"go.opentelemetry.io/otel/trace"
+	"riverqueue.com/riverui"
 
 	"github.com/agentry/agentry/graph"
 	"github.com/agentry/agentry/internal/agent"
@@ -28,11 +34,13 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/health"
 	"github.com/agentry/agentry/internal/jobs"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/llm/providers"
 	"github.com/agentry/agentry/internal/mail"
 	"github.com/agentry/agentry/internal/memory"
+	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/routine"
 	"github.com/agentry/agentry/internal/run"
@@ -40,9 +48,11 @@ import (
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
+	"github.com/agentry/agentry/internal/telemetry"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
 	"github.com/agentry/agentry/internal/usage"
+	"github.com/agentry/agentry/internal/webhook"
 	"github.com/agentry/agentry/internal/workspace"
 	"github.com/agentry/agentry/web"
 )
@@ -78,16 +88,49 @@ type App struct {
 	Usage     *usage.Service
 	Workspace *workspace.Service // workspace history, snapshots and rollback (issue 7)
 	Routines  *routine.Service   // roles, routines and routine runs
+	Webhooks  *webhook.Service
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
 	RateLimits *ratelimit.Limiter
 	Registry   *prometheus.Registry
-	Handler    http.Handler
+	// Metrics are the domain metrics on Registry.
+	Metrics *metrics.Metrics
+	Handler http.Handler
 	// Health serves /livez, /readyz and /metrics on the health address (AGENTRY_HEALTH_ADDR).
 	Health http.Handler
 	// CloseSockets closes every open WebSocket subscription (graceful shutdown).
 	CloseSockets context.CancelFunc
 	// stopListening ends the subscription to credential changes (auth.Service.ListenForChanges).
 	stopListening context.CancelFunc
+	// stopJobsUI stops the jobs UI's background services.
+	stopJobsUI context.CancelFunc
+	// Tracer is the tracer provider (nil: tracing off); stopTracing flushes an exporter's.
+	Tracer      trace.TracerProvider
+	stopTracing func(context.Context) error
+}
+
+// JobsUIPrefix is where the River UI is mounted (platform admins only).
+const JobsUIPrefix = "/admin/jobs"
+
+// jobsUI returns River's UI and its API under JobsUIPrefix, started; server.New puts it behind
+// the platform-admin check.
+func (a *App) jobsUI(log *slog.Logger) (http.Handler, error) {
+	h, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(a.River, nil),
+		Logger:    log.With(slog.String("component", "jobs_ui")),
+		Prefix:    JobsUIPrefix,
+		// Job args hold ids only, but a listing need not show them.
+		JobListHideArgsByDefault: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jobs UI: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := h.Start(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start the jobs UI: %w", err)
+	}
+	a.stopJobsUI = cancel
+	return h, nil
 }
 
 // Check returns the mistakes of cfg that New stops at before it connects anywhere: what
@@ -101,13 +144,27 @@ func Check(cfg *config.Config) error {
 	return providers.Check(pcfg, providers.New(pcfg))
 }
 
+// Option changes how New builds the process.
+type Option func(*App)
+
+// WithTracerProvider traces with tp (tests: an in-memory exporter) instead of what the OTEL_*
+// variables configure.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(a *App) { a.Tracer = tp }
+}
+
 // New connects to Postgres and Redis and builds the services. The caller starts River (when
-// mode.Work) and serves Handler.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (*App, error) {
+// mode.Work) and serves Handler. Tracing is on when an option gives a tracer provider or
+// OTEL_EXPORTER_OTLP_ENDPOINT is set; off, nothing is instrumented.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, options ...Option) (*App, error) {
 	if err := Check(cfg); err != nil {
 		return nil, err
 	}
 	a := &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry()}
+	for _, o := range options {
+		o(a)
+	}
+	a.Metrics = metrics.New(a.Registry)
 	ok := false
 	defer func() {
 		if !ok {
@@ -115,7 +172,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		}
 	}()
 	var err error
-	if a.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBRole, log); err != nil {
+	if a.Tracer == nil {
+		if a.Tracer, a.stopTracing, err = telemetry.Setup(ctx, os.Getenv, "agentry"); err != nil {
+			return nil, err
+		}
+	}
+	var dbOpts []db.Option
+	if a.Tracer != nil {
+		dbOpts = append(dbOpts, db.WithTracer(otelpgx.NewTracer(otelpgx.WithTracerProvider(a.Tracer))))
+	}
+	if a.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBRole, log, dbOpts...); err != nil {
 		return nil, err
 	}
 	if err := a.DB.Pool.Ping(ctx); err != nil {
@@ -124,7 +190,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	if on, err := db.AutovacuumOn(ctx, a.DB.Pool); err == nil && !on {
 		log.Warn("Postgres runs with autovacuum off: tables are never analyzed, and queries planned while a table was small (River's job table among them) stay slow as it grows; turn autovacuum on, or run VACUUM (ANALYZE) regularly")
 	}
-	if a.Queue, err = db.OpenQueue(ctx, cfg.DatabaseURL, cfg.DBRole, log); err != nil {
+	if a.Queue, err = db.OpenQueue(ctx, cfg.DatabaseURL, cfg.DBRole, log, dbOpts...); err != nil {
 		return nil, err
 	}
 	ropts, err := redis.ParseURL(cfg.RedisURL)
@@ -132,6 +198,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	a.Redis = redis.NewClient(ropts)
+	if a.Tracer != nil {
+		if err := redisotel.InstrumentTracing(a.Redis, redisotel.WithTracerProvider(a.Tracer)); err != nil {
+			return nil, fmt.Errorf("trace Redis: %w", err)
+		}
+	}
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("connect to Redis (REDIS_URL): %w", err)
 	}
@@ -153,7 +224,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Auth.OnSignUp = chat.CreateDefaultProject
 
 	pub := events.NewPublisher(a.Redis, cfg.RedisPrefix, log)
+	pub.SetMetrics(a.Metrics)
 	a.Runs = run.NewService(a.DB, pub, log)
+	a.Runs.SetMetrics(a.Metrics)
 	a.Approvals = approval.NewService(a.DB, a.Runs, cfg.ApprovalTTL, log)
 	pcfg := providerConfig(cfg)
 	a.Models = providers.New(pcfg)
@@ -161,12 +234,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Chat = chat.NewService(a.DB, a.Runs, defModels, log)
 	a.Tasks = task.NewService(a.DB, a.Runs, defModels, log)
 	a.Usage = usage.NewService(a.DB, a.Runs, log)
+	a.Usage.SetMetrics(a.Metrics)
+	a.Usage.SetRunawayFactor(cfg.CostRunawayFactor)
 	a.Chat.SetAdmission(a.Usage)
 	a.Tasks.SetAdmission(a.Usage)
 	a.RateLimits = ratelimit.New(ratelimit.Options{
 		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Create: cfg.RateLimitCreate,
 		Account: cfg.RateLimitAccount, Log: log,
 	})
+	a.RateLimits.SetMetrics(a.Metrics)
 	a.Tools = tool.NewRegistry()
 	for _, t := range tool.MemoryTools() {
 		if err := a.Tools.Register(t); err != nil {
@@ -182,6 +258,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Context = contextwin.New(contextwin.Options{Models: a.Models, SummaryModel: cfg.SummaryModel, Log: log})
 	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: a.Tools}, log)
 	a.Executor.SetContextWindow(a.Context)
+	a.Executor.SetMetrics(a.Metrics)
+	if a.Tracer != nil {
+		a.Executor.SetTracer(a.Tracer)
+	}
 	taskHooks := task.Hooks{}
 	a.Executor.Register(run.KindTask, taskHooks)
 	a.Workspace = workspace.NewService(a.DB, &workspace.Store{}, a.Runs, a.Approvals)
@@ -224,12 +304,27 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
 	a.Executor.SetBudgets(a.Usage)
+	a.Webhooks = webhook.NewService(webhook.Options{
+		DB: a.DB, Sealer: keys, Log: log, Production: !cfg.IsDevelopment(), RetryBase: cfg.WebhookRetryBase, Metrics: a.Metrics,
+	})
+	pub.SetTap(a.Webhooks.Dispatch)
 	host, _ := os.Hostname()
+	var middleware []rivertype.Middleware
+	if a.Tracer != nil {
+		// The trace context goes into each job's metadata and comes back around its work,
+		// outside River's otel middleware, whose work span thus joins the enqueuer's trace.
+		middleware = []rivertype.Middleware{&telemetry.JobMiddleware{}, otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
+			TracerProvider: a.Tracer, EnableWorkSpanJobKindSuffix: true,
+		})}
+	}
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
-		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
-		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue,
+		Middleware: middleware,
+		Work:       mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
+		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue, Metrics: a.Metrics,
+		Queues: map[string]river.QueueConfig{webhook.Queue: {MaxWorkers: 10}},
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
+			river.AddWorker(w, webhook.NewWorker(a.Webhooks))
 			periodic := append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
 			periodic = append(periodic, a.Subagents.Register(w)...)
 			periodic = append(periodic, a.Routines.Register(w)...)
@@ -241,17 +336,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Runs.SetInserter(a.River)
 	a.Subagents.SetInserter(a.River)
 	a.Routines.SetInserter(a.River)
+	a.Webhooks.SetInserter(a.River)
 
-	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis})
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis},
+		stateCollector{river: a.River, db: a.DB, log: log})
 	opts := server.Options{
-		Log:      log,
-		Registry: a.Registry,
-		Ready: []server.Checker{
-			{Name: "postgres", Check: func(ctx context.Context) error { return a.DB.Pool.Ping(ctx) }},
-			{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
-		},
+		Log:            log,
+		Registry:       a.Registry,
+		Ready:          a.readiness(mode),
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		AllowedOrigins: cfg.AllowedOrigins,
+		Tracing:        a.Tracer != nil,
 	}
 	if mode.API {
 		var listen context.Context
@@ -268,7 +363,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
 				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
-				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, RoutineService: a.Routines, Log: log,
+				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, RoutineService: a.Routines, Webhooks: a.Webhooks, Health: a.HealthChecks(), Log: log,
 			},
 			Development:    cfg.IsDevelopment(),
 			AllowedOrigins: cfg.AllowedOrigins,
@@ -276,8 +371,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 				WSInitTimeout: cfg.WSInitTimeout, WSSubscriptions: cfg.WSMaxSubscriptions, WSSocketsPerUser: cfg.WSMaxSocketsPerUser,
 			},
 			Sockets: sockets,
+			Metrics: a.Metrics,
+			Tracer:  a.Tracer,
 		})
 		opts.Web = web.Handler()
+		if opts.AdminJobs, err = a.jobsUI(log); err != nil {
+			return nil, err
+		}
 	}
 	a.Handler = server.New(opts)
 	a.Health = server.Health(opts)
@@ -308,6 +408,26 @@ func mailSender(cfg *config.Config, log *slog.Logger) (mail.Sender, error) {
 	return mail.Disabled{Log: log}, nil
 }
 
+// HealthChecks are the checks of every dependency: Postgres, Redis and River's leader.
+func (a *App) HealthChecks() []health.Check {
+	return []health.Check{
+		{Name: "postgres", Check: func(ctx context.Context) error { return a.DB.Pool.Ping(ctx) }},
+		{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
+		{Name: "river_leader", Check: func(ctx context.Context) error { return jobs.CheckLeader(ctx, a.River) }},
+	}
+}
+
+// readiness is what /readyz checks: every dependency for a process that works jobs; an API-only
+// process does not check River's leader (with no worker running it can still answer, and its
+// load balancer should keep sending it requests).
+func (a *App) readiness(mode Mode) []health.Check {
+	checks := a.HealthChecks()
+	if !mode.Work {
+		checks = checks[:2]
+	}
+	return checks
+}
+
 // StopWork stops working jobs: River lets running jobs finish until ctx ends, then cancels
 // them and waits at most hard more.
 func (a *App) StopWork(ctx context.Context, hard time.Duration) error {
@@ -329,8 +449,14 @@ func (a *App) Close() {
 	if a.stopListening != nil {
 		a.stopListening()
 	}
+	if a.stopJobsUI != nil {
+		a.stopJobsUI()
+	}
 	if a.Hub != nil {
 		errs = append(errs, a.Hub.Close())
+	}
+	if a.Usage != nil {
+		a.Usage.StopAlerts()
 	}
 	if a.Runs != nil {
 		// Events published before the stop go out before the Redis client closes.
@@ -340,6 +466,11 @@ func (a *App) Close() {
 	}
 	if a.Redis != nil {
 		errs = append(errs, a.Redis.Close())
+	}
+	if a.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		errs = append(errs, a.stopTracing(ctx))
+		cancel()
 	}
 	if a.DB != nil {
 		a.DB.Close()

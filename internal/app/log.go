@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/server"
 )
@@ -36,6 +38,9 @@ func (h ctxHandler) Handle(ctx context.Context, r slog.Record) error {
 	}
 	if id := server.RequestIDFrom(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
 	}
 	if a, ok := auth.ActorFrom(ctx); ok {
 		r.AddAttrs(slog.String("tenant_id", a.TenantID.String()), slog.String("user_id", a.UserID.String()))

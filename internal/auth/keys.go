@@ -165,6 +165,13 @@ func (k *Keys) successor(token string) string {
 	return refreshTokenPrefix + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
+// Seal encrypts plain with the master key (AES-GCM); ad binds the result to its owner (a row's
+// id): Open fails with any other ad. Stored secrets (webhook secrets) are sealed with it.
+func (k *Keys) Seal(plain, ad []byte) ([]byte, error) { return k.seal(plain, ad) }
+
+// Open decrypts what Seal sealed with the same ad.
+func (k *Keys) Open(sealed, ad []byte) ([]byte, error) { return k.open(sealed, ad) }
+
 func (k *Keys) seal(plain, ad []byte) ([]byte, error) {
 	gcm, err := k.gcm()
 	if err != nil {

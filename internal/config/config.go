@@ -81,6 +81,13 @@ type Config struct {
 	// PublicURL is AGENTRY_PUBLIC_URL, the web app's address as people reach it: the links in
 	// emails start with it (default http://<AGENTRY_HTTP_ADDR>).
 	PublicURL string
+	// WebhookRetryBase is the delay before a failed webhook delivery's first retry, doubling
+	// after each retry up to an hour (AGENTRY_WEBHOOK_RETRY_BASE, default 10s).
+	WebhookRetryBase time.Duration
+	// CostRunawayFactor raises a budget.runaway alert when a tenant's spend over the last 10
+	// minutes exceeds this many times its trailing hourly average's 10-minute share
+	// (AGENTRY_COST_RUNAWAY_FACTOR, default 5; 0 turns the alert off).
+	CostRunawayFactor int
 }
 
 // Lookup reads one variable; it matches os.Getenv.
@@ -200,6 +207,8 @@ func Load(getenv Lookup) (*Config, error) {
 	c.PasswordHashLimit = int(integer("AGENTRY_PASSWORD_HASH_CONCURRENCY", 2, 1, 256))
 	c.WorkerConcurrency = int(integer("AGENTRY_WORKER_CONCURRENCY", 50, 1, 10000))
 	c.SubagentsPlatformMax = int(integer("AGENTRY_SUBAGENTS_PLATFORM_MAX", 200, 1, 100000))
+	c.WebhookRetryBase = dur("AGENTRY_WEBHOOK_RETRY_BASE", "10s", time.Millisecond)
+	c.CostRunawayFactor = int(integer("AGENTRY_COST_RUNAWAY_FACTOR", 5, 0, 1000))
 	if raw := getenv("AGENTRY_RATE_LIMIT_SPEND"); raw != "" {
 		var err error
 		if c.RateLimitSpend, err = ParseRateLimits(raw); err != nil {

@@ -30,8 +30,16 @@ type DB struct {
 // Open connects a pool to url. When role is not empty every connection switches to it (SET ROLE)
 // before use, so the process works with the privileges of the application role whatever user
 // the URL names. The pool holds the URL's pool_max_conns connections at most, else 8.
-func Open(ctx context.Context, url, role string, log *slog.Logger) (*DB, error) {
-	return open(ctx, url, role, log, false)
+func Open(ctx context.Context, url, role string, log *slog.Logger, opts ...Option) (*DB, error) {
+	return open(ctx, url, role, log, false, opts...)
+}
+
+// Option changes the pool's configuration before it opens.
+type Option func(*pgxpool.Config)
+
+// WithTracer traces every statement of the pool with t (pgx's QueryTracer: otelpgx).
+func WithTracer(t pgx.QueryTracer) Option {
+	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = t }
 }
 
 // OpenQueue opens the pool River's own statements run on (fetching, completing and
@@ -42,27 +50,22 @@ func Open(ctx context.Context, url, role string, log *slog.Logger) (*DB, error) 
 // again, which a run's lease and its terminal state make harmless). A chat turn's job is
 // inserted in the turn's own transaction (Open's pool), which stays synchronous, and so does
 // everything of agentry's. One WAL flush fewer between a message and its first token.
-func OpenQueue(ctx context.Context, url, role string, log *slog.Logger) (*DB, error) {
-	return open(ctx, url, role, log, true)
+func OpenQueue(ctx context.Context, url, role string, log *slog.Logger, opts ...Option) (*DB, error) {
+	return open(ctx, url, role, log, true, opts...)
 }
 
 // OpenTraced is Open with tracer on every connection of the pool: tests count the statements a
 // path runs and the rows they return (pgx calls a tracer that is also a pgx.BatchTracer for
 // each statement of a batch).
 func OpenTraced(ctx context.Context, url, role string, log *slog.Logger, tracer pgx.QueryTracer) (*DB, error) {
-	return openWith(ctx, url, role, log, false, tracer)
+	return open(ctx, url, role, log, false, WithTracer(tracer))
 }
 
-func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit bool) (*DB, error) {
-	return openWith(ctx, url, role, log, asyncCommit, nil)
-}
-
-func openWith(ctx context.Context, url, role string, log *slog.Logger, asyncCommit bool, tracer pgx.QueryTracer) (*DB, error) {
+func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit bool, opts ...Option) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
-	cfg.ConnConfig.Tracer = tracer
 	if asyncCommit {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
@@ -79,6 +82,9 @@ func openWith(ctx context.Context, url, role string, log *slog.Logger, asyncComm
 			return fmt.Errorf("set role %s (run `agentry migrate` first): %w", role, err)
 		}
 		return nil
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/metrics"
 )
 
 // Event types.
@@ -120,7 +121,30 @@ type Publisher struct {
 	// origin, which starts each message p sends to Redis, tells that hub to skip it.
 	local  *Hub
 	origin string
+	// metrics counts messages that failed or were dropped (nil: not counted).
+	metrics *metrics.Metrics
+	// tap sees the events stored by Append (and tenant events given to Tap) inside their
+	// transaction: webhook deliveries are enqueued with the events they deliver.
+	tap TapFunc
 }
+
+// TapFunc is given events inside the transaction that stores them; an error fails it.
+type TapFunc func(ctx context.Context, tx *db.Tx, evs []Event) error
+
+// SetTap sets the function that sees the events p appends. Call it while wiring.
+func (p *Publisher) SetTap(f TapFunc) { p.tap = f }
+
+// Tap gives evs (events of one tenant made inside tx without Append, such as budget events) to
+// the tap.
+func (p *Publisher) Tap(ctx context.Context, tx *db.Tx, evs []Event) error {
+	if p.tap == nil || len(evs) == 0 {
+		return nil
+	}
+	return p.tap(ctx, tx, evs)
+}
+
+// SetMetrics makes p count the messages it could not publish. Call it while wiring.
+func (p *Publisher) SetMetrics(m *metrics.Metrics) { p.metrics = m }
 
 // outgoing is one queued message.
 type outgoing struct {
@@ -176,7 +200,11 @@ func (p *Publisher) Append(ctx context.Context, tx *db.Tx, scope Scope, news ...
 	if err != nil {
 		return nil, fmt.Errorf("append events to run %s: %w", scope.RunID, err)
 	}
-	return p.Stored(ctx, tx, b, last), nil
+	out := p.Stored(ctx, tx, b, last)
+	if err := p.Tap(ctx, tx, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Batch is events of one run encoded for a statement that stores them, its columns as arrays
@@ -285,6 +313,7 @@ func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Even
 		p.local.deliver(evs)
 	}
 	if len(p.queue) >= MaxQueued {
+		p.metrics.PublishFailed(1)
 		if p.dropped++; p.dropped == 1 || p.dropped%1000 == 0 {
 			p.log.WarnContext(ctx, "publish queue full: events dropped", slog.Int64("dropped", p.dropped), slog.String("tenant_id", tenantID.String()))
 		}
@@ -327,6 +356,7 @@ func (p *Publisher) send() {
 			})
 		}
 		if err != nil {
+			p.metrics.PublishFailed(len(batch))
 			p.log.WarnContext(batch[0].ctx, "publish events", slog.Any("error", err), slog.Int("messages", len(batch)))
 		}
 		p.mu.Lock()

@@ -11,9 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentry/agentry/internal/agent"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/run"
 )
 
@@ -39,9 +41,16 @@ type Options struct {
 	Runs *run.Service
 	// Extra workers and periodic jobs of other domains.
 	Register func(*river.Workers) []*river.PeriodicJob
-	Log      *slog.Logger
+	// Queues are other domains' queues (webhook deliveries).
+	Queues map[string]river.QueueConfig
+	Log    *slog.Logger
 	// Queue is the pool River's own statements run on (db.OpenQueue); d's when nil.
 	Queue *db.DB
+	// Metrics counts retried and discarded jobs (nil: not counted).
+	Metrics *metrics.Metrics
+	// Hooks and Middleware are added to River's (tracing).
+	Hooks      []rivertype.Hook
+	Middleware []rivertype.Middleware
 }
 
 // NewClient returns the River client over o.Queue's pool (d's when nil); its workers use d.
@@ -57,6 +66,8 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 		// (timeoutSeconds is at most an hour; a complex task run 60 minutes): runs whose worker
 		// died are taken over much sooner by the run reaper, through their lease.
 		RescueStuckJobsAfter: 2 * time.Hour,
+		Hooks:                append([]rivertype.Hook{&metricsHook{m: o.Metrics}}, o.Hooks...),
+		Middleware:           o.Middleware,
 	}
 	if o.Work {
 		workers := river.NewWorkers()
@@ -64,6 +75,7 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 		runWorker := &RunWorker{exec: o.Executor, owner: o.Owner, base: max(o.RetryBaseDelay, time.Millisecond)}
 		river.AddWorker(workers, runWorker)
 		river.AddWorker(workers, &RunReapWorker{runs: o.Runs})
+		river.AddWorker(workers, LeaderBeatWorker{})
 		if o.Concurrency < 1 {
 			o.Concurrency = 50
 		}
@@ -74,6 +86,9 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 			run.QueueChat:    ChatQueue(o.Concurrency),
 			QueueMaintenance: {MaxWorkers: 2},
 		}
+		for name, q := range o.Queues {
+			cfg.Queues[name] = q
+		}
 		cfg.PeriodicJobs = []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 				return RefreshTokenPurgeArgs{}, nil
@@ -83,6 +98,7 @@ func NewClient(d *db.DB, o Options) (*river.Client[pgx.Tx], error) {
 			river.NewPeriodicJob(river.PeriodicInterval(ReapEvery), func() (river.JobArgs, *river.InsertOpts) {
 				return RunReapArgs{}, nil
 			}, &river.PeriodicJobOpts{RunOnStart: true}),
+			leaderBeatJob(),
 		}
 		if o.Register != nil {
 			cfg.PeriodicJobs = append(cfg.PeriodicJobs, o.Register(workers)...)

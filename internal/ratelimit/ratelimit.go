@@ -25,6 +25,7 @@ import (
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/metrics"
 )
 
 // Plan is what a tenant plan (tenants.plan) allows.
@@ -102,10 +103,15 @@ type Limiter struct {
 	create config.RateLimit
 	acct   config.RateLimit
 	log    *slog.Logger
+	// metrics counts refusals (nil: not counted).
+	metrics *metrics.Metrics
 
 	mu    sync.Mutex
 	plans map[uuid.UUID]planEntry
 }
+
+// SetMetrics makes l count the requests it refuses. Call it while wiring.
+func (l *Limiter) SetMetrics(m *metrics.Metrics) { l.metrics = m }
 
 type planEntry struct {
 	plan    string
@@ -161,11 +167,11 @@ func (l *Limiter) Spend(ctx context.Context, a auth.Actor) error {
 		return nil
 	}
 	if a.APIKeyID != uuid.Nil {
-		if err := l.allow(ctx, "key:"+a.APIKeyID.String(), KeyLimit(limit)); err != nil {
+		if err := l.allow(ctx, "spend", "key:"+a.APIKeyID.String(), KeyLimit(limit)); err != nil {
 			return l.closed(ctx, err)
 		}
 	}
-	if err := l.allow(ctx, "tenant:"+a.TenantID.String(), limit); err != nil {
+	if err := l.allow(ctx, "spend", "tenant:"+a.TenantID.String(), limit); err != nil {
 		return l.closed(ctx, err)
 	}
 	return nil
@@ -176,7 +182,7 @@ func (l *Limiter) Auth(ctx context.Context, ip string) error {
 	if l.auth.Off || ip == "" {
 		return nil
 	}
-	err := l.allow(ctx, "ip:"+ip, l.auth)
+	err := l.allow(ctx, "auth", "ip:"+ip, l.auth)
 	if err != nil && apperr.CodeOf(err) != apperr.RateLimited {
 		l.log.WarnContext(ctx, "rate limiter unavailable: logIn/signUp not limited", slog.Any("error", err))
 		return nil
@@ -192,7 +198,7 @@ func (l *Limiter) Account(ctx context.Context, email string) error {
 		return nil
 	}
 	sum := sha256.Sum256([]byte(strings.ToLower(strings.TrimSpace(email))))
-	err := l.allow(ctx, "acct:"+hex.EncodeToString(sum[:16]), l.acct)
+	err := l.allow(ctx, "account", "acct:"+hex.EncodeToString(sum[:16]), l.acct)
 	if err != nil && apperr.CodeOf(err) != apperr.RateLimited {
 		l.log.WarnContext(ctx, "rate limiter unavailable: logIn not limited per account", slog.Any("error", err))
 		return nil
@@ -210,7 +216,7 @@ func (l *Limiter) Create(ctx context.Context, a auth.Actor) error {
 	if a.APIKeyID != uuid.Nil {
 		key = "create:key:" + a.APIKeyID.String()
 	}
-	if err := l.allow(ctx, key, l.create); err != nil {
+	if err := l.allow(ctx, "create", key, l.create); err != nil {
 		return l.closed(ctx, err)
 	}
 	return nil
@@ -224,12 +230,14 @@ func (l *Limiter) closed(ctx context.Context, err error) error {
 	if apperr.CodeOf(err) == apperr.RateLimited {
 		return err
 	}
+	l.metrics.RateLimited("unavailable")
 	l.log.WarnContext(ctx, "rate limiter unavailable: refusing a limited mutation", slog.Any("error", err))
 	return apperr.New(apperr.RateLimited, "rate limiting is unavailable (its store cannot be reached), so operations that spend or create are refused; try again shortly").
 		With("retryAfter", 1)
 }
 
-func (l *Limiter) allow(ctx context.Context, key string, limit config.RateLimit) error {
+// allow takes one request from key's bucket under limit (named name in the metrics).
+func (l *Limiter) allow(ctx context.Context, name, key string, limit config.RateLimit) error {
 	ctx, cancel := context.WithTimeout(ctx, limiterTimeout)
 	defer cancel()
 	res, err := l.rdb.Load().Allow(ctx, l.prefix+key, redis_rate.Limit{Rate: limit.Rate, Burst: limit.Burst, Period: limit.Period})
@@ -239,6 +247,7 @@ func (l *Limiter) allow(ctx context.Context, key string, limit config.RateLimit)
 	if res.Allowed > 0 {
 		return nil
 	}
+	l.metrics.RateLimited(name)
 	secs := int(math.Ceil(res.RetryAfter.Seconds()))
 	secs = max(secs, 1)
 	return apperr.New(apperr.RateLimited, "too many requests (limit %s): retry in %d s", limit, secs).With("retryAfter", secs)

@@ -142,6 +142,7 @@ func (s *Service) ReapExpired(ctx context.Context) (int, error) {
 			s.log.WarnContext(ctx, "reap run", "run_id", e.ID.String(), "error", err)
 		}
 	}
+	s.metrics.ReaperTookOver(n)
 	return n, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/metrics"
 )
 
 // Kinds of run.
@@ -112,6 +113,8 @@ type Service struct {
 	log  *slog.Logger
 	// onFinish holds, per run kind, work that must commit with the run's end (a task's status).
 	onFinish map[string]FinishHook
+	// metrics counts finished runs and reaper takeovers (nil: not counted).
+	metrics *metrics.Metrics
 	// onCancel holds, per run kind, what cancelling a RUNNING run of the kind adds (a routine
 	// run, which no job holds while it waits for its step, ends itself there).
 	onCancel map[string]FinishHook
@@ -145,6 +148,9 @@ func (s *Service) OnEnqueue(kind string, h EnqueueHook) {
 func (s *Service) CancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason string) error {
 	return s.cancelTx(ctx, tx, r, reason, true)
 }
+
+// SetMetrics makes s count finished runs and reaper takeovers. Call it while wiring.
+func (s *Service) SetMetrics(m *metrics.Metrics) { s.metrics = m }
 
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
 type FinishHook func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
@@ -370,6 +376,7 @@ func (s *Service) finish(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt i
 		// Its cancel was requested while it finished: it ends CANCELLED (RunFinish).
 		o.Status, o.TerminationReason = fin.Status, "user_cancel"
 	}
+	tx.AfterCommit(func() { s.metrics.RunFinished(fin.Kind, fin.Status, time.Since(fin.CreatedAt)) })
 	data := map[string]any{"status": o.Status}
 	if o.TerminationReason != "" {
 		data["terminationReason"] = o.TerminationReason

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -21,9 +22,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
+	"github.com/agentry/agentry/internal/health"
+	"github.com/agentry/agentry/internal/telemetry"
 )
 
 // Authenticator resolves a bearer credential to an actor (auth.Service).
@@ -31,11 +35,8 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, bearer string) (auth.Actor, time.Time, error)
 }
 
-// Checker is one readiness check (Postgres, Redis).
-type Checker struct {
-	Name  string
-	Check func(ctx context.Context) error
-}
+// Checker is one readiness check (Postgres, Redis, River's leader).
+type Checker = health.Check
 
 // Options configure the HTTP handler.
 type Options struct {
@@ -48,6 +49,8 @@ type Options struct {
 	Registry       *prometheus.Registry
 	MaxBodyBytes   int64
 	AllowedOrigins []string
+	// Tracing restores the trace context of incoming requests (W3C traceparent headers).
+	Tracing bool
 }
 
 // New returns agentry's root handler: the API, the web app, /livez and /readyz. /metrics is
@@ -62,7 +65,9 @@ func New(o Options) http.Handler {
 		mux.Handle("/graphql/", cors(o.AllowedOrigins, gql)) // development: GraphiQL's assets, schema.graphql
 	}
 	if o.AdminJobs != nil {
-		mux.Handle("/admin/jobs/", authenticate(o.Auth, o.Log, platformAdminOnly(o.AdminJobs)))
+		admin := platformAdminOnly(o.Auth, o.Log, o.AdminJobs)
+		mux.Handle("/admin/jobs", admin)
+		mux.Handle("/admin/jobs/", admin)
 	}
 	if o.Web != nil {
 		mux.Handle("/", o.Web)
@@ -71,7 +76,17 @@ func New(o Options) http.Handler {
 	if o.Registry != nil {
 		h = instrument(o.Registry, h)
 	}
+	if o.Tracing {
+		h = propagate(h)
+	}
 	return requestID(clientIP(recoverer(o.Log, h)))
+}
+
+// propagate continues the caller's trace (its traceparent header), if it sent one.
+func propagate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))))
+	})
 }
 
 type clientIPKey struct{}
@@ -169,19 +184,48 @@ func authenticate(a Authenticator, log *slog.Logger, next http.Handler) http.Han
 	})
 }
 
-func platformAdminOnly(next http.Handler) http.Handler {
+// AdminCookie is the cookie that carries an access token to the jobs UI (/admin/jobs), whose
+// pages a browser loads by navigation, without an Authorization header. The web app sets it
+// (Path=/admin/jobs, SameSite=Strict) before it opens the UI.
+const AdminCookie = "agentry_admin_token"
+
+// platformAdminOnly serves next to platform admins, authenticated by the Authorization header
+// or the AdminCookie. Everyone else, signed in or not, gets 404: the UI's existence is not
+// revealed. A request that changes something must come from the same origin (CSRF).
+func platformAdminOnly(a Authenticator, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a, ok := auth.ActorFrom(r.Context())
-		if !ok {
-			writeError(w, http.StatusUnauthorized, apperr.Unauthenticated, "authentication required")
+		token, ok := auth.BearerToken(r.Header.Get("Authorization"))
+		if !ok || token == "" {
+			if c, err := r.Cookie(AdminCookie); err == nil {
+				token = c.Value
+			}
+		}
+		if token == "" || a == nil {
+			http.NotFound(w, r)
 			return
 		}
-		if !a.PlatformAdmin {
-			writeError(w, http.StatusForbidden, apperr.Forbidden, "platform admins only")
+		actor, _, err := a.Authenticate(r.Context(), token)
+		if err != nil || !actor.PlatformAdmin {
+			if err != nil && apperr.CodeOf(err) != apperr.Unauthenticated {
+				log.ErrorContext(r.Context(), "authenticate admin", slog.Any("error", err))
+			}
+			http.NotFound(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r) {
+				writeError(w, http.StatusForbidden, apperr.Forbidden, "cross-origin requests to the jobs UI are refused")
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithActor(r.Context(), actor)))
 	})
+}
+
+// sameOrigin reports whether origin (an Origin header) names r's own host.
+func sameOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == r.Host
 }
 
 // limitBody refuses request bodies larger than max before the GraphQL handler reads them.
@@ -232,17 +276,16 @@ func cors(allowed []string, next http.Handler) http.Handler {
 	})
 }
 
+// readyz answers 200 when every check passes, else 503; the body names each dependency with
+// "ok" or "error: <why>".
 func readyz(checks []Checker) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		result := map[string]string{}
-		for _, c := range checks {
-			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-			err := c.Check(ctx)
-			cancel()
-			if err != nil {
+		for _, c := range health.Run(r.Context(), checks) {
+			if !c.OK {
 				status = http.StatusServiceUnavailable
-				result[c.Name] = "error: " + err.Error()
+				result[c.Name] = "error: " + c.Error
 			} else {
 				result[c.Name] = "ok"
 			}

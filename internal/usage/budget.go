@@ -178,6 +178,7 @@ func (s *Service) Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UU
 		return nil
 	}
 	b := rows[0]
+	s.metrics.BudgetRefused("admission", b.Scope)
 	return exceeded(b.Scope, b.Period)
 }
 

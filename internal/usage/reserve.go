@@ -169,6 +169,16 @@ func (s *Service) reserveAll(ctx context.Context, tx *db.Tx, l run.Lease, callIn
 	}
 	var evs []events.Event
 	for _, b := range refused {
+		// A refusal is the budget used up: its 100% threshold, once per window.
+		key := thresholdKey(b.ID, PeriodStart(b.Period, time.Now()), 100)
+		if _, err := tx.Q.CostAlertClaim(ctx, dbsqlc.CostAlertClaimParams{TenantID: r.TenantID, Key: key}); err == nil {
+			s.metrics.Alert(EventBudgetThreshold)
+			evs = append(evs, s.thresholdEvent(r.TenantID, Budget{ID: b.ID, Scope: b.Scope, UserID: b.UserID.UUID, Period: b.Period,
+				TokenLimit: b.TokenLimit, CostLimitMicros: b.CostLimitMicros, SpentTokens: b.SpentTokens, SpentMicros: b.SpentMicros,
+				ReservedTokens: b.ReservedTokens, ReservedMicros: b.ReservedMicros}, 100))
+		} else if !db.IsNoRows(err) {
+			return false, nil, fmt.Errorf("claim budget alert: %w", err)
+		}
 		if b.Notify {
 			evs = append(evs, s.budgetEvent(r.TenantID, EventBudgetExceeded, r.ID, "reservation refused", budgetData{
 				ID: b.ID, Scope: b.Scope, UserID: b.UserID, Period: b.Period, TokenLimit: b.TokenLimit, CostLimitMicros: b.CostLimitMicros,
@@ -177,10 +187,12 @@ func (s *Service) reserveAll(ctx context.Context, tx *db.Tx, l run.Lease, callIn
 		}
 	}
 	s.publishAfter(ctx, tx, r.TenantID, evs)
+	scope, period := ScopeTenant, PeriodDay
 	if len(refused) > 0 {
-		return false, exceeded(refused[0].Scope, refused[0].Period), nil
+		scope, period = refused[0].Scope, refused[0].Period
 	}
-	return false, exceeded(ScopeTenant, PeriodDay), nil
+	tx.AfterCommit(func() { s.metrics.BudgetRefused("reservation", scope) })
+	return false, exceeded(scope, period), nil
 }
 
 // Settle moves the call's reservation into spent with its actual usage, inside tx: the
@@ -220,6 +232,7 @@ func (s *Service) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex 
 		}
 	}
 	s.publishAfter(ctx, tx, r.TenantID, evs)
+	tx.AfterCommit(func() { s.kickAlerts(ctx, r.TenantID) })
 	if len(over) > 0 {
 		tx.AfterCommit(func() { s.redeal(db.Detach(context.WithoutCancel(ctx)), r.TenantID, over) })
 	}
@@ -318,6 +331,10 @@ func (s *Service) budgetEvent(tenantID uuid.UUID, typ string, runID uuid.UUID, r
 func (s *Service) publishAfter(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, evs []events.Event) {
 	if len(evs) == 0 {
 		return
+	}
+	if err := s.pub.Tap(ctx, tx, evs); err != nil {
+		// The statement's failure fails the transaction (and so the call that made the events).
+		s.log.WarnContext(ctx, "webhook deliveries of budget events", "tenant_id", tenantID.String(), "error", err)
 	}
 	tx.AfterCommit(func() { s.pub.Publish(context.WithoutCancel(ctx), tenantID, evs...) })
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/run"
 )
 
@@ -55,10 +56,18 @@ type Service struct {
 	runs *run.Service
 	pub  *events.Publisher
 	log  *slog.Logger
+	// metrics counts budget refusals and cost alerts (nil: not counted).
+	metrics *metrics.Metrics
+	// runaway is the runaway-cost alert's factor (0: off); alerts runs the checks.
+	runaway int
+	alerts  alerts
 
 	mu       sync.Mutex
 	presence map[uuid.UUID]presenceEntry
 }
+
+// SetMetrics makes s count budget refusals and cost alerts. Call it while wiring.
+func (s *Service) SetMetrics(m *metrics.Metrics) { s.metrics = m }
 
 type presenceEntry struct {
 	has     bool

@@ -5,6 +5,7 @@ import { chromium } from 'playwright-core';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
+import { createServer } from 'node:http';
 
 const base = process.env.AGENTRY_URL;
 const shots = process.env.SCREENSHOTS ?? 'e2e/screenshots';
@@ -568,6 +569,42 @@ await scenario('routines: the graph, a run and its steps coloured by role', asyn
   await page.getByText('all good', { exact: true }).waitFor();
   await shot(page, 'routine-run');
   await rita.context.close();
+await scenario('webhooks page: add a webhook, send a test, see it delivered in the log', async () => {
+  // A local receiver (development allows http and loopback addresses).
+  const got = [];
+  const receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      got.push({ event: req.headers['agentry-event'], signature: req.headers['agentry-signature'], body });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+  try {
+    const { context, page } = await newUser('wendy');
+    await page.getByRole('link', { name: 'Webhooks' }).click();
+    await page.getByText('No webhooks yet').waitFor();
+    const form = page.getByRole('form', { name: 'New webhook' });
+    await form.getByLabel('URL').fill(`http://127.0.0.1:${receiver.address().port}/hook`);
+    await form.getByLabel(/^Events/).fill('*');
+    await form.getByRole('button', { name: 'Add webhook' }).click();
+    const hook = page.getByTestId('webhook');
+    await hook.getByText('No deliveries yet.').waitFor();
+    await hook.getByRole('button', { name: 'Send test' }).click();
+    for (let i = 0; i < 100 && !(await hook.getByText('DELIVERED').count()); i++) {
+      await hook.getByRole('button', { name: 'Refresh' }).click();
+      await page.waitForTimeout(100);
+    }
+    await hook.getByText('DELIVERED').waitFor();
+    assert(got.length === 1 && got[0].event === 'webhook.test', `the receiver got the test event: ${JSON.stringify(got)}`);
+    assert(/^v1=[0-9a-f]{64}$/.test(got[0].signature), 'signed');
+    await hook.getByRole('cell', { name: '204' }).waitFor();
+    await shot(page, 'webhooks');
+    await context.close();
+  } finally {
+    receiver.close();
+  }
 });
 
 await browser.close();

@@ -18,6 +18,7 @@ const WorkspacePage = lazy(() => import('./pages/Workspace').then((m) => ({ defa
 const SettingsPage = lazy(() => import('./pages/Settings').then((m) => ({ default: m.SettingsPage })));
 const UsagePage = lazy(() => import('./pages/Usage').then((m) => ({ default: m.UsagePage })));
 const AdminPage = lazy(() => import('./pages/Admin').then((m) => ({ default: m.AdminPage })));
+const WebhooksPage = lazy(() => import('./pages/Webhooks').then((m) => ({ default: m.WebhooksPage })));
 
 let cached: SessionState = session.state;
 function subscribe(fn: () => void) {
@@ -92,6 +93,7 @@ function Shell() {
           <NavLink to="/workspace">Workspace</NavLink>
           <NavLink to="/usage">{admin ? 'Usage & budgets' : 'Usage'}</NavLink>
           <NavLink to="/settings">Settings</NavLink>
+          {admin && <NavLink to="/webhooks">Webhooks</NavLink>}
           {v?.platformAdmin && <NavLink to="/admin">Platform admin</NavLink>}
         </nav>
         <div className="who">
@@ -130,6 +132,7 @@ function Shell() {
             <Route path="/settings" element={<SettingsPage />} />
             <Route path="/usage" element={<UsagePage />} />
             <Route path="/admin" element={<AdminPage />} />
+            <Route path="/webhooks" element={<WebhooksPage />} />
             <Route path="*" element={<NotFound />} />
           </Routes>
         </Suspense>

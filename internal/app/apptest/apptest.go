@@ -24,6 +24,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentry/agentry/internal/app"
 	"github.com/agentry/agentry/internal/config"
@@ -50,6 +51,8 @@ type Options struct {
 	// DatabaseURL, when set, is the (migrated) database to use instead of a fresh one, e.g. to
 	// share one database between several processes under test.
 	DatabaseURL string
+	// TracerProvider, when set, traces the process (an in-memory exporter's provider).
+	TracerProvider trace.TracerProvider
 }
 
 // Start runs agentry for t and stops it when t ends.
@@ -91,7 +94,11 @@ func Start(t testing.TB, o Options) *Env {
 	}
 	log := app.NewLogger(logTo, false, slog.LevelDebug)
 	ctx := context.Background()
-	a, err := app.New(ctx, cfg, log, app.Mode{API: true, Work: !o.NoWork})
+	var appOpts []app.Option
+	if o.TracerProvider != nil {
+		appOpts = append(appOpts, app.WithTracerProvider(o.TracerProvider))
+	}
+	a, err := app.New(ctx, cfg, log, app.Mode{API: true, Work: !o.NoWork}, appOpts...)
 	require.NoError(t, err)
 	if !o.NoWork {
 		require.NoError(t, jobs.Start(ctx, a.River, log))

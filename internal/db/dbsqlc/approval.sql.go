@@ -12,6 +12,18 @@ import (
 	"github.com/google/uuid"
 )
 
+const approvalCountPending = `-- name: ApprovalCountPending :one
+SELECT count(*) FROM approvals WHERE status = 'PENDING'
+`
+
+// Approvals waiting for a decision across every tenant (the approvals-waiting gauge).
+func (q *Queries) ApprovalCountPending(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, approvalCountPending)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const approvalDecide = `-- name: ApprovalDecide :one
 UPDATE approvals SET
     status = $3::text,

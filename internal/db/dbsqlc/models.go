@@ -119,6 +119,12 @@ type Conversation struct {
 	Visibility        string
 }
 
+type CostAlert struct {
+	TenantID  uuid.UUID
+	Key       string
+	CreatedAt time.Time
+}
+
 type EmailToken struct {
 	ID        uuid.UUID
 	UserID    uuid.UUID
@@ -462,6 +468,32 @@ type User struct {
 	IsPlatformAdmin bool
 	CreatedAt       time.Time
 	EmailVerifiedAt *time.Time
+}
+
+type Webhook struct {
+	TenantID     uuid.UUID
+	ID           uuid.UUID
+	Url          string
+	Events       []string
+	SecretSealed []byte
+	Active       bool
+	CreatedBy    uuid.NullUUID
+	CreatedAt    time.Time
+}
+
+type WebhookDelivery struct {
+	TenantID     uuid.UUID
+	ID           uuid.UUID
+	WebhookID    uuid.UUID
+	Event        string
+	Payload      []byte
+	Status       string
+	Attempts     int32
+	ResponseCode *int32
+	DurationMs   *int32
+	Error        *string
+	CreatedAt    time.Time
+	FinishedAt   *time.Time
 }
 
 type WorkspaceBlob struct {

@@ -58,3 +58,7 @@ WHERE a.tenant_id = $1
   AND (sqlc.narg(user_id)::uuid IS NULL OR r.user_id = sqlc.narg(user_id)::uuid)
 ORDER BY a.id DESC
 LIMIT sqlc.arg(lim);
+
+-- name: ApprovalCountPending :one
+-- Approvals waiting for a decision across every tenant (the approvals-waiting gauge).
+SELECT count(*) FROM approvals WHERE status = 'PENDING';

@@ -73,6 +73,11 @@ type Documents = {
     "\n  query Routines {\n    routines { ...RoutineFields }\n  }\n": typeof types.RoutinesDocument,
     "\n  mutation RunRoutine($id: ID!, $input: String) {\n    runRoutine(id: $id, input: $input) { id kind status }\n  }\n": typeof types.RunRoutineDocument,
     "\n  query RoutineRun($runId: ID!) {\n    routineRun(runId: $runId) {\n      currentStep\n      context\n      routine { ...RoutineFields }\n      stepResults { stepKey stepName stepType passed output data inputTokens outputTokens executionCount durationMs roleColor role { id name color } createdAt }\n      metrics { inputTokens outputTokens executions steps { stepKey inputTokens outputTokens executions } }\n    }\n  }\n": typeof types.RoutineRunDocument,
+    "\n  query Webhooks {\n    webhooks {\n      id url events active createdAt\n      deliveries(first: 20) { id event status attempts responseCode durationMs error createdAt }\n    }\n  }\n": typeof types.WebhooksDocument,
+    "\n  mutation CreateWebhook($input: CreateWebhookInput!) { createWebhook(input: $input) { id } }\n": typeof types.CreateWebhookDocument,
+    "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": typeof types.DeleteWebhookDocument,
+    "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": typeof types.TestWebhookDocument,
+    "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": typeof types.PlatformHealthDocument,
 };
 const documents: Documents = {
     "\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": types.AuthPayloadFieldsFragmentDoc,
@@ -134,6 +139,11 @@ const documents: Documents = {
     "\n  query Routines {\n    routines { ...RoutineFields }\n  }\n": types.RoutinesDocument,
     "\n  mutation RunRoutine($id: ID!, $input: String) {\n    runRoutine(id: $id, input: $input) { id kind status }\n  }\n": types.RunRoutineDocument,
     "\n  query RoutineRun($runId: ID!) {\n    routineRun(runId: $runId) {\n      currentStep\n      context\n      routine { ...RoutineFields }\n      stepResults { stepKey stepName stepType passed output data inputTokens outputTokens executionCount durationMs roleColor role { id name color } createdAt }\n      metrics { inputTokens outputTokens executions steps { stepKey inputTokens outputTokens executions } }\n    }\n  }\n": types.RoutineRunDocument,
+    "\n  query Webhooks {\n    webhooks {\n      id url events active createdAt\n      deliveries(first: 20) { id event status attempts responseCode durationMs error createdAt }\n    }\n  }\n": types.WebhooksDocument,
+    "\n  mutation CreateWebhook($input: CreateWebhookInput!) { createWebhook(input: $input) { id } }\n": types.CreateWebhookDocument,
+    "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": types.DeleteWebhookDocument,
+    "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": types.TestWebhookDocument,
+    "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": types.PlatformHealthDocument,
 };
 
 /**
@@ -386,6 +396,26 @@ export function graphql(source: "\n  mutation RunRoutine($id: ID!, $input: Strin
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query RoutineRun($runId: ID!) {\n    routineRun(runId: $runId) {\n      currentStep\n      context\n      routine { ...RoutineFields }\n      stepResults { stepKey stepName stepType passed output data inputTokens outputTokens executionCount durationMs roleColor role { id name color } createdAt }\n      metrics { inputTokens outputTokens executions steps { stepKey inputTokens outputTokens executions } }\n    }\n  }\n"): (typeof documents)["\n  query RoutineRun($runId: ID!) {\n    routineRun(runId: $runId) {\n      currentStep\n      context\n      routine { ...RoutineFields }\n      stepResults { stepKey stepName stepType passed output data inputTokens outputTokens executionCount durationMs roleColor role { id name color } createdAt }\n      metrics { inputTokens outputTokens executions steps { stepKey inputTokens outputTokens executions } }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query Webhooks {\n    webhooks {\n      id url events active createdAt\n      deliveries(first: 20) { id event status attempts responseCode durationMs error createdAt }\n    }\n  }\n"): (typeof documents)["\n  query Webhooks {\n    webhooks {\n      id url events active createdAt\n      deliveries(first: 20) { id event status attempts responseCode durationMs error createdAt }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation CreateWebhook($input: CreateWebhookInput!) { createWebhook(input: $input) { id } }\n"): (typeof documents)["\n  mutation CreateWebhook($input: CreateWebhookInput!) { createWebhook(input: $input) { id } }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n"): (typeof documents)["\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n"): (typeof documents)["\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n"): (typeof documents)["\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n"];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};

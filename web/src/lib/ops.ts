@@ -431,3 +431,27 @@ export const RoutineRunQuery = graphql(`
     }
   }
 `);
+export const Webhooks = graphql(`
+  query Webhooks {
+    webhooks {
+      id url events active createdAt
+      deliveries(first: 20) { id event status attempts responseCode durationMs error createdAt }
+    }
+  }
+`);
+
+export const CreateWebhook = graphql(`
+  mutation CreateWebhook($input: CreateWebhookInput!) { createWebhook(input: $input) { id } }
+`);
+
+export const DeleteWebhook = graphql(`
+  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }
+`);
+
+export const TestWebhook = graphql(`
+  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }
+`);
+
+export const PlatformHealth = graphql(`
+  query PlatformHealth { platformHealth { name status latencyMs error } }
+`);

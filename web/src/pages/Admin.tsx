@@ -1,15 +1,26 @@
 import { useMemo, useState } from 'react';
 import { useQuery } from 'urql';
 import { BucketTable, CostChart, TokensChart, fillDays } from '../components/charts';
-import { ErrorBox, Loading } from '../components/ui';
+import { Badge, ErrorBox, Loading } from '../components/ui';
 import { session } from '../lib/client';
-import { PlatformUsage } from '../lib/ops';
+import { PlatformHealth, PlatformUsage } from '../lib/ops';
 import { rangeOf } from './Usage';
+
+// The jobs UI (River UI at /admin/jobs) is loaded by navigation, without the Authorization
+// header: the access token goes in a cookie scoped to its path, then the UI opens in a new tab.
+async function openJobsUI() {
+  const token = await session.token();
+  if (!token) return;
+  const secure = location.protocol === 'https:' ? '; Secure' : '';
+  document.cookie = `agentry_admin_token=${encodeURIComponent(token)}; Path=/admin/jobs; SameSite=Strict; Max-Age=900${secure}`;
+  window.open('/admin/jobs/', '_blank', 'noopener');
+}
 
 export function AdminPage() {
   const [days, setDays] = useState(30);
   const { from, to } = useMemo(() => rangeOf(days), [days]);
   const [q] = useQuery({ query: PlatformUsage, variables: { from: from.toISOString(), to: to.toISOString() }, pause: !session.viewer?.platformAdmin });
+  const [health] = useQuery({ query: PlatformHealth, pause: !session.viewer?.platformAdmin, requestPolicy: 'network-only' });
   if (!session.viewer?.platformAdmin) {
     return (
       <div className="page">
@@ -28,6 +39,21 @@ export function AdminPage() {
           <option value={30}>Last 30 days</option>
           <option value={90}>Last 90 days</option>
         </select>
+      </div>
+      <div className="card" style={{ marginTop: '1rem' }} aria-label="Health">
+        <div className="row">
+          <h3 style={{ margin: 0 }}>Health</h3>
+          <span className="spacer" />
+          <button onClick={openJobsUI}>Open the jobs UI</button>
+        </div>
+        <ErrorBox error={health.error} />
+        <div className="row" style={{ flexWrap: 'wrap', gap: '1rem', marginTop: '0.5rem' }}>
+          {health.data?.platformHealth.map((c) => (
+            <span key={c.name} title={c.error ?? undefined}>
+              {c.name} <Badge value={c.status} /> <span className="muted small">{c.latencyMs.toFixed(1)} ms</span>
+            </span>
+          ))}
+        </div>
       </div>
       <ErrorBox error={q.error} />
       {!d && q.fetching && <Loading what="platform usage" />}
