@@ -46,13 +46,17 @@ func (t RegistryTools) Run(ctx context.Context, tx *db.Tx, c ToolCall) (string, 
 	return res.Output, err
 }
 
-// tools is what this attempt may call: the executor's tools, narrowed by the run's limits
-// (AllowTool) when they name a set.
+// tools is what this attempt may call: the executor's tools (or the ones its kind's hooks
+// scoped for the run, ToolScope), narrowed by the run's limits (AllowTool) when they name a set.
 func (t *turn) tools() Tools {
-	if t.limits.AllowTool == nil {
-		return t.e.tools
+	base := t.e.tools
+	if t.scoped != nil {
+		base = t.scoped
 	}
-	return allowedTools{Tools: t.e.tools, allow: t.limits.AllowTool}
+	if t.limits.AllowTool == nil || base == nil {
+		return base
+	}
+	return allowedTools{Tools: base, allow: t.limits.AllowTool}
 }
 
 // allowedTools offers only the tools allow names. A call to another fails as unavailable: it

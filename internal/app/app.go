@@ -39,6 +39,7 @@ import (
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
+	"github.com/agentry/agentry/internal/team"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
 	"github.com/agentry/agentry/internal/usage"
@@ -66,6 +67,7 @@ type App struct {
 	Chat      *chat.Service
 	Tasks     *task.Service
 	Subagents *subagent.Service
+	Teams     *team.Service
 	Runs      *run.Service
 	Approvals *approval.Service
 	Hub       *events.Hub
@@ -201,9 +203,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		}
 		return a.Workspace.Finished(ctx, tx, fin)
 	})
+	// Team runs: the TEAM run moves through its phases' runs (kind TEAM_PHASE).
+	a.Teams = team.NewService(a.DB, a.Runs, a.Approvals, a.Workspace, defModels, log)
+	a.Teams.SetAdmission(a.Usage)
+	a.Executor.Register(team.KindPhase, team.NewHooks())
+	a.Runs.OnFinish(team.KindPhase, a.Teams.PhaseFinished)
+	a.Runs.OnFinish(run.KindTeam, a.Teams.Finished)
+	a.Runs.OnEnqueue(run.KindTeam, a.Teams.Continue)
+	a.Approvals.OnDecision(approval.KindTeamBlocked, a.Teams.Decided)
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
-	a.Executor.SetBudgets(a.Usage)
+	a.Executor.SetBudgets(team.NewBudgets(a.Runs, a.Usage))
 	host, _ := os.Hostname()
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
 		Work: mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,

@@ -27,6 +27,8 @@ import (
 const (
 	KindChatTurn = "CHAT_TURN"
 	KindTask     = "TASK"
+	// KindTeam is a team run (internal/team): RUNNING through the runs of its phases.
+	KindTeam = "TEAM"
 )
 
 // Statuses of a run.
@@ -111,6 +113,21 @@ type Service struct {
 	log  *slog.Logger
 	// onFinish holds, per run kind, work that must commit with the run's end (a task's status).
 	onFinish map[string]FinishHook
+	// onEnqueue holds, per run kind, what makes a run of that kind workable instead of a job
+	// of its own (a team run, worked through its phases' runs).
+	onEnqueue map[string]EnqueueHook
+}
+
+// EnqueueHook makes run r (QUEUED, locked by tx) workable inside tx, in place of Enqueue's job.
+type EnqueueHook func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error
+
+// OnEnqueue registers how runs of kind are made workable (Enqueue, Reopen). Call it while
+// wiring, before runs start.
+func (s *Service) OnEnqueue(kind string, h EnqueueHook) {
+	if s.onEnqueue == nil {
+		s.onEnqueue = map[string]EnqueueHook{}
+	}
+	s.onEnqueue[kind] = h
 }
 
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
@@ -167,6 +184,9 @@ func (s *Service) InsertJob(ctx context.Context, tx *db.Tx, tenantID, runID uuid
 // Enqueue inserts r's job in tx, records it on the run and makes r its conversation's active
 // run.
 func (s *Service) Enqueue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	if h := s.onEnqueue[r.Kind]; h != nil {
+		return h(ctx, tx, r)
+	}
 	jobID, err := s.InsertJob(ctx, tx, r.TenantID, r.ID, r.Kind, r.MaxAttempts)
 	if err != nil {
 		return err
@@ -462,10 +482,11 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 			return fmt.Errorf("cancel job of run %s: %w", r.ID, err)
 		}
 	}
-	if r.Status == StatusRunning {
+	if r.Status == StatusRunning && r.LeaseExpiresAt != nil {
 		return nil // the worker records the end
 	}
-	// Nobody works the run: end it here.
+	// Nobody works the run (queued, parked, or a team run, RUNNING through its phases with no
+	// lease of its own): end it here.
 	_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: "user_cancel", Error: reason}, next, false)
 	return err
 }
