@@ -16,6 +16,7 @@ import (
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
+	"github.com/agentry/agentry/internal/team"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/usage"
 	"github.com/agentry/agentry/internal/workspace"
@@ -29,6 +30,7 @@ type Resolver struct {
 	Chat       *chat.Service
 	RunService *run.Service
 	Tasks      *task.Service     // in queryResolver the Tasks method shadows it: use r.Resolver.Tasks
+	Teams      *team.Service
 	Approvals  *approval.Service // in runResolver the Approvals method shadows it: use r.Resolver.Approvals
 	Hub        *events.Hub
 	Memory     *memory.Service

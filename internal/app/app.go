@@ -255,7 +255,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 		sockets, a.CloseSockets = context.WithCancel(context.Background())
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
-				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
+				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Teams: a.Teams, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
 				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, Log: log,
 			},
 			Development:    cfg.IsDevelopment(),

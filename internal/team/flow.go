@@ -101,7 +101,7 @@ func (s *Service) advance(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, tea
 	case PhaseExecutor:
 		return s.startReview(ctx, tx, tr, teamRun, iteration, 1)
 	}
-	v := verdictOf(ph)
+	v := VerdictOf(ph)
 	if v == nil {
 		if ph.Attempt < 2 {
 			return s.startReview(ctx, tx, tr, teamRun, iteration, 2) // asked once more
@@ -284,7 +284,7 @@ func (s *Service) Continue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 	last := phases[len(phases)-1]
 	it := int(last.Iteration)
 	if last.Phase == PhaseReviewer {
-		v := verdictOf(last)
+		v := VerdictOf(last)
 		if v != nil && (v.Verdict == VerdictRequestChanges || v.Verdict == VerdictBlock) {
 			return s.startPhase(ctx, tx, tr, teamRun, PhaseExecutor, it+1, 1, executorPrompt(tr, it+1, v))
 		}
@@ -301,7 +301,7 @@ func (s *Service) Continue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 	// An executor that did not complete: the next iteration's executor, with the last issues.
 	var prev *Verdict
 	for i := len(phases) - 1; i >= 0 && prev == nil; i-- {
-		prev = verdictOf(phases[i])
+		prev = VerdictOf(phases[i])
 	}
 	return s.startPhase(ctx, tx, tr, teamRun, PhaseExecutor, it+1, 1, executorPrompt(tr, it+1, prev))
 }

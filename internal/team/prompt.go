@@ -79,8 +79,8 @@ type Issue struct {
 	Suggestion string `json:"suggestion,omitempty"`
 }
 
-// verdictOf reads a phase's stored verdict (nil: none).
-func verdictOf(p dbsqlc.TeamPhase) *Verdict {
+// VerdictOf reads a phase's stored verdict (nil: none).
+func VerdictOf(p dbsqlc.TeamPhase) *Verdict {
 	if len(p.Verdict) == 0 {
 		return nil
 	}

@@ -69,7 +69,7 @@ func (submitReview) Run(ctx context.Context, env tool.Env, args json.RawMessage)
 	if ph.Phase != PhaseReviewer {
 		return tool.Result{}, fmt.Errorf("only the reviewer gives a verdict")
 	}
-	if verdictOf(ph) != nil {
+	if VerdictOf(ph) != nil {
 		return tool.Result{}, fmt.Errorf("the verdict was given already; end your review with a short reply")
 	}
 	raw, err := json.Marshal(v)
