@@ -21,9 +21,7 @@ func startTeamInput(in model.StartTeamRunInput) (team.StartInput, error) {
 		}
 	}
 	out.Goal = deref(in.Goal)
-	out.MaxIterations = intOr(in.MaxIterations)
-	out.TimeoutMinutes = intOr(in.TimeoutMinutes)
-	out.TokenBudget = intOr(in.TokenBudget)
+	out.MaxIterations, out.TimeoutMinutes, out.TokenBudget = in.MaxIterations, in.TimeoutMinutes, in.TokenBudget
 	out.Architect, out.Executor, out.Reviewer = phaseInput(in.Architect), phaseInput(in.Executor), phaseInput(in.Reviewer)
 	return out, nil
 }
@@ -32,14 +30,7 @@ func phaseInput(in *model.TeamPhaseInput) team.PhaseInput {
 	if in == nil {
 		return team.PhaseInput{}
 	}
-	return team.PhaseInput{Model: deref(in.Model), MaxTurns: intOr(in.MaxTurns)}
-}
-
-func intOr(v *int) int {
-	if v == nil {
-		return 0
-	}
-	return *v
+	return team.PhaseInput{Model: deref(in.Model), MaxTurns: in.MaxTurns}
 }
 
 // teamReview is a phase's verdict (nil: none).

@@ -112,20 +112,20 @@ func (s *Service) SetAdmission(a Admission) { s.admit = a }
 // SetMinute sets how long one minute of a team's timeout lasts (tests: milliseconds).
 func (s *Service) SetMinute(d time.Duration) { s.minute = d }
 
-// PhaseInput sets one phase's model and turn limit; zero values take the defaults (the
+// PhaseInput sets one phase's model and turn limit; "" and nil take the defaults (the
 // conversation's model, the user's team defaults).
 type PhaseInput struct {
 	Model    string
-	MaxTurns int
+	MaxTurns *int
 }
 
-// StartInput is startTeamRun's input. Exactly one of ConversationID and TaskID is set; zero
+// StartInput is startTeamRun's input. Exactly one of ConversationID and TaskID is set; nil
 // numbers take the user's team defaults.
 type StartInput struct {
 	ConversationID, TaskID        uuid.UUID
 	Goal                          string
-	MaxIterations, TimeoutMinutes int
-	TokenBudget                   int
+	MaxIterations, TimeoutMinutes *int
+	TokenBudget                   *int
 	Architect, Executor, Reviewer PhaseInput
 }
 
@@ -169,8 +169,8 @@ func (s *Service) Start(ctx context.Context, in StartInput) (Team, error) {
 		name string
 		in   PhaseInput
 	}{{"architect", in.Architect}, {"executor", in.Executor}, {"reviewer", in.Reviewer}} {
-		if p.in.MaxTurns != 0 {
-			if err := between(p.name+".maxTurns", p.in.MaxTurns, 1, MaxPhaseTurns); err != nil {
+		if p.in.MaxTurns != nil {
+			if err := between(p.name+".maxTurns", *p.in.MaxTurns, 1, MaxPhaseTurns); err != nil {
 				return Team{}, err
 			}
 		}
@@ -180,19 +180,19 @@ func (s *Service) Start(ctx context.Context, in StartInput) (Team, error) {
 			}
 		}
 	}
-	if in.MaxIterations != 0 {
-		if err := between("maxIterations", in.MaxIterations, 1, MaxIterations); err != nil {
-			return Team{}, err
-		}
-	}
-	if in.TimeoutMinutes != 0 {
-		if err := between("timeoutMinutes", in.TimeoutMinutes, 1, MaxTimeoutMinutes); err != nil {
-			return Team{}, err
-		}
-	}
-	if in.TokenBudget != 0 {
-		if err := between("tokenBudget", in.TokenBudget, MinTokenBudget, MaxTokenBudget); err != nil {
-			return Team{}, err
+	for _, n := range []struct {
+		name   string
+		v      *int
+		lo, hi int
+	}{
+		{"maxIterations", in.MaxIterations, 1, MaxIterations},
+		{"timeoutMinutes", in.TimeoutMinutes, 1, MaxTimeoutMinutes},
+		{"tokenBudget", in.TokenBudget, MinTokenBudget, MaxTokenBudget},
+	} {
+		if n.v != nil {
+			if err := between(n.name, *n.v, n.lo, n.hi); err != nil {
+				return Team{}, err
+			}
 		}
 	}
 	var out Team
@@ -202,11 +202,11 @@ func (s *Service) Start(ctx context.Context, in StartInput) (Team, error) {
 			return err
 		}
 		def := set.Team
-		pick := func(v, d int) int {
-			if v == 0 {
+		pick := func(v *int, d int) int {
+			if v == nil {
 				return d
 			}
-			return v
+			return *v
 		}
 		var conv dbsqlc.Conversation
 		taskID := uuid.NullUUID{}

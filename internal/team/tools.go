@@ -104,7 +104,7 @@ func (p phaseTools) Specs() []llm.ToolSpec {
 		}
 	}
 	if p.review != nil {
-		specs, _ := p.review.Specs()
+		specs, _ := p.review.Specs(SubmitReview)
 		out = append(out, specs...)
 	}
 	return out
@@ -177,7 +177,7 @@ var (
 
 // NewHooks returns the executor hooks of TEAM_PHASE runs.
 func NewHooks() *Hooks {
-	reg := tool.NewRegistry()
+	reg := tool.NewEmptyRegistry()
 	if err := reg.Register(submitReview{}); err != nil {
 		panic(err) // a constant schema: cannot fail
 	}
