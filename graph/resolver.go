@@ -29,7 +29,7 @@ type Resolver struct {
 	Settings   *settings.Service
 	Chat       *chat.Service
 	RunService *run.Service
-	Tasks      *task.Service     // in queryResolver the Tasks method shadows it: use r.Resolver.Tasks
+	Tasks      *task.Service // in queryResolver the Tasks method shadows it: use r.Resolver.Tasks
 	Teams      *team.Service
 	Approvals  *approval.Service // in runResolver the Approvals method shadows it: use r.Resolver.Approvals
 	Hub        *events.Hub

@@ -9,14 +9,14 @@ import (
 // TeamRun is a team run (internal/team).
 type TeamRun struct{ Row dbsqlc.TeamRun }
 
-func (t *TeamRun) ID() string           { return EncodeID("TeamRun", t.Row.ID) }
-func (t *TeamRun) Goal() string         { return t.Row.Goal }
-func (t *TeamRun) Plan() *string        { return t.Row.Plan }
-func (t *TeamRun) MaxIterations() int   { return int(t.Row.MaxIterations) }
-func (t *TeamRun) TimeoutMinutes() int  { return int(t.Row.TimeoutSeconds / 60) }
-func (t *TeamRun) TokenBudget() int64   { return t.Row.TokenBudget }
-func (t *TeamRun) TokensUsed() int64    { return t.Row.TokensUsed }
-func (t *TeamRun) Deadline() time.Time  { return t.Row.Deadline }
+func (t *TeamRun) ID() string          { return EncodeID("TeamRun", t.Row.ID) }
+func (t *TeamRun) Goal() string        { return t.Row.Goal }
+func (t *TeamRun) Plan() *string       { return t.Row.Plan }
+func (t *TeamRun) MaxIterations() int  { return int(t.Row.MaxIterations) }
+func (t *TeamRun) TimeoutMinutes() int { return int(t.Row.TimeoutSeconds / 60) }
+func (t *TeamRun) TokenBudget() int64  { return t.Row.TokenBudget }
+func (t *TeamRun) TokensUsed() int64   { return t.Row.TokensUsed }
+func (t *TeamRun) Deadline() time.Time { return t.Row.Deadline }
 
 // TeamPhaseRun is one phase of a team run.
 type TeamPhaseRun struct {

@@ -79,7 +79,7 @@ type Patch struct {
 	AutoExecute                                                     *bool
 	ApprovalThreshold, MaxTokensPerTask, MaxRetries, TimeoutSeconds *int
 	// Team defaults.
-	TeamMaxIterations, TeamTimeoutMinutes, TeamTokenBudget                 *int
+	TeamMaxIterations, TeamTimeoutMinutes, TeamTokenBudget            *int
 	TeamArchitectMaxTurns, TeamExecutorMaxTurns, TeamReviewerMaxTurns *int
 }
 
