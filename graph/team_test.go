@@ -582,3 +582,25 @@ func TestTeamDefaultsInSettings(t *testing.T) {
 	require.Equal(t, c.model, tv.Phases[0].Model, "the conversation's model by default")
 	c.waitRun(t, tv.Run.ID, 60*time.Second)
 }
+
+// TestTeamTenantIsolation: another tenant's team run and conversation are NOT_FOUND, exactly
+// like missing ones.
+func TestTeamTenantIsolation(t *testing.T) {
+	t.Parallel()
+	c, conv, _ := newTeamEnv(t)
+	c.llm.SetDefault(llmtest.Stream(llmtest.Text("plan")))
+	tv, res := c.startTeam(t, map[string]any{"conversationId": conv, "goal": "mine"})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	c.waitRun(t, tv.Run.ID, 60*time.Second)
+
+	other := c.SignUp(t, "", "")
+	for _, id := range []string{tv.ID, tv.Run.ID} {
+		r := c.Do(t, other.AccessToken, `query($id: ID!) { teamRun(id: $id) { id } }`, map[string]any{"id": id})
+		require.Equal(t, "NOT_FOUND", r.Code(), "%s", r.Body)
+	}
+	r := c.Do(t, other.AccessToken, `query($id: ID!) { run(id: $id) { team { id } } }`, map[string]any{"id": tv.Run.ID})
+	require.Equal(t, "NOT_FOUND", r.Code(), "%s", r.Body)
+	r = c.Do(t, other.AccessToken, `mutation($in: StartTeamRunInput!) { startTeamRun(input: $in) { id } }`, map[string]any{"in": map[string]any{"conversationId": conv, "goal": "theirs"}})
+	require.Equal(t, "NOT_FOUND", r.Code(), "%s", r.Body)
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM team_runs`))
+}
