@@ -259,11 +259,10 @@ func (s *Service) Start(ctx context.Context, in StartInput) (Team, error) {
 		if err != nil {
 			return err
 		}
-		r, err := tx.Q.TeamRunRowInsert(ctx, dbsqlc.TeamRunRowInsertParams{
+		if _, err := tx.Q.TeamRunRowInsert(ctx, dbsqlc.TeamRunRowInsertParams{
 			TenantID: a.TenantID, ID: runID, UserID: a.UserID, TaskID: taskID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true},
 			ConversationSeq: pos.RunCount, TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true},
-		})
-		if err != nil {
+		}); err != nil {
 			return fmt.Errorf("insert team run: %w", err)
 		}
 		text := "Team goal: " + goal
@@ -290,7 +289,8 @@ func (s *Service) Start(ctx context.Context, in StartInput) (Team, error) {
 		if err != nil {
 			return fmt.Errorf("insert team: %w", err)
 		}
-		if r, err = tx.Q.TeamRunStart(ctx, dbsqlc.TeamRunStartParams{TenantID: a.TenantID, ID: runID}); err != nil {
+		r, err := tx.Q.TeamRunStart(ctx, dbsqlc.TeamRunStartParams{TenantID: a.TenantID, ID: runID})
+		if err != nil {
 			return fmt.Errorf("start team run: %w", err)
 		}
 		if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), events.New{Type: EventRunStarted, Data: map[string]any{
