@@ -77,6 +77,17 @@ func (b *Budgets) Reserve(ctx context.Context, l run.Lease, callIndex int, m llm
 	return held || innerHeld, err
 }
 
+// ReserveTx is the other budgets' reservation ahead, in the transaction that acquires a run
+// (a chat turn's first call). A phase run reserves nothing ahead (the executor does not ask it
+// to: phases have hooks); should it be asked, nothing is held and Reserve decides when the call
+// is made.
+func (b *Budgets) ReserveTx(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, m llm.Model, req llm.Request) (bool, error) {
+	if l.Run.Kind == KindPhase || b.inner == nil {
+		return false, nil
+	}
+	return b.inner.ReserveTx(ctx, tx, l, callIndex, m, req)
+}
+
 // Settle counts the call's tokens on the team budget and settles the other budgets (last: see
 // agent.Budgets).
 func (b *Budgets) Settle(ctx context.Context, tx *db.Tx, l run.Lease, callIndex int, u llm.Usage, costMicros int64) error {
