@@ -373,6 +373,8 @@ func TestTeamMaxIterations(t *testing.T) {
 			return llmtest.Stream(llmtest.Text("plan"))
 		case phase == "REVIEWER" && turn == 0:
 			return review("REQUEST_CHANGES", fmt.Sprintf("round %d", nth), map[string]string{"problem": fmt.Sprintf("problem %d", nth)})
+		case phase == "EXECUTOR" && turn == 0:
+			return llmtest.Stream(llmtest.ToolCall("w", "write_file", fmt.Sprintf(`{"path":"draft.txt","content":"draft %d"}`, nth)))
 		}
 		return llmtest.Stream(llmtest.Text("done"))
 	})
@@ -385,6 +387,13 @@ func TestTeamMaxIterations(t *testing.T) {
 	require.Len(t, got.Phases, 7, "architect, then executor and reviewer x 3")
 	require.Len(t, got.Verdicts, 3)
 	require.Equal(t, 3, got.Phases[6].Iteration)
+
+	// The failed team run asks what to do with its changes (every phase's, as one): rolling
+	// back undoes the three executors' writes.
+	require.Equal(t, "draft 3", c.wsFiles(t)["draft.txt"])
+	code, ext := c.resolveRollback(t, c.s.AccessToken, c.rollbackApproval(t, tv.Run.ID), "ROLLBACK")
+	require.Empty(t, code, "%v", ext)
+	require.Empty(t, c.wsFiles(t), "rolled back to before the team run")
 }
 
 // TestTeamNoVerdict: a reviewer whose submit_review arguments fail the schema gets the
@@ -603,4 +612,62 @@ func TestTeamTenantIsolation(t *testing.T) {
 	r = c.Do(t, other.AccessToken, `mutation($in: StartTeamRunInput!) { startTeamRun(input: $in) { id } }`, map[string]any{"in": map[string]any{"conversationId": conv, "goal": "theirs"}})
 	require.Equal(t, "NOT_FOUND", r.Code(), "%s", r.Body)
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM team_runs`))
+}
+
+// TestTeamCancel: cancelRun on the team run cancels the phase in flight (its model stream is
+// closed) and ends the team run CANCELLED.
+func TestTeamCancel(t *testing.T) {
+	t.Parallel()
+	c, conv, s := newTeamEnv(t)
+	streaming := make(chan struct{})
+	var once sync.Once
+	s.install(c.llm, func(phase string, nth, turn int, req llmtest.Request) llmtest.Reply {
+		if phase == "ARCHITECT" {
+			once.Do(func() { close(streaming) })
+			return llmtest.Stream(llmtest.Text("thinking"), llmtest.Delay(time.Minute), llmtest.Text("never"))
+		}
+		return llmtest.Stream(llmtest.Text("unexpected"))
+	})
+	tv, res := c.startTeam(t, teamInput(conv, "Cancel me", nil))
+	require.Empty(t, res.Errors, "%s", res.Body)
+	select {
+	case <-streaming:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the architect never called the model")
+	}
+	cres := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
+	require.Empty(t, cres.Errors, "%s", cres.Body)
+	fin := c.waitRun(t, tv.Run.ID, 10*time.Second)
+	require.Equal(t, "CANCELLED", fin.Status)
+	got := c.team(t, tv.ID)
+	require.Equal(t, "CANCELLED", c.waitRun(t, got.Phases[0].Run.ID, 30*time.Second).Status, "the phase in flight was cancelled")
+	require.True(t, c.llm.WaitDisconnects(1, 10*time.Second), "its model stream was closed")
+	require.Len(t, c.team(t, tv.ID).Phases, 1, "nothing started after the cancel")
+	evs := c.teamEvents(t, tv.Run.ID)
+	require.Equal(t, "team.run.failed", evs[len(evs)-1])
+	require.Zero(t, c.count(t, `SELECT count(*) FROM conversations WHERE active_run_id IS NOT NULL`))
+}
+
+// TestTeamOnTask: a team run on a task works in a conversation of its own, with the task as its
+// goal.
+func TestTeamOnTask(t *testing.T) {
+	t.Parallel()
+	c, _, s := newTeamEnv(t)
+	s.install(c.llm, func(phase string, nth, turn int, req llmtest.Request) llmtest.Reply {
+		if phase == "REVIEWER" && turn == 0 {
+			return review("APPROVE", "ok")
+		}
+		return llmtest.Stream(llmtest.Text("done"))
+	})
+	var task struct{ CreateTask struct{ ID string } }
+	c.Do(t, c.s.AccessToken, `mutation { createTask(input: {title: "Tidy the docs", description: "Fix the typos in README"}) { id } }`, nil).Decode(t, &task)
+	in := teamInput("", "", nil)
+	delete(in, "conversationId")
+	delete(in, "goal")
+	in["taskId"] = task.CreateTask.ID
+	tv, res := c.startTeam(t, in)
+	require.Empty(t, res.Errors, "%s", res.Body)
+	require.Contains(t, tv.Goal, "Fix the typos in README")
+	require.Equal(t, "COMPLETED", c.waitRun(t, tv.Run.ID, 60*time.Second).Status)
+	require.Contains(t, string(s.requests("ARCHITECT")[0].Raw), "Tidy the docs")
 }

@@ -53,6 +53,11 @@ func (s *Service) PhaseFinished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) 
 	if err != nil {
 		return fmt.Errorf("load team run: %w", err)
 	}
+	if run.IsTerminal(teamRun.Status) {
+		// The team ended meanwhile (cancelled): its phase just stopped. Nothing follows the team
+		// run's terminal event; the phase's end is on its row and its own run.
+		return nil
+	}
 	dur := time.Duration(0)
 	if ph.FinishedAt != nil {
 		dur = ph.FinishedAt.Sub(ph.StartedAt)
@@ -63,9 +68,6 @@ func (s *Service) PhaseFinished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) 
 		"turns": ph.Turns, "durationMs": dur.Milliseconds(), "phaseId": ph.ID, "phaseRunId": ph.RunID, "terminationReason": fin.TerminationReason,
 	}}); err != nil {
 		return err
-	}
-	if run.IsTerminal(teamRun.Status) {
-		return nil // the team ended meanwhile (cancelled): its phase just stopped
 	}
 	return s.advance(ctx, tx, tr, teamRun, ph, fin)
 }
