@@ -268,7 +268,7 @@ func (s *Service) Continue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 			return err
 		}
 	}
-	tr, err = tx.Q.TeamRunContinue(ctx, dbsqlc.TeamRunContinueParams{TenantID: tr.TenantID, ID: tr.ID, Deadline: time.Now().Add(time.Duration(tr.TimeoutSeconds/60) * s.minute).UTC()})
+	tr, err = tx.Q.TeamRunContinue(ctx, dbsqlc.TeamRunContinueParams{TenantID: tr.TenantID, ID: tr.ID, Deadline: time.Now().Add(s.minutes(int(tr.TimeoutSeconds / 60))).UTC()})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -97,20 +98,24 @@ type Service struct {
 	models    Models
 	admit     Admission
 	log       *slog.Logger
-	// minute is how long a minute of timeoutMinutes lasts (tests shorten it).
-	minute time.Duration
+	// minute is how long a minute of timeoutMinutes lasts, in nanoseconds (tests shorten it).
+	minute atomic.Int64
 }
 
 // NewService returns the team service.
 func NewService(d *db.DB, runs *run.Service, approvals *approval.Service, ws *workspace.Service, models Models, log *slog.Logger) *Service {
-	return &Service{db: d, runs: runs, approvals: approvals, workspace: ws, models: models, log: log, minute: time.Minute}
+	s := &Service{db: d, runs: runs, approvals: approvals, workspace: ws, models: models, log: log}
+	s.minute.Store(int64(time.Minute))
+	return s
 }
 
 // SetAdmission connects budget admission (nil: every team run is admitted).
 func (s *Service) SetAdmission(a Admission) { s.admit = a }
 
 // SetMinute sets how long one minute of a team's timeout lasts (tests: milliseconds).
-func (s *Service) SetMinute(d time.Duration) { s.minute = d }
+func (s *Service) SetMinute(d time.Duration) { s.minute.Store(int64(d)) }
+
+func (s *Service) minutes(n int) time.Duration { return time.Duration(n) * time.Duration(s.minute.Load()) }
 
 // PhaseInput sets one phase's model and turn limit; "" and nil take the defaults (the
 // conversation's model, the user's team defaults).
@@ -284,7 +289,7 @@ func (s *Service) Start(ctx context.Context, in StartInput) (Team, error) {
 			ArchitectModel: model(in.Architect.Model), ArchitectMaxTurns: int32(pick(in.Architect.MaxTurns, def.ArchitectMaxTurns)),
 			ExecutorModel: model(in.Executor.Model), ExecutorMaxTurns: int32(pick(in.Executor.MaxTurns, def.ExecutorMaxTurns)),
 			ReviewerModel: model(in.Reviewer.Model), ReviewerMaxTurns: int32(pick(in.Reviewer.MaxTurns, def.ReviewerMaxTurns)),
-			Deadline: time.Now().Add(time.Duration(timeout) * s.minute).UTC(),
+			Deadline: time.Now().Add(s.minutes(timeout)).UTC(),
 		})
 		if err != nil {
 			return fmt.Errorf("insert team: %w", err)
