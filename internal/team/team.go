@@ -115,7 +115,9 @@ func (s *Service) SetAdmission(a Admission) { s.admit = a }
 // SetMinute sets how long one minute of a team's timeout lasts (tests: milliseconds).
 func (s *Service) SetMinute(d time.Duration) { s.minute.Store(int64(d)) }
 
-func (s *Service) minutes(n int) time.Duration { return time.Duration(n) * time.Duration(s.minute.Load()) }
+func (s *Service) minutes(n int) time.Duration {
+	return time.Duration(n) * time.Duration(s.minute.Load())
+}
 
 // PhaseInput sets one phase's model and turn limit; "" and nil take the defaults (the
 // conversation's model, the user's team defaults).
