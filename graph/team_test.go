@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/app/apptest"
+	"github.com/agentry/agentry/internal/approval"
 	"github.com/agentry/agentry/internal/llm/llmtest"
 )
 
@@ -670,4 +672,30 @@ func TestTeamOnTask(t *testing.T) {
 	require.Contains(t, tv.Goal, "Fix the typos in README")
 	require.Equal(t, "COMPLETED", c.waitRun(t, tv.Run.ID, 60*time.Second).Status)
 	require.Contains(t, string(s.requests("ARCHITECT")[0].Raw), "Tidy the docs")
+}
+
+// TestTeamBlockedExpiredAsksRollback: an unanswered team_blocked question expires as a stop: the
+// team run stays FAILED and asks what to do with its changes.
+func TestTeamBlockedExpiredAsksRollback(t *testing.T) {
+	t.Parallel()
+	c, conv, s := newTeamEnv(t)
+	s.install(c.llm, func(phase string, nth, turn int, req llmtest.Request) llmtest.Reply {
+		switch {
+		case phase == "EXECUTOR" && turn == 0:
+			return llmtest.Stream(llmtest.ToolCall("w", "write_file", `{"path":"b.txt","content":"b"}`))
+		case phase == "REVIEWER" && turn == 0:
+			return review("BLOCK", "blocked")
+		}
+		return llmtest.Stream(llmtest.Text("done"))
+	})
+	tv, res := c.startTeam(t, teamInput(conv, "Write b.txt", nil))
+	require.Empty(t, res.Errors, "%s", res.Body)
+	require.Equal(t, "blocked", *c.waitRun(t, tv.Run.ID, 60*time.Second).TerminationReason)
+	require.Zero(t, c.count(t, `SELECT count(*) FROM approvals WHERE kind = 'rollback'`), "no rollback question while the team_blocked one waits")
+	c.App.Approvals.SetClock(func() time.Time { return time.Now().Add(approval.DefaultTTL + time.Hour) })
+	_, err := c.App.Approvals.ExpireDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM approvals WHERE kind = 'team_blocked' AND status = 'EXPIRED'`))
+	c.rollbackApproval(t, tv.Run.ID)
+	require.Equal(t, "FAILED", c.run(t, tv.Run.ID).Status)
 }

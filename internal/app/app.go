@@ -211,6 +211,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode) (
 	a.Runs.OnFinish(run.KindTeam, a.Teams.Finished)
 	a.Runs.OnEnqueue(run.KindTeam, a.Teams.Continue)
 	a.Approvals.OnDecision(approval.KindTeamBlocked, a.Teams.Decided)
+	a.Approvals.OnExpire(approval.KindTeamBlocked, a.Teams.Expired)
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
 	a.Executor.SetBudgets(team.NewBudgets(a.Runs, a.Usage))

@@ -254,6 +254,15 @@ func (s *Service) Decided(ctx context.Context, tx *db.Tx, ap dbsqlc.Approval) er
 	return s.workspace.Finished(ctx, tx, r)
 }
 
+// Expired is the approval.ExpiryHook of team_blocked questions: no answer is a stop. The team
+// run stays FAILED, and the rollback question is asked now when it changed files.
+func (s *Service) Expired(ctx context.Context, tx *db.Tx, _ dbsqlc.Approval, r dbsqlc.Run) ([]events.New, error) {
+	if s.workspace == nil {
+		return nil, nil
+	}
+	return nil, s.workspace.Finished(ctx, tx, r)
+}
+
 // Continue is the run.EnqueueHook of TEAM runs: a team run made workable again (a team_blocked
 // question approved, or CONTINUE on its rollback question) is RUNNING again with one more
 // iteration and a new deadline, and goes on where it stopped: the next iteration's executor
