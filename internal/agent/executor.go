@@ -171,7 +171,7 @@ var ErrCancelled = errors.New("run cancelled")
 // or another error for a failure that was recorded as terminal. The attempt acquires the run
 // (its lease commits) before it calls the model.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
-	t := &turn{e: e, at: at, tools: e.tools}
+	t := &turn{e: e, at: at}
 	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, t.loadFirst)
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started

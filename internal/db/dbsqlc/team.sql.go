@@ -447,7 +447,7 @@ func (q *Queries) TeamPhaseListByTeams(ctx context.Context, arg TeamPhaseListByT
 const teamPhaseRunInsert = `-- name: TeamPhaseRunInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, conversation_id, conversation_seq, trigger_message_id, max_attempts)
 VALUES ($1, $2, $3, 'TEAM_PHASE', 'QUEUED', $4, $5, $6, $7, $8)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type TeamPhaseRunInsertParams struct {
@@ -507,6 +507,10 @@ func (q *Queries) TeamPhaseRunInsert(ctx context.Context, arg TeamPhaseRunInsert
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -815,7 +819,7 @@ func (q *Queries) TeamRunLastAssistant(ctx context.Context, arg TeamRunLastAssis
 const teamRunRowInsert = `-- name: TeamRunRowInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, conversation_id, conversation_seq, trigger_message_id, max_attempts)
 VALUES ($1, $2, $3, 'TEAM', 'QUEUED', $4, $5, $6, $7, 1)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type TeamRunRowInsertParams struct {
@@ -873,6 +877,10 @@ func (q *Queries) TeamRunRowInsert(ctx context.Context, arg TeamRunRowInsertPara
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
@@ -895,7 +903,7 @@ func (q *Queries) TeamRunSetPlan(ctx context.Context, arg TeamRunSetPlanParams) 
 const teamRunStart = `-- name: TeamRunStart :one
 UPDATE runs SET status = 'RUNNING', started_at = coalesce(started_at, now())
 WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED'
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
 
 type TeamRunStartParams struct {
@@ -942,6 +950,10 @@ func (q *Queries) TeamRunStart(ctx context.Context, arg TeamRunStartParams) (Run
 		&i.Backtracks,
 		&i.MustReflect,
 		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
 	)
 	return i, err
 }
