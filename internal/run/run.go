@@ -491,6 +491,13 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 	return err
 }
 
+// CancelTx cancels run r (locked by the caller with RunGetForUpdate) inside tx, as cancelRun
+// does: a running one through River's JobCancelTx (its worker records CANCELLED), any other
+// ended here. A run that has ended is left as it is. A team run cancels its phase in flight so.
+func (s *Service) CancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason string) error {
+	return s.cancelTx(ctx, tx, r, reason, true)
+}
+
 func nilIfEmpty(s string) *string {
 	if s == "" {
 		return nil

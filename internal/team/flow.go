@@ -203,14 +203,10 @@ func (s *Service) Finished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
 		if err != nil {
 			return err
 		}
-		if run.IsTerminal(pr.Status) || !pr.ConversationID.Valid {
+		if run.IsTerminal(pr.Status) {
 			continue
 		}
-		conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: fin.TenantID, ID: pr.ConversationID.UUID})
-		if err != nil {
-			return err
-		}
-		if err := s.runs.CancelActive(ctx, tx, conv, "the team run ended"); err != nil {
+		if err := s.runs.CancelTx(ctx, tx, pr, "the team run ended"); err != nil {
 			return err
 		}
 		cancelled = true
