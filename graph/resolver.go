@@ -18,6 +18,7 @@ import (
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
+	"github.com/agentry/agentry/internal/team"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/usage"
 	"github.com/agentry/agentry/internal/webhook"
@@ -31,7 +32,8 @@ type Resolver struct {
 	Settings   *settings.Service
 	Chat       *chat.Service
 	RunService *run.Service
-	Tasks      *task.Service     // in queryResolver the Tasks method shadows it: use r.Resolver.Tasks
+	Tasks      *task.Service // in queryResolver the Tasks method shadows it: use r.Resolver.Tasks
+	Teams      *team.Service
 	Approvals  *approval.Service // in runResolver the Approvals method shadows it: use r.Resolver.Approvals
 	Hub        *events.Hub
 	Memory     *memory.Service

@@ -14,12 +14,17 @@ import (
 
 // UpdateAgentSettings is the resolver for the updateAgentSettings field.
 func (r *mutationResolver) UpdateAgentSettings(ctx context.Context, input model.AgentSettingsInput) (*model.AgentSettings, error) {
-	s, err := r.Settings.Update(ctx, settings.Patch{
+	p := settings.Patch{
 		Personality: (*string)(input.Personality), Verbosity: (*string)(input.Verbosity),
 		ContextStrategy: (*string)(input.ContextStrategy), AutoExecute: input.AutoExecute,
 		ApprovalThreshold: input.ApprovalThreshold, MaxTokensPerTask: input.MaxTokensPerTask,
 		MaxRetries: input.MaxRetries, TimeoutSeconds: input.TimeoutSeconds,
-	})
+	}
+	if t := input.Team; t != nil {
+		p.TeamMaxIterations, p.TeamTimeoutMinutes, p.TeamTokenBudget = t.MaxIterations, t.TimeoutMinutes, t.TokenBudget
+		p.TeamArchitectMaxTurns, p.TeamExecutorMaxTurns, p.TeamReviewerMaxTurns = t.ArchitectMaxTurns, t.ExecutorMaxTurns, t.ReviewerMaxTurns
+	}
+	s, err := r.Settings.Update(ctx, p)
 	if err != nil {
 		return nil, err
 	}

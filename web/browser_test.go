@@ -221,6 +221,18 @@ func script(req llmtest.Request) llmtest.Reply {
 		}
 	}
 	usage := llmtest.Usage(1200, 80, 0)
+	// A team run's phases, told apart by their system prompts (internal/team).
+	switch raw := string(req.Raw); {
+	case strings.Contains(raw, "You are the Architect of a team"):
+		return llmtest.Stream(llmtest.Text("1. Write notes/team.md with the goal.\n2. Keep it short."), usage)
+	case strings.Contains(raw, "You are the Executor of a team"):
+		return llmtest.Stream(llmtest.Text("Implemented the plan."), usage)
+	case strings.Contains(raw, "You are the Reviewer of a team"):
+		if afterTool {
+			return llmtest.Stream(llmtest.Text("Review given."), usage)
+		}
+		return llmtest.Stream(llmtest.ToolCall("toolu_r1", "submit_review", `{"verdict":"APPROVE","summary":"The plan is followed; looks good.","issues":[]}`), usage)
+	}
 	switch {
 	case strings.Contains(prompt, "stream"):
 		steps := []llmtest.Step{usage}

@@ -41,6 +41,8 @@ type ResolverRoot interface {
 	Subagent() SubagentResolver
 	Subscription() SubscriptionResolver
 	Task() TaskResolver
+	TeamPhaseRun() TeamPhaseRunResolver
+	TeamRun() TeamRunResolver
 	Tenant() TenantResolver
 	User() UserResolver
 	Viewer() ViewerResolver
@@ -60,6 +62,7 @@ type ComplexityRoot struct {
 		MaxRetries        func(childComplexity int) int
 		MaxTokensPerTask  func(childComplexity int) int
 		Personality       func(childComplexity int) int
+		Team              func(childComplexity int) int
 		TimeoutSeconds    func(childComplexity int) int
 		Verbosity         func(childComplexity int) int
 	}
@@ -261,6 +264,7 @@ type ComplexityRoot struct {
 		SetMemberRole             func(childComplexity int, userID string, role model.Role) int
 		SignUp                    func(childComplexity int, input model.SignUpInput) int
 		SpawnSubagent             func(childComplexity int, input model.SpawnSubagentInput) int
+		StartTeamRun              func(childComplexity int, input model.StartTeamRunInput) int
 		StopRun                   func(childComplexity int, id string) int
 		SwitchTenant              func(childComplexity int, refreshToken string, tenantID string) int
 		TestWebhook               func(childComplexity int, id string) int
@@ -301,10 +305,17 @@ type ComplexityRoot struct {
 		SnapshotDiff   func(childComplexity int, from string, to string) int
 		Task           func(childComplexity int, id string) int
 		Tasks          func(childComplexity int, projectID *string, first *int, after *string) int
+		TeamRun        func(childComplexity int, id string) int
 		UsageSummary   func(childComplexity int, from time.Time, to time.Time, groupBy model.UsageGroupBy) int
 		Viewer         func(childComplexity int) int
 		Webhooks       func(childComplexity int) int
 		Workspace      func(childComplexity int, projectID *string) int
+	}
+
+	ReviewIssue struct {
+		File       func(childComplexity int) int
+		Problem    func(childComplexity int) int
+		Suggestion func(childComplexity int) int
 	}
 
 	Routine struct {
@@ -388,6 +399,7 @@ type ComplexityRoot struct {
 		Status            func(childComplexity int) int
 		Subagents         func(childComplexity int) int
 		Task              func(childComplexity int) int
+		Team              func(childComplexity int) int
 		TerminationReason func(childComplexity int) int
 		ToolCalls         func(childComplexity int) int
 		TotalCostMicros   func(childComplexity int) int
@@ -507,6 +519,55 @@ type ComplexityRoot struct {
 	TaskEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	TeamDefaults struct {
+		ArchitectMaxTurns func(childComplexity int) int
+		ExecutorMaxTurns  func(childComplexity int) int
+		MaxIterations     func(childComplexity int) int
+		ReviewerMaxTurns  func(childComplexity int) int
+		TimeoutMinutes    func(childComplexity int) int
+		TokenBudget       func(childComplexity int) int
+	}
+
+	TeamPhaseRun struct {
+		Attempt           func(childComplexity int) int
+		FinishedAt        func(childComplexity int) int
+		InputTokens       func(childComplexity int) int
+		Iteration         func(childComplexity int) int
+		MaxTurns          func(childComplexity int) int
+		Model             func(childComplexity int) int
+		Output            func(childComplexity int) int
+		OutputTokens      func(childComplexity int) int
+		Phase             func(childComplexity int) int
+		Run               func(childComplexity int) int
+		StartedAt         func(childComplexity int) int
+		Status            func(childComplexity int) int
+		TerminationReason func(childComplexity int) int
+		Tokens            func(childComplexity int) int
+		Turns             func(childComplexity int) int
+		Verdict           func(childComplexity int) int
+	}
+
+	TeamReview struct {
+		Issues    func(childComplexity int) int
+		Iteration func(childComplexity int) int
+		Summary   func(childComplexity int) int
+		Verdict   func(childComplexity int) int
+	}
+
+	TeamRun struct {
+		Deadline       func(childComplexity int) int
+		Goal           func(childComplexity int) int
+		ID             func(childComplexity int) int
+		MaxIterations  func(childComplexity int) int
+		Phases         func(childComplexity int) int
+		Plan           func(childComplexity int) int
+		Run            func(childComplexity int) int
+		TimeoutMinutes func(childComplexity int) int
+		TokenBudget    func(childComplexity int) int
+		TokensUsed     func(childComplexity int) int
+		Verdicts       func(childComplexity int) int
 	}
 
 	Tenant struct {
@@ -644,6 +705,7 @@ type MutationResolver interface {
 	CreateTask(ctx context.Context, input model.CreateTaskInput) (*model.Task, error)
 	UpdateTask(ctx context.Context, id string, input model.UpdateTaskInput) (*model.Task, error)
 	RunTask(ctx context.Context, id string) (*model.Run, error)
+	StartTeamRun(ctx context.Context, input model.StartTeamRunInput) (*model.TeamRun, error)
 	SetBudget(ctx context.Context, input model.SetBudgetInput) (*model.Budget, error)
 	DeleteBudget(ctx context.Context, id string) (*bool, error)
 	CreateSnapshot(ctx context.Context, projectID *string, label *string) (*model.Snapshot, error)
@@ -670,6 +732,7 @@ type QueryResolver interface {
 	AgentSettings(ctx context.Context) (*model.AgentSettings, error)
 	Tasks(ctx context.Context, projectID *string, first *int, after *string) (*model.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
+	TeamRun(ctx context.Context, id string) (*model.TeamRun, error)
 	Budgets(ctx context.Context) ([]*model.Budget, error)
 	UsageSummary(ctx context.Context, from time.Time, to time.Time, groupBy model.UsageGroupBy) ([]*model.UsageBucket, error)
 	PlatformUsage(ctx context.Context, from time.Time, to time.Time, groupBy model.PlatformUsageGroupBy) ([]*model.UsageBucket, error)
@@ -700,6 +763,7 @@ type RunResolver interface {
 	TotalOutputTokens(ctx context.Context, obj *model.Run) (int64, error)
 	TotalCostMicros(ctx context.Context, obj *model.Run) (int64, error)
 	Task(ctx context.Context, obj *model.Run) (*model.Task, error)
+	Team(ctx context.Context, obj *model.Run) (*model.TeamRun, error)
 }
 type SnapshotResolver interface {
 	Run(ctx context.Context, obj *model.Snapshot) (*model.Run, error)
@@ -715,6 +779,15 @@ type SubscriptionResolver interface {
 }
 type TaskResolver interface {
 	Runs(ctx context.Context, obj *model.Task, first *int, after *string) (*model.RunConnection, error)
+}
+type TeamPhaseRunResolver interface {
+	Run(ctx context.Context, obj *model.TeamPhaseRun) (*model.Run, error)
+}
+type TeamRunResolver interface {
+	Run(ctx context.Context, obj *model.TeamRun) (*model.Run, error)
+
+	Phases(ctx context.Context, obj *model.TeamRun) ([]*model.TeamPhaseRun, error)
+	Verdicts(ctx context.Context, obj *model.TeamRun) ([]*model.TeamReview, error)
 }
 type TenantResolver interface {
 	Name(ctx context.Context, obj *model.Tenant) (string, error)
@@ -793,6 +866,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentSettings.Personality(childComplexity), true
+	case "AgentSettings.team":
+		if e.ComplexityRoot.AgentSettings.Team == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentSettings.Team(childComplexity), true
 	case "AgentSettings.timeoutSeconds":
 		if e.ComplexityRoot.AgentSettings.TimeoutSeconds == nil {
 			break
@@ -1825,6 +1904,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SpawnSubagent(childComplexity, args["input"].(model.SpawnSubagentInput)), true
+	case "Mutation.startTeamRun":
+		if e.ComplexityRoot.Mutation.StartTeamRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_startTeamRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.StartTeamRun(childComplexity, args["input"].(model.StartTeamRunInput)), true
 	case "Mutation.stopRun":
 		if e.ComplexityRoot.Mutation.StopRun == nil {
 			break
@@ -2157,6 +2247,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tasks(childComplexity, args["projectId"].(*string), args["first"].(*int), args["after"].(*string)), true
+	case "Query.teamRun":
+		if e.ComplexityRoot.Query.TeamRun == nil {
+			break
+		}
+
+		args, err := ec.field_Query_teamRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.TeamRun(childComplexity, args["id"].(string)), true
 	case "Query.usageSummary":
 		if e.ComplexityRoot.Query.UsageSummary == nil {
 			break
@@ -2191,6 +2292,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Workspace(childComplexity, args["projectId"].(*string)), true
+
+	case "ReviewIssue.file":
+		if e.ComplexityRoot.ReviewIssue.File == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReviewIssue.File(childComplexity), true
+	case "ReviewIssue.problem":
+		if e.ComplexityRoot.ReviewIssue.Problem == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReviewIssue.Problem(childComplexity), true
+	case "ReviewIssue.suggestion":
+		if e.ComplexityRoot.ReviewIssue.Suggestion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReviewIssue.Suggestion(childComplexity), true
 
 	case "Routine.active":
 		if e.ComplexityRoot.Routine.Active == nil {
@@ -2580,6 +2700,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Run.Task(childComplexity), true
+	case "Run.team":
+		if e.ComplexityRoot.Run.Team == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Run.Team(childComplexity), true
 	case "Run.terminationReason":
 		if e.ComplexityRoot.Run.TerminationReason == nil {
 			break
@@ -3106,6 +3232,232 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TaskEdge.Node(childComplexity), true
 
+	case "TeamDefaults.architectMaxTurns":
+		if e.ComplexityRoot.TeamDefaults.ArchitectMaxTurns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamDefaults.ArchitectMaxTurns(childComplexity), true
+	case "TeamDefaults.executorMaxTurns":
+		if e.ComplexityRoot.TeamDefaults.ExecutorMaxTurns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamDefaults.ExecutorMaxTurns(childComplexity), true
+	case "TeamDefaults.maxIterations":
+		if e.ComplexityRoot.TeamDefaults.MaxIterations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamDefaults.MaxIterations(childComplexity), true
+	case "TeamDefaults.reviewerMaxTurns":
+		if e.ComplexityRoot.TeamDefaults.ReviewerMaxTurns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamDefaults.ReviewerMaxTurns(childComplexity), true
+	case "TeamDefaults.timeoutMinutes":
+		if e.ComplexityRoot.TeamDefaults.TimeoutMinutes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamDefaults.TimeoutMinutes(childComplexity), true
+	case "TeamDefaults.tokenBudget":
+		if e.ComplexityRoot.TeamDefaults.TokenBudget == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamDefaults.TokenBudget(childComplexity), true
+
+	case "TeamPhaseRun.attempt":
+		if e.ComplexityRoot.TeamPhaseRun.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Attempt(childComplexity), true
+	case "TeamPhaseRun.finishedAt":
+		if e.ComplexityRoot.TeamPhaseRun.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.FinishedAt(childComplexity), true
+	case "TeamPhaseRun.inputTokens":
+		if e.ComplexityRoot.TeamPhaseRun.InputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.InputTokens(childComplexity), true
+	case "TeamPhaseRun.iteration":
+		if e.ComplexityRoot.TeamPhaseRun.Iteration == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Iteration(childComplexity), true
+	case "TeamPhaseRun.maxTurns":
+		if e.ComplexityRoot.TeamPhaseRun.MaxTurns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.MaxTurns(childComplexity), true
+	case "TeamPhaseRun.model":
+		if e.ComplexityRoot.TeamPhaseRun.Model == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Model(childComplexity), true
+	case "TeamPhaseRun.output":
+		if e.ComplexityRoot.TeamPhaseRun.Output == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Output(childComplexity), true
+	case "TeamPhaseRun.outputTokens":
+		if e.ComplexityRoot.TeamPhaseRun.OutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.OutputTokens(childComplexity), true
+	case "TeamPhaseRun.phase":
+		if e.ComplexityRoot.TeamPhaseRun.Phase == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Phase(childComplexity), true
+	case "TeamPhaseRun.run":
+		if e.ComplexityRoot.TeamPhaseRun.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Run(childComplexity), true
+	case "TeamPhaseRun.startedAt":
+		if e.ComplexityRoot.TeamPhaseRun.StartedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.StartedAt(childComplexity), true
+	case "TeamPhaseRun.status":
+		if e.ComplexityRoot.TeamPhaseRun.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Status(childComplexity), true
+	case "TeamPhaseRun.terminationReason":
+		if e.ComplexityRoot.TeamPhaseRun.TerminationReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.TerminationReason(childComplexity), true
+	case "TeamPhaseRun.tokens":
+		if e.ComplexityRoot.TeamPhaseRun.Tokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Tokens(childComplexity), true
+	case "TeamPhaseRun.turns":
+		if e.ComplexityRoot.TeamPhaseRun.Turns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Turns(childComplexity), true
+	case "TeamPhaseRun.verdict":
+		if e.ComplexityRoot.TeamPhaseRun.Verdict == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamPhaseRun.Verdict(childComplexity), true
+
+	case "TeamReview.issues":
+		if e.ComplexityRoot.TeamReview.Issues == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamReview.Issues(childComplexity), true
+	case "TeamReview.iteration":
+		if e.ComplexityRoot.TeamReview.Iteration == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamReview.Iteration(childComplexity), true
+	case "TeamReview.summary":
+		if e.ComplexityRoot.TeamReview.Summary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamReview.Summary(childComplexity), true
+	case "TeamReview.verdict":
+		if e.ComplexityRoot.TeamReview.Verdict == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamReview.Verdict(childComplexity), true
+
+	case "TeamRun.deadline":
+		if e.ComplexityRoot.TeamRun.Deadline == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.Deadline(childComplexity), true
+	case "TeamRun.goal":
+		if e.ComplexityRoot.TeamRun.Goal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.Goal(childComplexity), true
+	case "TeamRun.id":
+		if e.ComplexityRoot.TeamRun.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.ID(childComplexity), true
+	case "TeamRun.maxIterations":
+		if e.ComplexityRoot.TeamRun.MaxIterations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.MaxIterations(childComplexity), true
+	case "TeamRun.phases":
+		if e.ComplexityRoot.TeamRun.Phases == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.Phases(childComplexity), true
+	case "TeamRun.plan":
+		if e.ComplexityRoot.TeamRun.Plan == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.Plan(childComplexity), true
+	case "TeamRun.run":
+		if e.ComplexityRoot.TeamRun.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.Run(childComplexity), true
+	case "TeamRun.timeoutMinutes":
+		if e.ComplexityRoot.TeamRun.TimeoutMinutes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.TimeoutMinutes(childComplexity), true
+	case "TeamRun.tokenBudget":
+		if e.ComplexityRoot.TeamRun.TokenBudget == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.TokenBudget(childComplexity), true
+	case "TeamRun.tokensUsed":
+		if e.ComplexityRoot.TeamRun.TokensUsed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.TokensUsed(childComplexity), true
+	case "TeamRun.verdicts":
+		if e.ComplexityRoot.TeamRun.Verdicts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamRun.Verdicts(childComplexity), true
+
 	case "Tenant.id":
 		if e.ComplexityRoot.Tenant.ID == nil {
 			break
@@ -3431,6 +3783,9 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputSetBudgetInput,
 		ec.unmarshalInputSignUpInput,
 		ec.unmarshalInputSpawnSubagentInput,
+		ec.unmarshalInputStartTeamRunInput,
+		ec.unmarshalInputTeamDefaultsInput,
+		ec.unmarshalInputTeamPhaseInput,
 		ec.unmarshalInputUpdateConversationInput,
 		ec.unmarshalInputUpdateTaskInput,
 	)
@@ -4235,6 +4590,8 @@ extend type Mutation {
   ROUTINE
   SUBAGENT
   TEAM
+  "a phase of a team run"
+  TEAM_PHASE
 }
 enum RunStatus {
   QUEUED
@@ -4608,6 +4965,159 @@ extend type Run {
   task: Task
 }
 `, BuiltIn: false},
+	{Name: "../schema/team.graphqls", Input: `"A phase of a team run."
+enum TeamPhase {
+  ARCHITECT
+  EXECUTOR
+  REVIEWER
+}
+"A reviewer's verdict (submit_review)."
+enum ReviewVerdict {
+  APPROVE
+  REQUEST_CHANGES
+  BLOCK
+}
+
+extend type Query {
+  "A team run, by its id or by its TEAM run's id (NOT_FOUND when the tenant has none)."
+  teamRun(id: ID!): TeamRun
+}
+
+extend type Mutation {
+  """
+  Starts a team run (MEMBER or higher): an Architect plans (read-only tools), an Executor
+  implements (every tool, under the caller's approval settings), a Reviewer judges (read-only
+  tools) through submit_review, for up to maxIterations iterations, until the reviewer approves.
+  Omitted numbers take the caller's team defaults (agentSettings.team); omitted models the
+  conversation's (or, for a task, the default model). CONFLICT when the conversation has an
+  active run.
+  """
+  startTeamRun(input: StartTeamRunInput!): TeamRun!
+}
+
+"A phase's model (\"provider:model\") and turn limit (1-100)."
+input TeamPhaseInput {
+  model: String
+  maxTurns: Int
+}
+
+"Exactly one of conversationId and taskId."
+input StartTeamRunInput {
+  conversationId: ID
+  taskId: ID
+  "required with a conversation; with a task, the task's description by default"
+  goal: String
+  "1-10, default 3"
+  maxIterations: Int
+  "1-240, default 30"
+  timeoutMinutes: Int
+  "1000-10000000 tokens (input + output, every phase), default 500000"
+  tokenBudget: Int
+  "default 15 turns"
+  architect: TeamPhaseInput
+  "default 30 turns"
+  executor: TeamPhaseInput
+  "default 15 turns"
+  reviewer: TeamPhaseInput
+}
+
+"""
+A team run: the TEAM run (run) and its phases. The run ends COMPLETED (terminationReason
+approved) or FAILED with terminationReason blocked, max_iterations, no_verdict, budget, timeout
+or phase_failed.
+"""
+type TeamRun {
+  id: ID!
+  run: Run!
+  goal: String!
+  "the architect's plan, once its phase completed"
+  plan: String
+  maxIterations: Int!
+  timeoutMinutes: Int!
+  tokenBudget: Int64!
+  "tokens (input + output) the phases' model calls used"
+  tokensUsed: Int64!
+  deadline: Time!
+  "the phases in the order they started"
+  phases: [TeamPhaseRun!]!
+  "the reviewers' valid verdicts, oldest first"
+  verdicts: [TeamReview!]!
+}
+
+"One phase of a team run (phase x iteration; attempt 2 is a reviewer asked once more)."
+type TeamPhaseRun {
+  phase: TeamPhase!
+  iteration: Int!
+  attempt: Int!
+  model: String!
+  maxTurns: Int!
+  "RUNNING, then how its run ended"
+  status: RunStatus!
+  "the phase's own run (kind TEAM_PHASE)"
+  run: Run!
+  turns: Int!
+  tokens: Int64!
+  inputTokens: Int64!
+  outputTokens: Int64!
+  "the phase's last reply: the plan, the executor's summary, the reviewer's last words"
+  output: String
+  terminationReason: String
+  startedAt: Time!
+  finishedAt: Time
+  verdict: TeamReview
+}
+
+type TeamReview {
+  verdict: ReviewVerdict!
+  summary: String!
+  issues: [ReviewIssue!]!
+  iteration: Int!
+}
+
+type ReviewIssue {
+  file: String
+  problem: String!
+  suggestion: String
+}
+
+extend type Run {
+  "the team run of a TEAM run (null for other kinds)"
+  team: TeamRun
+}
+
+"A user's defaults for startTeamRun."
+type TeamDefaults {
+  "1-10, default 3"
+  maxIterations: Int!
+  "1-240, default 30"
+  timeoutMinutes: Int!
+  "1000-10000000, default 500000"
+  tokenBudget: Int!
+  "1-100, default 15"
+  architectMaxTurns: Int!
+  "1-100, default 30"
+  executorMaxTurns: Int!
+  "1-100, default 15"
+  reviewerMaxTurns: Int!
+}
+
+input TeamDefaultsInput {
+  maxIterations: Int
+  timeoutMinutes: Int
+  tokenBudget: Int
+  architectMaxTurns: Int
+  executorMaxTurns: Int
+  reviewerMaxTurns: Int
+}
+
+extend type AgentSettings {
+  team: TeamDefaults!
+}
+
+extend input AgentSettingsInput {
+  team: TeamDefaultsInput
+}
+`, BuiltIn: false},
 	{Name: "../schema/usage.graphqls", Input: `enum BudgetScope {
   TENANT
   USER
@@ -4803,6 +5313,8 @@ func (ec *executionContext) childFields_AgentSettings(ctx context.Context, field
 		return ec.fieldContext_AgentSettings_timeoutSeconds(ctx, field)
 	case "contextStrategy":
 		return ec.fieldContext_AgentSettings_contextStrategy(ctx, field)
+	case "team":
+		return ec.fieldContext_AgentSettings_team(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentSettings", field.Name)
 }
@@ -5135,6 +5647,18 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
 
+func (ec *executionContext) childFields_ReviewIssue(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "file":
+		return ec.fieldContext_ReviewIssue_file(ctx, field)
+	case "problem":
+		return ec.fieldContext_ReviewIssue_problem(ctx, field)
+	case "suggestion":
+		return ec.fieldContext_ReviewIssue_suggestion(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReviewIssue", field.Name)
+}
+
 func (ec *executionContext) childFields_Routine(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5309,6 +5833,8 @@ func (ec *executionContext) childFields_Run(ctx context.Context, field graphql.C
 		return ec.fieldContext_Run_totalCostMicros(ctx, field)
 	case "task":
 		return ec.fieldContext_Run_task(ctx, field)
+	case "team":
+		return ec.fieldContext_Run_team(ctx, field)
 	case "user":
 		return ec.fieldContext_Run_user(ctx, field)
 	}
@@ -5525,6 +6051,104 @@ func (ec *executionContext) childFields_TaskEdge(ctx context.Context, field grap
 		return ec.fieldContext_TaskEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TaskEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_TeamDefaults(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "maxIterations":
+		return ec.fieldContext_TeamDefaults_maxIterations(ctx, field)
+	case "timeoutMinutes":
+		return ec.fieldContext_TeamDefaults_timeoutMinutes(ctx, field)
+	case "tokenBudget":
+		return ec.fieldContext_TeamDefaults_tokenBudget(ctx, field)
+	case "architectMaxTurns":
+		return ec.fieldContext_TeamDefaults_architectMaxTurns(ctx, field)
+	case "executorMaxTurns":
+		return ec.fieldContext_TeamDefaults_executorMaxTurns(ctx, field)
+	case "reviewerMaxTurns":
+		return ec.fieldContext_TeamDefaults_reviewerMaxTurns(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TeamDefaults", field.Name)
+}
+
+func (ec *executionContext) childFields_TeamPhaseRun(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "phase":
+		return ec.fieldContext_TeamPhaseRun_phase(ctx, field)
+	case "iteration":
+		return ec.fieldContext_TeamPhaseRun_iteration(ctx, field)
+	case "attempt":
+		return ec.fieldContext_TeamPhaseRun_attempt(ctx, field)
+	case "model":
+		return ec.fieldContext_TeamPhaseRun_model(ctx, field)
+	case "maxTurns":
+		return ec.fieldContext_TeamPhaseRun_maxTurns(ctx, field)
+	case "status":
+		return ec.fieldContext_TeamPhaseRun_status(ctx, field)
+	case "run":
+		return ec.fieldContext_TeamPhaseRun_run(ctx, field)
+	case "turns":
+		return ec.fieldContext_TeamPhaseRun_turns(ctx, field)
+	case "tokens":
+		return ec.fieldContext_TeamPhaseRun_tokens(ctx, field)
+	case "inputTokens":
+		return ec.fieldContext_TeamPhaseRun_inputTokens(ctx, field)
+	case "outputTokens":
+		return ec.fieldContext_TeamPhaseRun_outputTokens(ctx, field)
+	case "output":
+		return ec.fieldContext_TeamPhaseRun_output(ctx, field)
+	case "terminationReason":
+		return ec.fieldContext_TeamPhaseRun_terminationReason(ctx, field)
+	case "startedAt":
+		return ec.fieldContext_TeamPhaseRun_startedAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_TeamPhaseRun_finishedAt(ctx, field)
+	case "verdict":
+		return ec.fieldContext_TeamPhaseRun_verdict(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TeamPhaseRun", field.Name)
+}
+
+func (ec *executionContext) childFields_TeamReview(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "verdict":
+		return ec.fieldContext_TeamReview_verdict(ctx, field)
+	case "summary":
+		return ec.fieldContext_TeamReview_summary(ctx, field)
+	case "issues":
+		return ec.fieldContext_TeamReview_issues(ctx, field)
+	case "iteration":
+		return ec.fieldContext_TeamReview_iteration(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TeamReview", field.Name)
+}
+
+func (ec *executionContext) childFields_TeamRun(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_TeamRun_id(ctx, field)
+	case "run":
+		return ec.fieldContext_TeamRun_run(ctx, field)
+	case "goal":
+		return ec.fieldContext_TeamRun_goal(ctx, field)
+	case "plan":
+		return ec.fieldContext_TeamRun_plan(ctx, field)
+	case "maxIterations":
+		return ec.fieldContext_TeamRun_maxIterations(ctx, field)
+	case "timeoutMinutes":
+		return ec.fieldContext_TeamRun_timeoutMinutes(ctx, field)
+	case "tokenBudget":
+		return ec.fieldContext_TeamRun_tokenBudget(ctx, field)
+	case "tokensUsed":
+		return ec.fieldContext_TeamRun_tokensUsed(ctx, field)
+	case "deadline":
+		return ec.fieldContext_TeamRun_deadline(ctx, field)
+	case "phases":
+		return ec.fieldContext_TeamRun_phases(ctx, field)
+	case "verdicts":
+		return ec.fieldContext_TeamRun_verdicts(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TeamRun", field.Name)
 }
 
 func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6463,6 +7087,20 @@ func (ec *executionContext) field_Mutation_spawnSubagent_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_startTeamRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.StartTeamRunInput, error) {
+			return ec.unmarshalNStartTeamRunInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStartTeamRunInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_stopRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7011,6 +7649,20 @@ func (ec *executionContext) field_Query_tasks_args(ctx context.Context, rawArgs 
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_teamRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_usageSummary_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7419,6 +8071,38 @@ func (ec *executionContext) _AgentSettings_contextStrategy(ctx context.Context, 
 }
 func (ec *executionContext) fieldContext_AgentSettings_contextStrategy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentSettings", field, false, false, errors.New("field of type ContextStrategy does not have child fields"))
+}
+
+func (ec *executionContext) _AgentSettings_team(ctx context.Context, field graphql.CollectedField, obj *model.AgentSettings) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentSettings_team(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Team, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TeamDefaults) graphql.Marshaler {
+			return ec.marshalNTeamDefaults2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamDefaults(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentSettings_team(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentSettings",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TeamDefaults(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ApiKey_id(ctx context.Context, field graphql.CollectedField, obj *model.APIKey) (ret graphql.Marshaler) {
@@ -11668,6 +12352,50 @@ func (ec *executionContext) fieldContext_Mutation_runTask(ctx context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_startTeamRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_startTeamRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().StartTeamRun(ctx, fc.Args["input"].(model.StartTeamRunInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TeamRun) graphql.Marshaler {
+			return ec.marshalNTeamRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_startTeamRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TeamRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_startTeamRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_setBudget(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12744,6 +13472,50 @@ func (ec *executionContext) fieldContext_Query_task(ctx context.Context, field g
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_teamRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_teamRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().TeamRun(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TeamRun) graphql.Marshaler {
+			return ec.marshalOTeamRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_teamRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TeamRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_teamRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_budgets(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13114,6 +13886,75 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ReviewIssue_file(ctx context.Context, field graphql.CollectedField, obj *model.ReviewIssue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReviewIssue_file(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.File, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ReviewIssue_file(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReviewIssue", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ReviewIssue_problem(ctx context.Context, field graphql.CollectedField, obj *model.ReviewIssue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReviewIssue_problem(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Problem, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReviewIssue_problem(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReviewIssue", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ReviewIssue_suggestion(ctx context.Context, field graphql.CollectedField, obj *model.ReviewIssue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReviewIssue_suggestion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Suggestion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ReviewIssue_suggestion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReviewIssue", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Routine_id(ctx context.Context, field graphql.CollectedField, obj *model.Routine) (ret graphql.Marshaler) {
@@ -14843,6 +15684,38 @@ func (ec *executionContext) fieldContext_Run_task(_ context.Context, field graph
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Run_team(ctx context.Context, field graphql.CollectedField, obj *model.Run) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Run_team(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Run().Team(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TeamRun) graphql.Marshaler {
+			return ec.marshalOTeamRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Run_team(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Run",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TeamRun(ctx, field)
 		},
 	}
 	return fc, nil
@@ -16803,6 +17676,911 @@ func (ec *executionContext) fieldContext_TaskEdge_node(_ context.Context, field 
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TeamDefaults_maxIterations(ctx context.Context, field graphql.CollectedField, obj *model.TeamDefaults) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamDefaults_maxIterations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxIterations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamDefaults_maxIterations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamDefaults", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamDefaults_timeoutMinutes(ctx context.Context, field graphql.CollectedField, obj *model.TeamDefaults) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamDefaults_timeoutMinutes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeoutMinutes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamDefaults_timeoutMinutes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamDefaults", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamDefaults_tokenBudget(ctx context.Context, field graphql.CollectedField, obj *model.TeamDefaults) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamDefaults_tokenBudget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokenBudget, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamDefaults_tokenBudget(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamDefaults", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamDefaults_architectMaxTurns(ctx context.Context, field graphql.CollectedField, obj *model.TeamDefaults) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamDefaults_architectMaxTurns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ArchitectMaxTurns, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamDefaults_architectMaxTurns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamDefaults", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamDefaults_executorMaxTurns(ctx context.Context, field graphql.CollectedField, obj *model.TeamDefaults) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamDefaults_executorMaxTurns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExecutorMaxTurns, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamDefaults_executorMaxTurns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamDefaults", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamDefaults_reviewerMaxTurns(ctx context.Context, field graphql.CollectedField, obj *model.TeamDefaults) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamDefaults_reviewerMaxTurns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReviewerMaxTurns, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamDefaults_reviewerMaxTurns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamDefaults", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_phase(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_phase(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Phase(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TeamPhase) graphql.Marshaler {
+			return ec.marshalNTeamPhase2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhase(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_phase(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type TeamPhase does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_iteration(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_iteration(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Iteration(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_iteration(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_attempt(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_model(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_model(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Model(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_model(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_maxTurns(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_maxTurns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxTurns(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_maxTurns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_status(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.RunStatus) graphql.Marshaler {
+			return ec.marshalNRunStatus2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRunStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type RunStatus does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_run(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TeamPhaseRun().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TeamPhaseRun",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TeamPhaseRun_turns(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_turns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Turns(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_turns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_tokens(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_tokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tokens(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_tokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_inputTokens(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_inputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputTokens(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_inputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_outputTokens(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_outputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputTokens(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_outputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_output(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_output(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Output(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_output(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_terminationReason(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_terminationReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TerminationReason(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_terminationReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_startedAt(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_startedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_startedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_finishedAt(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamPhaseRun", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _TeamPhaseRun_verdict(ctx context.Context, field graphql.CollectedField, obj *model.TeamPhaseRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamPhaseRun_verdict(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Verdict, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TeamReview) graphql.Marshaler {
+			return ec.marshalOTeamReview2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamReview(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TeamPhaseRun_verdict(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TeamPhaseRun",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TeamReview(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TeamReview_verdict(ctx context.Context, field graphql.CollectedField, obj *model.TeamReview) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamReview_verdict(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Verdict, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ReviewVerdict) graphql.Marshaler {
+			return ec.marshalNReviewVerdict2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐReviewVerdict(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamReview_verdict(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamReview", field, false, false, errors.New("field of type ReviewVerdict does not have child fields"))
+}
+
+func (ec *executionContext) _TeamReview_summary(ctx context.Context, field graphql.CollectedField, obj *model.TeamReview) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamReview_summary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Summary, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamReview_summary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamReview", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _TeamReview_issues(ctx context.Context, field graphql.CollectedField, obj *model.TeamReview) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamReview_issues(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Issues, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ReviewIssue) graphql.Marshaler {
+			return ec.marshalNReviewIssue2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐReviewIssueᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamReview_issues(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TeamReview",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReviewIssue(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TeamReview_iteration(ctx context.Context, field graphql.CollectedField, obj *model.TeamReview) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamReview_iteration(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Iteration, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamReview_iteration(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamReview", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamRun_id(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamRun", field, true, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _TeamRun_run(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TeamRun().Run(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
+			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TeamRun",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Run(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TeamRun_goal(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_goal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Goal(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_goal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamRun", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _TeamRun_plan(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_plan(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Plan(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_plan(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamRun", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _TeamRun_maxIterations(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_maxIterations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxIterations(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_maxIterations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamRun", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamRun_timeoutMinutes(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_timeoutMinutes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeoutMinutes(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_timeoutMinutes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamRun", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _TeamRun_tokenBudget(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_tokenBudget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokenBudget(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_tokenBudget(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamRun", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _TeamRun_tokensUsed(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_tokensUsed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokensUsed(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_tokensUsed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamRun", field, true, false, errors.New("field of type Int64 does not have child fields"))
+}
+
+func (ec *executionContext) _TeamRun_deadline(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_deadline(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Deadline(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_deadline(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamRun", field, true, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _TeamRun_phases(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_phases(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TeamRun().Phases(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.TeamPhaseRun) graphql.Marshaler {
+			return ec.marshalNTeamPhaseRun2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhaseRunᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_phases(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TeamRun",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TeamPhaseRun(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TeamRun_verdicts(ctx context.Context, field graphql.CollectedField, obj *model.TeamRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamRun_verdicts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TeamRun().Verdicts(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.TeamReview) graphql.Marshaler {
+			return ec.marshalNTeamReview2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamReviewᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamRun_verdicts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TeamRun",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TeamReview(ctx, field)
 		},
 	}
 	return fc, nil
@@ -19092,7 +20870,7 @@ func (ec *executionContext) unmarshalInputAgentSettingsInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"personality", "verbosity", "autoExecute", "approvalThreshold", "maxTokensPerTask", "maxRetries", "timeoutSeconds", "contextStrategy"}
+	fieldsInOrder := [...]string{"personality", "verbosity", "autoExecute", "approvalThreshold", "maxTokensPerTask", "maxRetries", "timeoutSeconds", "contextStrategy", "team"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -19155,6 +20933,13 @@ func (ec *executionContext) unmarshalInputAgentSettingsInput(ctx context.Context
 				return it, err
 			}
 			it.ContextStrategy = data
+		case "team":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("team"))
+			data, err := ec.unmarshalOTeamDefaultsInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamDefaultsInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Team = data
 		}
 	}
 	return it, nil
@@ -20007,6 +21792,194 @@ func (ec *executionContext) unmarshalInputSpawnSubagentInput(ctx context.Context
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputStartTeamRunInput(ctx context.Context, obj any) (model.StartTeamRunInput, error) {
+	var it model.StartTeamRunInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"conversationId", "taskId", "goal", "maxIterations", "timeoutMinutes", "tokenBudget", "architect", "executor", "reviewer"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "conversationId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("conversationId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ConversationID = data
+		case "taskId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("taskId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TaskID = data
+		case "goal":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("goal"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Goal = data
+		case "maxIterations":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxIterations"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxIterations = data
+		case "timeoutMinutes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeoutMinutes"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TimeoutMinutes = data
+		case "tokenBudget":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tokenBudget"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TokenBudget = data
+		case "architect":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("architect"))
+			data, err := ec.unmarshalOTeamPhaseInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhaseInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Architect = data
+		case "executor":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("executor"))
+			data, err := ec.unmarshalOTeamPhaseInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhaseInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Executor = data
+		case "reviewer":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("reviewer"))
+			data, err := ec.unmarshalOTeamPhaseInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhaseInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Reviewer = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputTeamDefaultsInput(ctx context.Context, obj any) (model.TeamDefaultsInput, error) {
+	var it model.TeamDefaultsInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"maxIterations", "timeoutMinutes", "tokenBudget", "architectMaxTurns", "executorMaxTurns", "reviewerMaxTurns"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "maxIterations":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxIterations"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxIterations = data
+		case "timeoutMinutes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeoutMinutes"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TimeoutMinutes = data
+		case "tokenBudget":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tokenBudget"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TokenBudget = data
+		case "architectMaxTurns":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("architectMaxTurns"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ArchitectMaxTurns = data
+		case "executorMaxTurns":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("executorMaxTurns"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExecutorMaxTurns = data
+		case "reviewerMaxTurns":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("reviewerMaxTurns"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReviewerMaxTurns = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputTeamPhaseInput(ctx context.Context, obj any) (model.TeamPhaseInput, error) {
+	var it model.TeamPhaseInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"model", "maxTurns"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "model":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("model"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Model = data
+		case "maxTurns":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxTurns"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxTurns = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputUpdateConversationInput(ctx context.Context, obj any) (model.UpdateConversationInput, error) {
 	var it model.UpdateConversationInput
 	if obj == nil {
@@ -20282,6 +22255,11 @@ func (ec *executionContext) _AgentSettings(ctx context.Context, sel ast.Selectio
 			}
 		case "contextStrategy":
 			out.Values[i] = ec._AgentSettings_contextStrategy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "team":
+			out.Values[i] = ec._AgentSettings_team(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -22014,6 +23992,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "startTeamRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_startTeamRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "setBudget":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_setBudget(ctx, field)
@@ -22561,6 +24546,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "teamRun":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_teamRun(ctx, field)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "budgets":
 			field := field
 
@@ -22728,6 +24735,54 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			})
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var reviewIssueImplementors = []string{"ReviewIssue"}
+
+func (ec *executionContext) _ReviewIssue(ctx context.Context, sel ast.SelectionSet, obj *model.ReviewIssue) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, reviewIssueImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReviewIssue")
+		case "file":
+			out.Values[i] = ec._ReviewIssue_file(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "problem":
+			out.Values[i] = ec._ReviewIssue_problem(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "suggestion":
+			out.Values[i] = ec._ReviewIssue_suggestion(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -23762,6 +25817,44 @@ func (ec *executionContext) _Run(ctx context.Context, sel ast.SelectionSet, obj 
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "team":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Run_team(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "user":
 			out.Values[i] = ec._Run_user(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -24651,6 +26744,455 @@ func (ec *executionContext) _TaskEdge(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var teamDefaultsImplementors = []string{"TeamDefaults"}
+
+func (ec *executionContext) _TeamDefaults(ctx context.Context, sel ast.SelectionSet, obj *model.TeamDefaults) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, teamDefaultsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TeamDefaults")
+		case "maxIterations":
+			out.Values[i] = ec._TeamDefaults_maxIterations(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "timeoutMinutes":
+			out.Values[i] = ec._TeamDefaults_timeoutMinutes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tokenBudget":
+			out.Values[i] = ec._TeamDefaults_tokenBudget(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "architectMaxTurns":
+			out.Values[i] = ec._TeamDefaults_architectMaxTurns(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "executorMaxTurns":
+			out.Values[i] = ec._TeamDefaults_executorMaxTurns(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reviewerMaxTurns":
+			out.Values[i] = ec._TeamDefaults_reviewerMaxTurns(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var teamPhaseRunImplementors = []string{"TeamPhaseRun"}
+
+func (ec *executionContext) _TeamPhaseRun(ctx context.Context, sel ast.SelectionSet, obj *model.TeamPhaseRun) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, teamPhaseRunImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TeamPhaseRun")
+		case "phase":
+			out.Values[i] = ec._TeamPhaseRun_phase(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "iteration":
+			out.Values[i] = ec._TeamPhaseRun_iteration(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "attempt":
+			out.Values[i] = ec._TeamPhaseRun_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "model":
+			out.Values[i] = ec._TeamPhaseRun_model(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxTurns":
+			out.Values[i] = ec._TeamPhaseRun_maxTurns(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._TeamPhaseRun_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._TeamPhaseRun_run(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "turns":
+			out.Values[i] = ec._TeamPhaseRun_turns(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tokens":
+			out.Values[i] = ec._TeamPhaseRun_tokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "inputTokens":
+			out.Values[i] = ec._TeamPhaseRun_inputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "outputTokens":
+			out.Values[i] = ec._TeamPhaseRun_outputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "output":
+			out.Values[i] = ec._TeamPhaseRun_output(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "terminationReason":
+			out.Values[i] = ec._TeamPhaseRun_terminationReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "startedAt":
+			out.Values[i] = ec._TeamPhaseRun_startedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "finishedAt":
+			out.Values[i] = ec._TeamPhaseRun_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "verdict":
+			out.Values[i] = ec._TeamPhaseRun_verdict(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var teamReviewImplementors = []string{"TeamReview"}
+
+func (ec *executionContext) _TeamReview(ctx context.Context, sel ast.SelectionSet, obj *model.TeamReview) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, teamReviewImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TeamReview")
+		case "verdict":
+			out.Values[i] = ec._TeamReview_verdict(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "summary":
+			out.Values[i] = ec._TeamReview_summary(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "issues":
+			out.Values[i] = ec._TeamReview_issues(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "iteration":
+			out.Values[i] = ec._TeamReview_iteration(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var teamRunImplementors = []string{"TeamRun"}
+
+func (ec *executionContext) _TeamRun(ctx context.Context, sel ast.SelectionSet, obj *model.TeamRun) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, teamRunImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TeamRun")
+		case "id":
+			out.Values[i] = ec._TeamRun_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "run":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._TeamRun_run(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "goal":
+			out.Values[i] = ec._TeamRun_goal(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "plan":
+			out.Values[i] = ec._TeamRun_plan(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxIterations":
+			out.Values[i] = ec._TeamRun_maxIterations(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "timeoutMinutes":
+			out.Values[i] = ec._TeamRun_timeoutMinutes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tokenBudget":
+			out.Values[i] = ec._TeamRun_tokenBudget(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tokensUsed":
+			out.Values[i] = ec._TeamRun_tokensUsed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "deadline":
+			out.Values[i] = ec._TeamRun_deadline(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "phases":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._TeamRun_phases(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "verdicts":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._TeamRun_verdicts(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -26588,6 +29130,42 @@ func (ec *executionContext) marshalNPlatformUsageGroupBy2githubᚗcomᚋagentry�
 	return v
 }
 
+func (ec *executionContext) marshalNReviewIssue2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐReviewIssueᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ReviewIssue) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNReviewIssue2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐReviewIssue(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNReviewIssue2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐReviewIssue(ctx context.Context, sel ast.SelectionSet, v *model.ReviewIssue) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ReviewIssue(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNReviewVerdict2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐReviewVerdict(ctx context.Context, v any) (model.ReviewVerdict, error) {
+	var res model.ReviewVerdict
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNReviewVerdict2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐReviewVerdict(ctx context.Context, sel ast.SelectionSet, v model.ReviewVerdict) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNRole2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRole(ctx context.Context, v any) (model.Role, error) {
 	var res model.Role
 	err := res.UnmarshalGQL(v)
@@ -26934,6 +29512,11 @@ func (ec *executionContext) unmarshalNSpawnSubagentInput2githubᚗcomᚋagentry�
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNStartTeamRunInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStartTeamRunInput(ctx context.Context, v any) (model.StartTeamRunInput, error) {
+	res, err := ec.unmarshalInputStartTeamRunInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNStepMetrics2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐStepMetricsᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.StepMetrics) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -27161,6 +29744,88 @@ func (ec *executionContext) unmarshalNTaskType2githubᚗcomᚋagentryᚋagentry�
 
 func (ec *executionContext) marshalNTaskType2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTaskType(ctx context.Context, sel ast.SelectionSet, v model.TaskType) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNTeamDefaults2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamDefaults(ctx context.Context, sel ast.SelectionSet, v *model.TeamDefaults) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._TeamDefaults(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNTeamPhase2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhase(ctx context.Context, v any) (model.TeamPhase, error) {
+	var res model.TeamPhase
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTeamPhase2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhase(ctx context.Context, sel ast.SelectionSet, v model.TeamPhase) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNTeamPhaseRun2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhaseRunᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TeamPhaseRun) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTeamPhaseRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhaseRun(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTeamPhaseRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhaseRun(ctx context.Context, sel ast.SelectionSet, v *model.TeamPhaseRun) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._TeamPhaseRun(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTeamReview2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamReviewᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TeamReview) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTeamReview2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamReview(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTeamReview2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamReview(ctx context.Context, sel ast.SelectionSet, v *model.TeamReview) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._TeamReview(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTeamRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamRun(ctx context.Context, sel ast.SelectionSet, v *model.TeamRun) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._TeamRun(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNTenant2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTenant(ctx context.Context, sel ast.SelectionSet, v *model.Tenant) graphql.Marshaler {
@@ -28042,6 +30707,36 @@ func (ec *executionContext) marshalOTaskType2ᚖgithubᚗcomᚋagentryᚋagentry
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) unmarshalOTeamDefaultsInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamDefaultsInput(ctx context.Context, v any) (*model.TeamDefaultsInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputTeamDefaultsInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOTeamPhaseInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamPhaseInput(ctx context.Context, v any) (*model.TeamPhaseInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputTeamPhaseInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTeamReview2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamReview(ctx context.Context, sel ast.SelectionSet, v *model.TeamReview) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TeamReview(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOTeamRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamRun(ctx context.Context, sel ast.SelectionSet, v *model.TeamRun) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TeamRun(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {

@@ -38,17 +38,19 @@ type AgentSettings struct {
 	TimeoutSeconds int `json:"timeoutSeconds"`
 	// default PRESERVE
 	ContextStrategy ContextStrategy `json:"contextStrategy"`
+	Team            *TeamDefaults   `json:"team"`
 }
 
 type AgentSettingsInput struct {
-	Personality       *Personality     `json:"personality,omitempty"`
-	Verbosity         *Verbosity       `json:"verbosity,omitempty"`
-	AutoExecute       *bool            `json:"autoExecute,omitempty"`
-	ApprovalThreshold *int             `json:"approvalThreshold,omitempty"`
-	MaxTokensPerTask  *int             `json:"maxTokensPerTask,omitempty"`
-	MaxRetries        *int             `json:"maxRetries,omitempty"`
-	TimeoutSeconds    *int             `json:"timeoutSeconds,omitempty"`
-	ContextStrategy   *ContextStrategy `json:"contextStrategy,omitempty"`
+	Personality       *Personality       `json:"personality,omitempty"`
+	Verbosity         *Verbosity         `json:"verbosity,omitempty"`
+	AutoExecute       *bool              `json:"autoExecute,omitempty"`
+	ApprovalThreshold *int               `json:"approvalThreshold,omitempty"`
+	MaxTokensPerTask  *int               `json:"maxTokensPerTask,omitempty"`
+	MaxRetries        *int               `json:"maxRetries,omitempty"`
+	TimeoutSeconds    *int               `json:"timeoutSeconds,omitempty"`
+	ContextStrategy   *ContextStrategy   `json:"contextStrategy,omitempty"`
+	Team              *TeamDefaultsInput `json:"team,omitempty"`
 }
 
 type ApprovalConnection struct {
@@ -210,6 +212,12 @@ type PageInfo struct {
 type Query struct {
 }
 
+type ReviewIssue struct {
+	File       *string `json:"file,omitempty"`
+	Problem    string  `json:"problem"`
+	Suggestion *string `json:"suggestion,omitempty"`
+}
+
 type RoleInput struct {
 	Name            string   `json:"name"`
 	Color           *string  `json:"color,omitempty"`
@@ -326,6 +334,26 @@ type SpawnSubagentInput struct {
 	TimeoutMinutes *int `json:"timeoutMinutes,omitempty"`
 }
 
+// Exactly one of conversationId and taskId.
+type StartTeamRunInput struct {
+	ConversationID *string `json:"conversationId,omitempty"`
+	TaskID         *string `json:"taskId,omitempty"`
+	// required with a conversation; with a task, the task's description by default
+	Goal *string `json:"goal,omitempty"`
+	// 1-10, default 3
+	MaxIterations *int `json:"maxIterations,omitempty"`
+	// 1-240, default 30
+	TimeoutMinutes *int `json:"timeoutMinutes,omitempty"`
+	// 1000-10000000 tokens (input + output, every phase), default 500000
+	TokenBudget *int `json:"tokenBudget,omitempty"`
+	// default 15 turns
+	Architect *TeamPhaseInput `json:"architect,omitempty"`
+	// default 30 turns
+	Executor *TeamPhaseInput `json:"executor,omitempty"`
+	// default 15 turns
+	Reviewer *TeamPhaseInput `json:"reviewer,omitempty"`
+}
+
 type StepMetrics struct {
 	StepKey      string `json:"stepKey"`
 	InputTokens  int64  `json:"inputTokens"`
@@ -344,6 +372,44 @@ type TaskConnection struct {
 type TaskEdge struct {
 	Cursor string `json:"cursor"`
 	Node   *Task  `json:"node"`
+}
+
+// A user's defaults for startTeamRun.
+type TeamDefaults struct {
+	// 1-10, default 3
+	MaxIterations int `json:"maxIterations"`
+	// 1-240, default 30
+	TimeoutMinutes int `json:"timeoutMinutes"`
+	// 1000-10000000, default 500000
+	TokenBudget int `json:"tokenBudget"`
+	// 1-100, default 15
+	ArchitectMaxTurns int `json:"architectMaxTurns"`
+	// 1-100, default 30
+	ExecutorMaxTurns int `json:"executorMaxTurns"`
+	// 1-100, default 15
+	ReviewerMaxTurns int `json:"reviewerMaxTurns"`
+}
+
+type TeamDefaultsInput struct {
+	MaxIterations     *int `json:"maxIterations,omitempty"`
+	TimeoutMinutes    *int `json:"timeoutMinutes,omitempty"`
+	TokenBudget       *int `json:"tokenBudget,omitempty"`
+	ArchitectMaxTurns *int `json:"architectMaxTurns,omitempty"`
+	ExecutorMaxTurns  *int `json:"executorMaxTurns,omitempty"`
+	ReviewerMaxTurns  *int `json:"reviewerMaxTurns,omitempty"`
+}
+
+// A phase's model ("provider:model") and turn limit (1-100).
+type TeamPhaseInput struct {
+	Model    *string `json:"model,omitempty"`
+	MaxTurns *int    `json:"maxTurns,omitempty"`
+}
+
+type TeamReview struct {
+	Verdict   ReviewVerdict  `json:"verdict"`
+	Summary   string         `json:"summary"`
+	Issues    []*ReviewIssue `json:"issues"`
+	Iteration int            `json:"iteration"`
 }
 
 type UpdateConversationInput struct {
@@ -1252,6 +1318,64 @@ func (e PlatformUsageGroupBy) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// A reviewer's verdict (submit_review).
+type ReviewVerdict string
+
+const (
+	ReviewVerdictApprove        ReviewVerdict = "APPROVE"
+	ReviewVerdictRequestChanges ReviewVerdict = "REQUEST_CHANGES"
+	ReviewVerdictBlock          ReviewVerdict = "BLOCK"
+)
+
+var AllReviewVerdict = []ReviewVerdict{
+	ReviewVerdictApprove,
+	ReviewVerdictRequestChanges,
+	ReviewVerdictBlock,
+}
+
+func (e ReviewVerdict) IsValid() bool {
+	switch e {
+	case ReviewVerdictApprove, ReviewVerdictRequestChanges, ReviewVerdictBlock:
+		return true
+	}
+	return false
+}
+
+func (e ReviewVerdict) String() string {
+	return string(e)
+}
+
+func (e *ReviewVerdict) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ReviewVerdict(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ReviewVerdict", str)
+	}
+	return nil
+}
+
+func (e ReviewVerdict) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ReviewVerdict) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ReviewVerdict) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type Role string
 
 const (
@@ -1494,6 +1618,8 @@ const (
 	RunKindRoutine  RunKind = "ROUTINE"
 	RunKindSubagent RunKind = "SUBAGENT"
 	RunKindTeam     RunKind = "TEAM"
+	// a phase of a team run
+	RunKindTeamPhase RunKind = "TEAM_PHASE"
 )
 
 var AllRunKind = []RunKind{
@@ -1502,11 +1628,12 @@ var AllRunKind = []RunKind{
 	RunKindRoutine,
 	RunKindSubagent,
 	RunKindTeam,
+	RunKindTeamPhase,
 }
 
 func (e RunKind) IsValid() bool {
 	switch e {
-	case RunKindChatTurn, RunKindTask, RunKindRoutine, RunKindSubagent, RunKindTeam:
+	case RunKindChatTurn, RunKindTask, RunKindRoutine, RunKindSubagent, RunKindTeam, RunKindTeamPhase:
 		return true
 	}
 	return false
@@ -1991,6 +2118,64 @@ func (e *TaskType) UnmarshalJSON(b []byte) error {
 }
 
 func (e TaskType) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// A phase of a team run.
+type TeamPhase string
+
+const (
+	TeamPhaseArchitect TeamPhase = "ARCHITECT"
+	TeamPhaseExecutor  TeamPhase = "EXECUTOR"
+	TeamPhaseReviewer  TeamPhase = "REVIEWER"
+)
+
+var AllTeamPhase = []TeamPhase{
+	TeamPhaseArchitect,
+	TeamPhaseExecutor,
+	TeamPhaseReviewer,
+}
+
+func (e TeamPhase) IsValid() bool {
+	switch e {
+	case TeamPhaseArchitect, TeamPhaseExecutor, TeamPhaseReviewer:
+		return true
+	}
+	return false
+}
+
+func (e TeamPhase) String() string {
+	return string(e)
+}
+
+func (e *TeamPhase) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TeamPhase(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TeamPhase", str)
+	}
+	return nil
+}
+
+func (e TeamPhase) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TeamPhase) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TeamPhase) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -169,6 +169,14 @@ func (e *Executor) Restrict(names ...string) {
 	}
 }
 
+// ToolScope is what KindHooks implement when a kind of run uses other tools than the
+// executor's (a team phase: read-only tools for the architect and the reviewer, plus the
+// reviewer's submit_review). Tools returns the run's tools given the executor's (base); it runs
+// in the transaction that starts the attempt.
+type ToolScope interface {
+	Tools(ctx context.Context, tx *db.Tx, r dbsqlc.Run, base Tools) (Tools, error)
+}
+
 // Retry asks the job system to run the attempt again after (at least) Delay.
 type Retry struct {
 	Class llm.Class

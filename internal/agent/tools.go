@@ -46,16 +46,24 @@ func (t RegistryTools) Run(ctx context.Context, tx *db.Tx, c ToolCall) (string, 
 	return res.Output, err
 }
 
-// tools is what this attempt may call: the executor's tools, narrowed by the run's limits
-// (AllowTool) when they name a set, else without the restricted ones (Restrict).
+// tools is what this attempt may call: the executor's tools (or the ones its kind's hooks
+// scoped for the run, ToolScope), narrowed by the run's limits (AllowTool) when they name a set,
+// else without the restricted ones (Restrict).
 func (t *turn) tools() Tools {
+	base := t.e.tools
+	if t.scoped != nil {
+		base = t.scoped
+	}
+	if base == nil {
+		return nil
+	}
 	if t.limits.AllowTool == nil {
 		if len(t.e.restricted) == 0 {
-			return t.e.tools
+			return base
 		}
-		return allowedTools{Tools: t.e.tools, allow: func(name string) bool { return !t.e.restricted[name] }}
+		return allowedTools{Tools: base, allow: func(name string) bool { return !t.e.restricted[name] }}
 	}
-	return allowedTools{Tools: t.e.tools, allow: t.limits.AllowTool}
+	return allowedTools{Tools: base, allow: t.limits.AllowTool}
 }
 
 // allowedTools offers only the tools allow names. A call to another fails as unavailable: it

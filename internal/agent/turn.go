@@ -34,6 +34,9 @@ type turn struct {
 	set    settings.Settings
 	conv   dbsqlc.Conversation
 	limits Limits
+	// scoped replaces the executor's tools for this run when its kind's hooks scope them
+	// (ToolScope); nil: the executor's. tools() narrows either by the run's AllowTool.
+	scoped Tools
 	// earlier holds the run's tool failures so far (the classifier looks for repeats).
 	earlier []Failure
 	// built is the context builder's system-prompt text for this attempt (nil until built).
@@ -79,6 +82,11 @@ func (t *turn) work(ctx context.Context) result {
 			var err error
 			if t.limits, err = h.Limits(ctx, tx, r); err != nil {
 				return err
+			}
+			if sc, ok := h.(ToolScope); ok {
+				if t.scoped, err = sc.Tools(ctx, tx, r, t.e.tools); err != nil {
+					return err
+				}
 			}
 			return h.Started(ctx, tx, r)
 		})
@@ -481,8 +489,8 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 		if !partial {
 			for _, c := range toolUses(blocks) {
 				risk := 0
-				if t.e.tools != nil {
-					risk = t.tools().Risk(c.Name, c.Input)
+				if tools := t.tools(); tools != nil {
+					risk = tools.Risk(c.Name, c.Input)
 				}
 				if _, err := tx.Q.ToolCallInsert(ctx, dbsqlc.ToolCallInsertParams{
 					TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, MessageID: msg.ID, CallID: c.ID,

@@ -48,6 +48,7 @@ import (
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
+	"github.com/agentry/agentry/internal/team"
 	"github.com/agentry/agentry/internal/telemetry"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
@@ -77,6 +78,7 @@ type App struct {
 	Chat      *chat.Service
 	Tasks     *task.Service
 	Subagents *subagent.Service
+	Teams     *team.Service
 	Runs      *run.Service
 	Approvals *approval.Service
 	Hub       *events.Hub
@@ -301,9 +303,20 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	a.Runs.OnCancel(run.KindRoutine, a.Routines.Cancelled)
 	a.Runs.OnEnqueue(run.KindRoutine, a.Routines.Enqueued)
 	a.Tasks.OnReady(a.Routines.TaskReady)
+	// Team runs: the TEAM run moves through its phases' runs (kind TEAM_PHASE).
+	a.Teams = team.NewService(a.DB, a.Runs, a.Approvals, a.Workspace, defModels, log)
+	a.Teams.SetAdmission(a.Usage)
+	a.Executor.Register(team.KindPhase, team.NewHooks())
+	a.Runs.OnFinish(team.KindPhase, a.Teams.PhaseFinished)
+	a.Runs.OnFinish(run.KindTeam, a.Teams.Finished)
+	a.Runs.OnEnqueue(run.KindTeam, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (bool, error) {
+		return true, a.Teams.Continue(ctx, tx, r)
+	})
+	a.Approvals.OnDecision(approval.KindTeamBlocked, a.Teams.Decided)
+	a.Approvals.OnExpire(approval.KindTeamBlocked, a.Teams.Expired)
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
 	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
-	a.Executor.SetBudgets(a.Usage)
+	a.Executor.SetBudgets(team.NewBudgets(a.Runs, a.Usage))
 	a.Webhooks = webhook.NewService(webhook.Options{
 		DB: a.DB, Sealer: keys, Log: log, Production: !cfg.IsDevelopment(), RetryBase: cfg.WebhookRetryBase, Metrics: a.Metrics,
 	})
@@ -362,7 +375,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 		sockets, a.CloseSockets = context.WithCancel(context.Background())
 		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
 			Resolver: &graph.Resolver{
-				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
+				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Teams: a.Teams, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
 				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, RoutineService: a.Routines, Webhooks: a.Webhooks, Health: a.HealthChecks(), Log: log,
 			},
 			Development:    cfg.IsDevelopment(),

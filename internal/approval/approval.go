@@ -43,6 +43,10 @@ const (
 	KindRollback = "rollback"
 	// KindEscalation hands a question the agent cannot settle to a person.
 	KindEscalation = "escalation"
+	// KindTeamBlocked asks, after a team run's reviewer blocked it, whether the team goes on
+	// for one more iteration (APPROVE) or stops (REJECT). Its run has ended; the decision is the
+	// team's (Service.OnDecision).
+	KindTeamBlocked = "team_blocked"
 )
 
 // Statuses of an approval. PENDING is the only one that changes, once, to one of the others.
@@ -62,10 +66,10 @@ const (
 // UnknownToolRisk is the risk of a call to a tool the registry does not know.
 const UnknownToolRisk = 100
 
-// ValidKind reports whether kind is one of the four kinds.
+// ValidKind reports whether kind is one of the kinds.
 func ValidKind(kind string) bool {
 	switch kind {
-	case KindToolCall, KindContinue, KindRollback, KindEscalation:
+	case KindToolCall, KindContinue, KindRollback, KindEscalation, KindTeamBlocked:
 		return true
 	}
 	return false

@@ -40,6 +40,8 @@ type Service struct {
 	clock atomic.Pointer[func() time.Time]
 	// onExpire decides, per kind, what an expired question means (OnExpire).
 	onExpire map[string]ExpiryHook
+	// onDecision holds, per kind asked of an ended run, what a decision does (Resolve).
+	onDecision map[string]DecisionHook
 }
 
 // ExpiryHook is told, inside the transaction that marks approval a EXPIRED, that a question of
@@ -54,6 +56,19 @@ func (s *Service) OnExpire(kind string, h ExpiryHook) {
 		s.onExpire = map[string]ExpiryHook{}
 	}
 	s.onExpire[kind] = h
+}
+
+// DecisionHook applies a decision on an approval asked of an ended run (decided is the
+// approval as decided), inside Resolve's transaction; it appends its own events.
+type DecisionHook func(ctx context.Context, tx *db.Tx, decided dbsqlc.Approval) error
+
+// OnDecision registers what a decision on an approval of kind does when its run has ended
+// (a team_blocked question). Call it while wiring.
+func (s *Service) OnDecision(kind string, h DecisionHook) {
+	if s.onDecision == nil {
+		s.onDecision = map[string]DecisionHook{}
+	}
+	s.onDecision[kind] = h
 }
 
 // NewService returns the approval service. Approvals expire ttl after they are asked (0 means
@@ -241,6 +256,19 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, decision string, no
 		r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: a.TenantID, ID: cur.RunID})
 		if err != nil {
 			return fmt.Errorf("load run %s: %w", cur.RunID, err)
+		}
+		if h := s.onDecision[cur.Kind]; h != nil {
+			out, err = tx.Q.ApprovalDecide(ctx, dbsqlc.ApprovalDecideParams{
+				TenantID: a.TenantID, ID: id, Status: status, DecidedAt: now,
+				DecidedBy: uuid.NullUUID{UUID: a.UserID, Valid: true}, Note: nonEmpty(note),
+			})
+			if err != nil {
+				return fmt.Errorf("decide approval %s: %w", id, err)
+			}
+			if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), resolvedEvents(out)...); err != nil {
+				return err
+			}
+			return h(ctx, tx, out)
 		}
 		if r.Status != run.StatusAwaitingApproval {
 			// The run ended (cancelled, stopped) while it waited: nothing is left to decide.

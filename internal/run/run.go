@@ -29,6 +29,8 @@ const (
 	KindChatTurn = "CHAT_TURN"
 	KindTask     = "TASK"
 	KindRoutine  = "ROUTINE"
+	// KindTeam is a team run (internal/team): RUNNING through the runs of its phases.
+	KindTeam = "TEAM"
 )
 
 // Statuses of a run.
@@ -119,7 +121,7 @@ type Service struct {
 	// run, which no job holds while it waits for its step, ends itself there).
 	onCancel map[string]FinishHook
 	// onEnqueue holds, per run kind, a job of the kind's own for runs that are not the
-	// executor's (a routine run resumed after a pause).
+	// executor's (a routine run resumed after a pause; a team run, worked through its phases' runs).
 	onEnqueue map[string]EnqueueHook
 }
 
@@ -142,11 +144,6 @@ func (s *Service) OnEnqueue(kind string, h EnqueueHook) {
 		s.onEnqueue = map[string]EnqueueHook{}
 	}
 	s.onEnqueue[kind] = h
-}
-
-// CancelTx cancels run r (locked by the caller) inside tx, as cancelRun does.
-func (s *Service) CancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason string) error {
-	return s.cancelTx(ctx, tx, r, reason, true)
 }
 
 // SetMetrics makes s count finished runs and reaper takeovers. Call it while wiring.
@@ -512,11 +509,21 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 		if h := s.onCancel[r.Kind]; h != nil {
 			return h(ctx, tx, r)
 		}
-		return nil // the worker records the end
+		if r.LeaseExpiresAt != nil {
+			return nil // the worker records the end
+		}
 	}
-	// Nobody works the run: end it here.
+	// Nobody works the run (queued, parked, or a team run, RUNNING through its phases with no
+	// lease of its own): end it here.
 	_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: "user_cancel", Error: reason}, next, false)
 	return err
+}
+
+// CancelTx cancels run r (locked by the caller with RunGetForUpdate) inside tx, as cancelRun
+// does: a running one through River's JobCancelTx (its worker records CANCELLED), any other
+// ended here. A run that has ended is left as it is. A team run cancels its phase in flight so.
+func (s *Service) CancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason string) error {
+	return s.cancelTx(ctx, tx, r, reason, true)
 }
 
 func nilIfEmpty(s string) *string {

@@ -25,6 +25,19 @@ type Settings struct {
 	MaxRetries        int
 	TimeoutSeconds    int
 	ContextStrategy   string
+	// Team holds the defaults of startTeamRun's omitted fields.
+	Team TeamDefaults
+}
+
+// TeamDefaults are a user's defaults for team runs (startTeamRun): iterations, wall-clock
+// timeout, token budget and each phase's turn limit.
+type TeamDefaults struct {
+	MaxIterations     int
+	TimeoutMinutes    int
+	TokenBudget       int
+	ArchitectMaxTurns int
+	ExecutorMaxTurns  int
+	ReviewerMaxTurns  int
 }
 
 // Defaults are the settings of a user who has saved none.
@@ -32,6 +45,7 @@ func Defaults() Settings {
 	return Settings{
 		Personality: "BALANCED", Verbosity: "NORMAL", AutoExecute: false, ApprovalThreshold: 50,
 		MaxTokensPerTask: 4096, MaxRetries: 3, TimeoutSeconds: 300, ContextStrategy: "PRESERVE",
+		Team: TeamDefaults{MaxIterations: 3, TimeoutMinutes: 30, TokenBudget: 500_000, ArchitectMaxTurns: 15, ExecutorMaxTurns: 30, ReviewerMaxTurns: 15},
 	}
 }
 
@@ -44,6 +58,13 @@ var Bounds = map[string]Bound{
 	"maxTokensPerTask":  {1024, 131072},
 	"maxRetries":        {0, 10},
 	"timeoutSeconds":    {30, 3600},
+	// Team defaults.
+	"teamMaxIterations":     {1, 10},
+	"teamTimeoutMinutes":    {1, 240},
+	"teamTokenBudget":       {1000, 10_000_000},
+	"teamArchitectMaxTurns": {1, 100},
+	"teamExecutorMaxTurns":  {1, 100},
+	"teamReviewerMaxTurns":  {1, 100},
 }
 
 var enums = map[string][]string{
@@ -57,6 +78,9 @@ type Patch struct {
 	Personality, Verbosity, ContextStrategy                         *string
 	AutoExecute                                                     *bool
 	ApprovalThreshold, MaxTokensPerTask, MaxRetries, TimeoutSeconds *int
+	// Team defaults.
+	TeamMaxIterations, TeamTimeoutMinutes, TeamTokenBudget            *int
+	TeamArchitectMaxTurns, TeamExecutorMaxTurns, TeamReviewerMaxTurns *int
 }
 
 // Service reads and writes settings.
@@ -125,6 +149,9 @@ func (s *Service) Update(ctx context.Context, p Patch) (Settings, error) {
 			AutoExecute: cur.AutoExecute, ApprovalThreshold: int32(cur.ApprovalThreshold),
 			MaxTokensPerTask: int32(cur.MaxTokensPerTask), MaxRetries: int32(cur.MaxRetries),
 			TimeoutSeconds: int32(cur.TimeoutSeconds), ContextStrategy: cur.ContextStrategy,
+			TeamMaxIterations: int32(cur.Team.MaxIterations), TeamTimeoutMinutes: int32(cur.Team.TimeoutMinutes),
+			TeamTokenBudget: int32(cur.Team.TokenBudget), TeamArchitectMaxTurns: int32(cur.Team.ArchitectMaxTurns),
+			TeamExecutorMaxTurns: int32(cur.Team.ExecutorMaxTurns), TeamReviewerMaxTurns: int32(cur.Team.ReviewerMaxTurns),
 		})
 		if name, ok := db.IsCheckViolation(err); ok {
 			return apperr.New(apperr.BadUserInput, "settings out of range (%s)", name)
@@ -143,7 +170,9 @@ func (p Patch) Validate() error {
 	ints := []struct {
 		name string
 		v    *int
-	}{{"approvalThreshold", p.ApprovalThreshold}, {"maxTokensPerTask", p.MaxTokensPerTask}, {"maxRetries", p.MaxRetries}, {"timeoutSeconds", p.TimeoutSeconds}}
+	}{{"approvalThreshold", p.ApprovalThreshold}, {"maxTokensPerTask", p.MaxTokensPerTask}, {"maxRetries", p.MaxRetries}, {"timeoutSeconds", p.TimeoutSeconds},
+		{"teamMaxIterations", p.TeamMaxIterations}, {"teamTimeoutMinutes", p.TeamTimeoutMinutes}, {"teamTokenBudget", p.TeamTokenBudget},
+		{"teamArchitectMaxTurns", p.TeamArchitectMaxTurns}, {"teamExecutorMaxTurns", p.TeamExecutorMaxTurns}, {"teamReviewerMaxTurns", p.TeamReviewerMaxTurns}}
 	for _, f := range ints {
 		if f.v == nil {
 			continue
@@ -189,6 +218,12 @@ func (p Patch) apply(s *Settings) {
 	seti(&s.MaxTokensPerTask, p.MaxTokensPerTask)
 	seti(&s.MaxRetries, p.MaxRetries)
 	seti(&s.TimeoutSeconds, p.TimeoutSeconds)
+	seti(&s.Team.MaxIterations, p.TeamMaxIterations)
+	seti(&s.Team.TimeoutMinutes, p.TeamTimeoutMinutes)
+	seti(&s.Team.TokenBudget, p.TeamTokenBudget)
+	seti(&s.Team.ArchitectMaxTurns, p.TeamArchitectMaxTurns)
+	seti(&s.Team.ExecutorMaxTurns, p.TeamExecutorMaxTurns)
+	seti(&s.Team.ReviewerMaxTurns, p.TeamReviewerMaxTurns)
 }
 
 func fromRow(r dbsqlc.AgentSetting) Settings {
@@ -196,5 +231,9 @@ func fromRow(r dbsqlc.AgentSetting) Settings {
 		Personality: r.Personality, Verbosity: r.Verbosity, AutoExecute: r.AutoExecute,
 		ApprovalThreshold: int(r.ApprovalThreshold), MaxTokensPerTask: int(r.MaxTokensPerTask),
 		MaxRetries: int(r.MaxRetries), TimeoutSeconds: int(r.TimeoutSeconds), ContextStrategy: r.ContextStrategy,
+		Team: TeamDefaults{
+			MaxIterations: int(r.TeamMaxIterations), TimeoutMinutes: int(r.TeamTimeoutMinutes), TokenBudget: int(r.TeamTokenBudget),
+			ArchitectMaxTurns: int(r.TeamArchitectMaxTurns), ExecutorMaxTurns: int(r.TeamExecutorMaxTurns), ReviewerMaxTurns: int(r.TeamReviewerMaxTurns),
+		},
 	}
 }

@@ -214,3 +214,15 @@ func ManifestHash(m map[string][]byte) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// AttributeTo returns ctx with its run origin (if any) moved to the run of scope: the changes
+// are journalled, snapshotted and undone as that run's, with the same tool call. A team phase's
+// tool calls are attributed to the team run, so the team run owns one snapshot and one journal
+// across its phases.
+func AttributeTo(ctx context.Context, scope events.Scope) context.Context {
+	o, ok := originFrom(ctx)
+	if !ok {
+		return ctx
+	}
+	return ForRun(ctx, o.Pub, scope, o.ToolCallID)
+}

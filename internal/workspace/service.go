@@ -644,3 +644,27 @@ func (s *Service) ResolveRollback(ctx context.Context, approvalID uuid.UUID, cho
 	})
 	return out, err
 }
+
+// RunDiff is the unified diff of what run runID changed in its workspace (its journal: each
+// path from before the run's first change to after its last), inside tx; "" when it changed
+// nothing.
+func (s *Service) RunDiff(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID) (string, error) {
+	changes, err := s.runChanges(ctx, tx, tenantID, runID)
+	if err != nil {
+		return "", err
+	}
+	before, after := map[string][]byte{}, map[string][]byte{}
+	for _, c := range changes {
+		if c.first != nil {
+			before[c.path] = c.first
+		}
+		if c.last != nil {
+			after[c.path] = c.last
+		}
+	}
+	var out bytes.Buffer
+	if err := writeTreeDiff(ctx, tx, tenantID, &out, before, after); err != nil {
+		return "", err
+	}
+	return out.String(), nil
+}

@@ -458,6 +458,29 @@ await scenario('sub-agents: the run page shows them as a tree with live status',
   await page.locator('[data-testid="subagent"][data-status="CANCELLED"]').first().waitFor({ timeout: 20000 });
 });
 
+await scenario("a team run's phases show as a timeline on its run page", async () => {
+  const { page } = alice;
+  const conv = await newConversation(page, 'Team demo');
+  const token = await tokenOf(page);
+  const started = await gql(token, 'mutation($in: StartTeamRunInput!) { startTeamRun(input: $in) { id run { id } } }', {
+    in: { conversationId: conv, goal: 'Write a short note about the team' },
+  });
+  const runId = started.startTeamRun.run.id;
+  let status = '';
+  for (let i = 0; i < 300 && status !== 'COMPLETED' && status !== 'FAILED'; i++) {
+    status = (await gql(token, 'query($id: ID!) { run(id: $id) { status } }', { id: runId })).run.status;
+    if (status !== 'COMPLETED' && status !== 'FAILED') await new Promise((r) => setTimeout(r, 100));
+  }
+  assert(status === 'COMPLETED', `the team run completed (${status})`);
+  await page.goto(`${base}/runs/${encodeURIComponent(runId)}`);
+  await page.getByTestId('team-timeline').waitFor();
+  const phases = await page.getByTestId('team-phase').allInnerTexts();
+  assert(phases.length === 3, `three phases: ${phases.length}`);
+  assert(phases[0].startsWith('Architect') && phases[1].startsWith('Executor') && phases[2].startsWith('Reviewer'), `in order: ${phases.join(' | ')}`);
+  await page.getByText('The plan is followed; looks good.').waitFor();
+  await shot(page, 'team-run');
+});
+
 await scenario('budgets: initial JS under 300 KB gzip, chat page first paint under 1.5 s (cold cache)', async () => {
   // Each load is a session of its own (another refresh-token family) in a context with an empty
   // cache. The median of three loads is compared with the budget: the machine is shared.

@@ -11,17 +11,23 @@ import (
 )
 
 type AgentSetting struct {
-	TenantID          uuid.UUID
-	UserID            uuid.UUID
-	Personality       string
-	Verbosity         string
-	AutoExecute       bool
-	ApprovalThreshold int32
-	MaxTokensPerTask  int32
-	MaxRetries        int32
-	TimeoutSeconds    int32
-	ContextStrategy   string
-	UpdatedAt         time.Time
+	TenantID              uuid.UUID
+	UserID                uuid.UUID
+	Personality           string
+	Verbosity             string
+	AutoExecute           bool
+	ApprovalThreshold     int32
+	MaxTokensPerTask      int32
+	MaxRetries            int32
+	TimeoutSeconds        int32
+	ContextStrategy       string
+	UpdatedAt             time.Time
+	TeamMaxIterations     int32
+	TeamTimeoutMinutes    int32
+	TeamTokenBudget       int32
+	TeamArchitectMaxTurns int32
+	TeamExecutorMaxTurns  int32
+	TeamReviewerMaxTurns  int32
 }
 
 type ApiKey struct {
@@ -399,6 +405,52 @@ type Task struct {
 	CreatedBy          uuid.UUID
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
+}
+
+type TeamPhase struct {
+	TenantID          uuid.UUID
+	ID                uuid.UUID
+	TeamRunID         uuid.UUID
+	Phase             string
+	Iteration         int32
+	Attempt           int32
+	Model             string
+	MaxTurns          int32
+	Status            string
+	RunID             uuid.UUID
+	Turns             int32
+	InputTokens       int64
+	OutputTokens      int64
+	ReservedTokens    int64
+	Output            *string
+	Verdict           []byte
+	TerminationReason *string
+	StartedAt         time.Time
+	FinishedAt        *time.Time
+}
+
+type TeamRun struct {
+	TenantID          uuid.UUID
+	ID                uuid.UUID
+	RunID             uuid.UUID
+	UserID            uuid.UUID
+	ProjectID         uuid.UUID
+	TaskID            uuid.NullUUID
+	Goal              string
+	MaxIterations     int32
+	TimeoutSeconds    int32
+	TokenBudget       int64
+	TokensUsed        int64
+	TokensReserved    int64
+	ArchitectModel    string
+	ArchitectMaxTurns int32
+	ExecutorModel     string
+	ExecutorMaxTurns  int32
+	ReviewerModel     string
+	ReviewerMaxTurns  int32
+	Plan              *string
+	Deadline          time.Time
+	CreatedAt         time.Time
 }
 
 type Tenant struct {

@@ -12,7 +12,7 @@ import (
 )
 
 const agentSettingsGet = `-- name: AgentSettingsGet :one
-SELECT tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold, max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at FROM agent_settings WHERE tenant_id = $1 AND user_id = $2
+SELECT tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold, max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at, team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns, team_executor_max_turns, team_reviewer_max_turns FROM agent_settings WHERE tenant_id = $1 AND user_id = $2
 `
 
 type AgentSettingsGetParams struct {
@@ -35,6 +35,12 @@ func (q *Queries) AgentSettingsGet(ctx context.Context, arg AgentSettingsGetPara
 		&i.TimeoutSeconds,
 		&i.ContextStrategy,
 		&i.UpdatedAt,
+		&i.TeamMaxIterations,
+		&i.TeamTimeoutMinutes,
+		&i.TeamTokenBudget,
+		&i.TeamArchitectMaxTurns,
+		&i.TeamExecutorMaxTurns,
+		&i.TeamReviewerMaxTurns,
 	)
 	return i, err
 }
@@ -42,8 +48,10 @@ func (q *Queries) AgentSettingsGet(ctx context.Context, arg AgentSettingsGetPara
 const agentSettingsUpsert = `-- name: AgentSettingsUpsert :one
 INSERT INTO agent_settings (
     tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold,
-    max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
+    max_tokens_per_task, max_retries, timeout_seconds, context_strategy,
+    team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns,
+    team_executor_max_turns, team_reviewer_max_turns, updated_at
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, now())
 ON CONFLICT (tenant_id, user_id) DO UPDATE SET
     personality = EXCLUDED.personality,
     verbosity = EXCLUDED.verbosity,
@@ -53,21 +61,33 @@ ON CONFLICT (tenant_id, user_id) DO UPDATE SET
     max_retries = EXCLUDED.max_retries,
     timeout_seconds = EXCLUDED.timeout_seconds,
     context_strategy = EXCLUDED.context_strategy,
+    team_max_iterations = EXCLUDED.team_max_iterations,
+    team_timeout_minutes = EXCLUDED.team_timeout_minutes,
+    team_token_budget = EXCLUDED.team_token_budget,
+    team_architect_max_turns = EXCLUDED.team_architect_max_turns,
+    team_executor_max_turns = EXCLUDED.team_executor_max_turns,
+    team_reviewer_max_turns = EXCLUDED.team_reviewer_max_turns,
     updated_at = now()
-RETURNING tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold, max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at
+RETURNING tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold, max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at, team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns, team_executor_max_turns, team_reviewer_max_turns
 `
 
 type AgentSettingsUpsertParams struct {
-	TenantID          uuid.UUID
-	UserID            uuid.UUID
-	Personality       string
-	Verbosity         string
-	AutoExecute       bool
-	ApprovalThreshold int32
-	MaxTokensPerTask  int32
-	MaxRetries        int32
-	TimeoutSeconds    int32
-	ContextStrategy   string
+	TenantID              uuid.UUID
+	UserID                uuid.UUID
+	Personality           string
+	Verbosity             string
+	AutoExecute           bool
+	ApprovalThreshold     int32
+	MaxTokensPerTask      int32
+	MaxRetries            int32
+	TimeoutSeconds        int32
+	ContextStrategy       string
+	TeamMaxIterations     int32
+	TeamTimeoutMinutes    int32
+	TeamTokenBudget       int32
+	TeamArchitectMaxTurns int32
+	TeamExecutorMaxTurns  int32
+	TeamReviewerMaxTurns  int32
 }
 
 func (q *Queries) AgentSettingsUpsert(ctx context.Context, arg AgentSettingsUpsertParams) (AgentSetting, error) {
@@ -82,6 +102,12 @@ func (q *Queries) AgentSettingsUpsert(ctx context.Context, arg AgentSettingsUpse
 		arg.MaxRetries,
 		arg.TimeoutSeconds,
 		arg.ContextStrategy,
+		arg.TeamMaxIterations,
+		arg.TeamTimeoutMinutes,
+		arg.TeamTokenBudget,
+		arg.TeamArchitectMaxTurns,
+		arg.TeamExecutorMaxTurns,
+		arg.TeamReviewerMaxTurns,
 	)
 	var i AgentSetting
 	err := row.Scan(
@@ -96,6 +122,12 @@ func (q *Queries) AgentSettingsUpsert(ctx context.Context, arg AgentSettingsUpse
 		&i.TimeoutSeconds,
 		&i.ContextStrategy,
 		&i.UpdatedAt,
+		&i.TeamMaxIterations,
+		&i.TeamTimeoutMinutes,
+		&i.TeamTokenBudget,
+		&i.TeamArchitectMaxTurns,
+		&i.TeamExecutorMaxTurns,
+		&i.TeamReviewerMaxTurns,
 	)
 	return i, err
 }

@@ -4,8 +4,10 @@ SELECT * FROM agent_settings WHERE tenant_id = $1 AND user_id = $2;
 -- name: AgentSettingsUpsert :one
 INSERT INTO agent_settings (
     tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold,
-    max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
+    max_tokens_per_task, max_retries, timeout_seconds, context_strategy,
+    team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns,
+    team_executor_max_turns, team_reviewer_max_turns, updated_at
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, now())
 ON CONFLICT (tenant_id, user_id) DO UPDATE SET
     personality = EXCLUDED.personality,
     verbosity = EXCLUDED.verbosity,
@@ -15,5 +17,11 @@ ON CONFLICT (tenant_id, user_id) DO UPDATE SET
     max_retries = EXCLUDED.max_retries,
     timeout_seconds = EXCLUDED.timeout_seconds,
     context_strategy = EXCLUDED.context_strategy,
+    team_max_iterations = EXCLUDED.team_max_iterations,
+    team_timeout_minutes = EXCLUDED.team_timeout_minutes,
+    team_token_budget = EXCLUDED.team_token_budget,
+    team_architect_max_turns = EXCLUDED.team_architect_max_turns,
+    team_executor_max_turns = EXCLUDED.team_executor_max_turns,
+    team_reviewer_max_turns = EXCLUDED.team_reviewer_max_turns,
     updated_at = now()
 RETURNING *;

@@ -240,6 +240,14 @@ export const RunPage = graphql(`
       totalInputTokens totalOutputTokens totalCostMicros
       subagents { ...SubagentFields }
       events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }
+      team {
+        id goal maxIterations tokenBudget tokensUsed
+        phases {
+          phase iteration attempt model status turns tokens output terminationReason startedAt finishedAt
+          run { id }
+          verdict { verdict summary issues { file problem suggestion } }
+        }
+      }
     }
   }
 `);
@@ -312,13 +320,13 @@ export const RestoreSnapshot = graphql(`
 
 export const Settings = graphql(`
   query Settings {
-    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy }
+    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
   }
 `);
 
 export const UpdateSettings = graphql(`
   mutation UpdateSettings($input: AgentSettingsInput!) {
-    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy }
+    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
   }
 `);
 

@@ -6,11 +6,11 @@ import { session } from '../lib/client';
 import { dateTime, duration, money, time, tokens } from '../lib/format';
 import { emptyEvents, eventsReducer, type RunEventLike } from '../lib/events';
 import { CancelSubagent, RunEvents, RunPage as RunPageQuery, RunSubagents, Runs } from '../lib/ops';
-import type { RunKind, RunStatus } from '../gql/graphql';
+import type { RunKind, RunPageQuery as RunPageResult, RunStatus } from '../gql/graphql';
 import { RoutineRunPanel } from './Routines';
 
 const STATUSES: RunStatus[] = ['QUEUED', 'RUNNING', 'PAUSED', 'AWAITING_APPROVAL', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
-const KINDS: RunKind[] = ['CHAT_TURN', 'TASK', 'ROUTINE', 'SUBAGENT', 'TEAM'];
+const KINDS: RunKind[] = ['CHAT_TURN', 'TASK', 'ROUTINE', 'SUBAGENT', 'TEAM', 'TEAM_PHASE'];
 
 export function RunsPage() {
   const [status, setStatus] = useState<RunStatus | ''>('');
@@ -179,6 +179,7 @@ export function RunPage() {
       {run.kind === 'ROUTINE' && (
         <RoutineRunPanel runId={run.id} version={live.runs[run.id]?.lastSeq ?? 0} active={ACTIVE.has(run.status)} />
       )}
+      {run.team && <TeamTimeline team={run.team} />}
       <h2>Tool calls</h2>
       {run.toolCalls.length === 0 ? (
         <p className="muted">No tool calls.</p>
@@ -248,6 +249,68 @@ export function RunPage() {
   );
 }
 
+type TeamView = NonNullable<NonNullable<RunPageResult['run']>['team']>;
+
+// TeamTimeline shows a team run's phases in the order they ran: each phase with its
+// iteration, model, status, turns, tokens and time, its output, and the reviewer's verdict.
+function TeamTimeline({ team }: { team: TeamView }) {
+  return (
+    <>
+      <h2>Team phases</h2>
+      <p className="muted small">
+        Goal: {team.goal} · {tokens(team.tokensUsed)} of {tokens(team.tokenBudget)} tokens · at most {team.maxIterations} iteration{team.maxIterations === 1 ? '' : 's'}
+      </p>
+      {team.phases.length === 0 ? (
+        <p className="muted">No phase has started yet.</p>
+      ) : (
+        <ol className="team-timeline" data-testid="team-timeline">
+          {team.phases.map((p) => (
+            <li key={p.run.id} className={`team-phase phase-${p.phase.toLowerCase()}`} data-testid="team-phase">
+              <div className="row">
+                <strong>{p.phase.charAt(0) + p.phase.slice(1).toLowerCase()}</strong>
+                <span className="muted small">
+                  iteration {p.iteration}
+                  {p.attempt > 1 ? ` (asked again)` : ''}
+                </span>
+                <Badge value={p.status} />
+                <span className="spacer" />
+                <Link to={`/runs/${encodeURIComponent(p.run.id)}`} className="small">
+                  phase run
+                </Link>
+              </div>
+              <p className="muted small">
+                {p.model} · {p.turns} turn{p.turns === 1 ? '' : 's'} · {tokens(p.tokens)} tokens · {duration(p.startedAt, p.finishedAt)}
+                {p.terminationReason ? ` · ${p.terminationReason.replace(/_/g, ' ')}` : ''}
+              </p>
+              {p.verdict && (
+                <div className={p.verdict.verdict === 'APPROVE' ? 'success' : p.verdict.verdict === 'BLOCK' ? 'error' : 'notice'}>
+                  <strong>{p.verdict.verdict.replace('_', ' ').toLowerCase()}</strong>: {p.verdict.summary}
+                  {p.verdict.issues.length > 0 && (
+                    <ul>
+                      {p.verdict.issues.map((is, i) => (
+                        <li key={i}>
+                          {is.file && <code>{is.file}</code>} {is.problem}
+                          {is.suggestion && <span className="muted"> ({is.suggestion})</span>}
+                        </li>
+                      ))}
+                    </ul>
+                  )}
+                </div>
+              )}
+              {p.output && !p.verdict && (
+                <details>
+                  <summary className="small">{p.phase === 'ARCHITECT' ? 'Plan' : 'Output'}</summary>
+                  <pre>{p.output}</pre>
+                </details>
+              )}
+            </li>
+          ))}
+        </ol>
+      )}
+    </>
+  );
+}
+
 function summary(type: string, data: unknown): string {
   const d = (data ?? {}) as Record<string, unknown>;
   if (type.startsWith('tool.')) return String(d.name ?? d.tool ?? '');
@@ -255,6 +318,9 @@ function summary(type: string, data: unknown): string {
   if (type.startsWith('execution.') && d.terminationReason) return String(d.terminationReason);
   if (type === 'approval.requested') return String(d.kind ?? '');
   if (type.startsWith('subagent.')) return [String(d.role ?? '').toLowerCase(), d.error ? String(d.error) : ''].filter(Boolean).join(': ');
+  if (type.startsWith('team.phase.')) return `${String(d.phase ?? '').toLowerCase()} ${d.iteration ?? ''}`;
+  if (type === 'team.review.decision') return String(d.verdict ?? '');
+  if (type === 'team.run.failed' || type === 'team.run.completed') return String(d.reason ?? '');
   return '';
 }
 

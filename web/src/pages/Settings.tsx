@@ -12,6 +12,12 @@ export const RANGES = {
   maxTokensPerTask: { min: 1024, max: 131072, def: 4096, label: 'Max output tokens per run', hint: '' },
   maxRetries: { min: 0, max: 10, def: 3, label: 'Retries', hint: 'after the first attempt, for transient failures' },
   timeoutSeconds: { min: 30, max: 3600, def: 300, label: 'Timeout (seconds)', hint: 'bounds one attempt of a chat turn' },
+  teamMaxIterations: { min: 1, max: 10, def: 3, label: 'Team: iterations', hint: 'executor and reviewer rounds of a team run' },
+  teamTimeoutMinutes: { min: 1, max: 240, def: 30, label: 'Team: timeout (minutes)', hint: 'wall-clock time of a team run' },
+  teamTokenBudget: { min: 1000, max: 10000000, def: 500000, label: 'Team: token budget', hint: 'input and output tokens of every phase together' },
+  teamArchitectMaxTurns: { min: 1, max: 100, def: 15, label: 'Team: architect turns', hint: '' },
+  teamExecutorMaxTurns: { min: 1, max: 100, def: 30, label: 'Team: executor turns', hint: '' },
+  teamReviewerMaxTurns: { min: 1, max: 100, def: 15, label: 'Team: reviewer turns', hint: '' },
 } as const;
 type NumField = keyof typeof RANGES;
 
@@ -64,7 +70,9 @@ function AgentSettings() {
   const [verbosity, setVerbosity] = useState<Verbosity>('NORMAL');
   const [strategy, setStrategy] = useState<ContextStrategy>('PRESERVE');
   const [autoExecute, setAutoExecute] = useState(false);
-  const [nums, setNums] = useState<Record<NumField, string>>({ approvalThreshold: '50', maxTokensPerTask: '4096', maxRetries: '3', timeoutSeconds: '300' });
+  const [nums, setNums] = useState<Record<NumField, string>>(
+    Object.fromEntries((Object.keys(RANGES) as NumField[]).map((k) => [k, String(RANGES[k].def)])) as Record<NumField, string>,
+  );
   const [errs, setErrs] = useState<Partial<Record<NumField, string>>>({});
   const [saved, setSaved] = useState(false);
   useEffect(() => {
@@ -78,6 +86,12 @@ function AgentSettings() {
       maxTokensPerTask: String(s.maxTokensPerTask),
       maxRetries: String(s.maxRetries),
       timeoutSeconds: String(s.timeoutSeconds),
+      teamMaxIterations: String(s.team.maxIterations),
+      teamTimeoutMinutes: String(s.team.timeoutMinutes),
+      teamTokenBudget: String(s.team.tokenBudget),
+      teamArchitectMaxTurns: String(s.team.architectMaxTurns),
+      teamExecutorMaxTurns: String(s.team.executorMaxTurns),
+      teamReviewerMaxTurns: String(s.team.reviewerMaxTurns),
     });
   }, [s]);
   if (q.error) return <ErrorBox error={q.error} />;
@@ -97,6 +111,14 @@ function AgentSettings() {
       maxTokensPerTask: Number(nums.maxTokensPerTask),
       maxRetries: Number(nums.maxRetries),
       timeoutSeconds: Number(nums.timeoutSeconds),
+      team: {
+        maxIterations: Number(nums.teamMaxIterations),
+        timeoutMinutes: Number(nums.teamTimeoutMinutes),
+        tokenBudget: Number(nums.teamTokenBudget),
+        architectMaxTurns: Number(nums.teamArchitectMaxTurns),
+        executorMaxTurns: Number(nums.teamExecutorMaxTurns),
+        reviewerMaxTurns: Number(nums.teamReviewerMaxTurns),
+      },
     };
     const r = await update({ input });
     if (!r.error) setSaved(true);
