@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -213,6 +214,9 @@ func (u uniqueIDs) Accept(w http.ResponseWriter, r *http.Request, o transport.We
 type idConn struct {
 	transport.WebsocketConn
 	s *socket
+	// closing is set once a duplicate id closes the socket: nothing more is written before
+	// the close frame (the operations it tears down would otherwise send their complete).
+	closing atomic.Bool
 }
 
 // The optional interfaces of gqlgen's own connection pass through.
@@ -260,6 +264,7 @@ func (c *idConn) NextReader() (int, io.Reader, error) {
 		}
 		c.s.mu.Unlock()
 		if msg.Type == "subscribe" && inFlight {
+			c.closing.Store(true)
 			reason := "Subscriber for " + msg.ID + " already exists"
 			if len(reason) > maxCloseReason { // a close frame's reason has room for 123 bytes
 				reason = "Subscriber for this id already exists"
@@ -273,6 +278,9 @@ func (c *idConn) NextReader() (int, io.Reader, error) {
 
 // WriteJSON writes a server message; a complete or error ends its operation's id.
 func (c *idConn) WriteJSON(v any) error {
+	if c.closing.Load() {
+		return transport.ErrWebsocketClosed
+	}
 	if id, ok := endedID(v); ok {
 		c.s.mu.Lock()
 		delete(c.s.ids, id)
