@@ -201,8 +201,12 @@ func TestDeleteConversation(t *testing.T) {
 	before := usage()
 	require.Contains(t, before, `"calls":1`)
 
-	// Another member may not; another tenant finds nothing.
+	// Another member does not see a private conversation, and may not delete a shared one;
+	// another tenant finds nothing.
 	colleague := memJoin(t, c.Env, c.s.AccessToken, c.SignUp(t, "", ""), c.s.TenantID, "MEMBER")
+	require.Equal(t, "NOT_FOUND", c.Do(t, colleague.AccessToken, del, map[string]any{"id": conv}).Code())
+	res = c.Do(t, c.s.AccessToken, `mutation($id: ID!) { setConversationVisibility(id: $id, visibility: TENANT) { id } }`, map[string]any{"id": conv})
+	require.Empty(t, res.Errors, "%s", res.Body)
 	require.Equal(t, "FORBIDDEN", c.Do(t, colleague.AccessToken, del, map[string]any{"id": conv}).Code())
 	require.Equal(t, "NOT_FOUND", c.Do(t, c.SignUp(t, "", "").AccessToken, del, map[string]any{"id": conv}).Code())
 

@@ -125,6 +125,20 @@ func TestGlobalIDsEverywhere(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sub.SpawnSubagent.ID, firstOf(t, spawnEvs, "subagent.spawned", "subagentId"), "subagent.spawned names the sub-agent")
 
+	// A role, a routine of one agent step, and a webhook.
+	var role struct{ CreateRole struct{ ID string } }
+	c.Do(t, c.s.AccessToken, `mutation { createRole(input: {name: "Ids", systemPrompt: "You check ids."}) { id } }`, nil).Decode(t, &role)
+	var routine struct{ SaveRoutine struct{ ID string } }
+	c.Do(t, c.s.AccessToken, `mutation($in: SaveRoutineInput!) { saveRoutine(input: $in) { id } }`, map[string]any{"in": map[string]any{
+		"name": "Ids", "trigger": "MANUAL",
+		"steps": []map[string]any{{"key": "work", "name": "Work", "type": "AGENT", "roleId": role.CreateRole.ID, "phase": "IMPLEMENTATION", "entry": true},
+			{"key": "done", "name": "Done", "type": "TERMINAL"}},
+		"edges": []map[string]any{{"from": "work", "to": "done"}},
+	}}).Decode(t, &routine)
+	var hook struct{ CreateWebhook struct{ ID string } }
+	c.Do(t, c.s.AccessToken, `mutation { createWebhook(input: {url: "https://hooks.example.com/agentry", events: ["*"], secret: "0123456789abcdef0123456789abcdef"}) { id } }`, nil).Decode(t, &hook)
+	ids["RoutineRole"], ids["Routine"], ids["Webhook"] = role.CreateRole.ID, routine.SaveRoutine.ID, hook.CreateWebhook.ID
+
 	// node(id) resolves every type that implements Node (the schema's list, so that a new one
 	// fails this test until node knows it).
 	var nodeType struct {

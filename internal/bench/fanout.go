@@ -165,12 +165,15 @@ func fanTime(raw []byte) (t int64, ok bool) {
 func (e *env) agentryFan(ctx context.Context, n int, s session, runID string, scope events.Scope) (*fanSide, error) {
 	side := &fanSide{recv: make([]atomic.Int64, n), wake: make(chan struct{}, 1)}
 	pub := events.NewPublisher(e.app.Redis, e.app.Config.RedisPrefix, e.app.Log)
-	side.publish = func(ctx context.Context, i int64, at time.Time) error {
+	// Every delta of the run gets the next index, probes and rounds of every N alike: a
+	// subscription drops a delta whose index its snapshot of the streamed-so-far text holds.
+	index := &e.fanIndex
+	side.publish = func(ctx context.Context, _ int64, at time.Time) error {
 		var t int64
 		if !at.IsZero() {
 			t = at.UnixNano()
 		}
-		data := fmt.Appendf(nil, `{"text":" fan","callIndex":0,"index":%d,"t":%d}`, i, t)
+		data := fmt.Appendf(nil, `{"text":" fan","callIndex":0,"index":%d,"t":%d}`, index.Add(1), t)
 		pub.Publish(ctx, scope.TenantID, events.Event{RunID: scope.RunID, TenantID: scope.TenantID, ConversationID: scope.ConversationID,
 			Type: events.MessageDelta, Data: data, Timestamp: time.Now().UTC()})
 		return nil

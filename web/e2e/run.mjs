@@ -592,6 +592,8 @@ await scenario('routines: the graph, a run and its steps coloured by role', asyn
   await page.getByText('all good', { exact: true }).waitFor();
   await shot(page, 'routine-run');
   await rita.context.close();
+});
+
 await scenario('webhooks page: add a webhook, send a test, see it delivered in the log', async () => {
   // A local receiver (development allows http and loopback addresses).
   const got = [];
