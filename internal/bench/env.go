@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,20 +30,18 @@ import (
 // env is one bench run's world: a fresh database, the fake LLM, a whole agentry process (API
 // and workers) behind a loopback HTTP server, and the clients that talk to it.
 type env struct {
-	o Options
-	// fanIndex numbers the token deltas FANOUT publishes into its run (agentryFan).
-	fanIndex atomic.Int64
-	dbName   string
-	adminDB  string // URL of the server's maintenance database (create/drop)
-	dbURL    string // URL of the bench database (owner)
-	llm      *FakeLLM
-	app      *app.App
-	srv      *http.Server
-	baseURL  string
-	gql      *gqlClient
-	owner    *pgxpool.Pool // owner connections to the bench database (statistics, checks)
-	rdb      *redis.Client // the bench's own Redis connection (INFO)
-	logs     *logTail
+	o       Options
+	dbName  string
+	adminDB string // URL of the server's maintenance database (create/drop)
+	dbURL   string // URL of the bench database (owner)
+	llm     *FakeLLM
+	app     *app.App
+	srv     *http.Server
+	baseURL string
+	gql     *gqlClient
+	owner   *pgxpool.Pool // owner connections to the bench database (statistics, checks)
+	rdb     *redis.Client // the bench's own Redis connection (INFO)
+	logs    *logTail
 	// lastBreakdown is where the time of the last E2E round's turns went.
 	lastBreakdown map[string]float64
 	// vacuum is set when the server runs without autovacuum: the bench then does its work

@@ -165,9 +165,11 @@ func fanTime(raw []byte) (t int64, ok bool) {
 func (e *env) agentryFan(ctx context.Context, n int, s session, runID string, scope events.Scope) (*fanSide, error) {
 	side := &fanSide{recv: make([]atomic.Int64, n), wake: make(chan struct{}, 1)}
 	pub := events.NewPublisher(e.app.Redis, e.app.Config.RedisPrefix, e.app.Log)
-	// Every delta of the run gets the next index, probes and rounds of every N alike: a
-	// subscription drops a delta whose index its snapshot of the streamed-so-far text holds.
-	index := &e.fanIndex
+	// The side's deltas are numbered from 0, probes and rounds alike: the first (index 0)
+	// starts the run's streamed-so-far list anew before any subscriber joins, and a
+	// subscription drops a delta whose index its snapshot of that list holds.
+	var index atomic.Int64
+	index.Store(-1)
 	side.publish = func(ctx context.Context, _ int64, at time.Time) error {
 		var t int64
 		if !at.IsZero() {
@@ -177,6 +179,12 @@ func (e *env) agentryFan(ctx context.Context, n int, s session, runID string, sc
 		pub.Publish(ctx, scope.TenantID, events.Event{RunID: scope.RunID, TenantID: scope.TenantID, ConversationID: scope.ConversationID,
 			Type: events.MessageDelta, Data: data, Timestamp: time.Now().UTC()})
 		return nil
+	}
+	if err := side.publish(ctx, 0, time.Time{}); err != nil {
+		return nil, err
+	}
+	if err := pub.Flush(ctx); err != nil {
+		return nil, err
 	}
 	var socks []*wsConn
 	side.close = func() {
