@@ -88,7 +88,7 @@ type App struct {
 	Context   *contextwin.Manager // the context window manager (tests override model limits through it)
 	Memory    *memory.Service
 	Usage     *usage.Service
-	Workspace *workspace.Service // workspace history, snapshots and rollback (issue 7)
+	Workspace *workspace.Service // workspace history, snapshots and rollback
 	Routines  *routine.Service   // roles, routines and routine runs
 	Webhooks  *webhook.Service
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
