@@ -4330,7 +4330,7 @@ type HealthComponent {
 
 """
 A tenant's webhook: events whose type matches one of its patterns are POSTed to its URL, signed
-with its secret (see docs/API.md, Webhooks). The secret is never returned.
+with its secret (see docs/api/operations.md, Webhooks). The secret is never returned.
 """
 type Webhook implements Node {
   id: ID!
@@ -5209,7 +5209,7 @@ extend type Run {
   user: User!
 }
 `, BuiltIn: false},
-	{Name: "../schema/workspace.graphqls", Input: `# Workspace history and state consistency (issue 7): a project's files with their versions,
+	{Name: "../schema/workspace.graphqls", Input: `# Workspace history and state consistency: a project's files with their versions,
 # snapshots (manifests of the workspace), diffs, and the user's decision on a failed run's
 # changes.
 
