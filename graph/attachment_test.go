@@ -39,8 +39,8 @@ func childReaders(t *testing.T) []string {
 	return out
 }
 
-// TestHostilePDFAttachment performs the attack of issue 25 item 0: a PDF whose page tree lists
-// itself, sent with sendMessage. The answer is a clear BAD_USER_INPUT naming the attachment,
+// TestHostilePDFAttachment sends a hostile attachment as an attacker would: a PDF whose page
+// tree lists itself, sent with sendMessage. The answer is a clear BAD_USER_INPUT naming the attachment,
 // nothing is stored, no reader is left running, and the server goes on answering.
 func TestHostilePDFAttachment(t *testing.T) {
 	t.Parallel()

@@ -13,8 +13,9 @@ import (
 	"github.com/agentry/agentry/internal/app/apptest"
 )
 
-// The CPU attacks of issue 25 item 4, performed through HTTP as an attacker would. Tests assert
-// the refusal; BenchmarkAttacks reports the process's CPU time per attack (cpu-ms/op).
+// Documents that would cost seconds of CPU (thousands of selections, amplifying aliases of
+// list fields, large diffs), sent through HTTP as an attacker would. Tests assert the refusal;
+// BenchmarkAttacks reports the process's CPU time per attack (cpu-ms/op).
 
 // typenames is a query of n __typename selections (11 bytes each).
 func typenames(n int) string {

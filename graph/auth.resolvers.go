@@ -52,11 +52,11 @@ func (r *mutationResolver) RefreshSession(ctx context.Context, refreshToken stri
 }
 
 // LogOut is the resolver for the logOut field.
-func (r *mutationResolver) LogOut(ctx context.Context, refreshToken string) (bool, error) {
+func (r *mutationResolver) LogOut(ctx context.Context, refreshToken string) (*bool, error) {
 	if err := r.Auth.LogOut(ctx, refreshToken); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // CreateAPIKey is the resolver for the createApiKey field.
@@ -92,43 +92,43 @@ func (r *mutationResolver) AddMember(ctx context.Context, input model.AddMemberI
 }
 
 // AcceptInvitation is the resolver for the acceptInvitation field.
-func (r *mutationResolver) AcceptInvitation(ctx context.Context, token string) (bool, error) {
+func (r *mutationResolver) AcceptInvitation(ctx context.Context, token string) (*bool, error) {
 	if err := r.Auth.AcceptInvitation(ctx, token); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // VerifyEmail is the resolver for the verifyEmail field.
-func (r *mutationResolver) VerifyEmail(ctx context.Context, token string) (bool, error) {
+func (r *mutationResolver) VerifyEmail(ctx context.Context, token string) (*bool, error) {
 	if err := r.Auth.VerifyEmail(ctx, token); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // RequestEmailVerification is the resolver for the requestEmailVerification field.
-func (r *mutationResolver) RequestEmailVerification(ctx context.Context) (bool, error) {
+func (r *mutationResolver) RequestEmailVerification(ctx context.Context) (*bool, error) {
 	if err := r.Auth.RequestEmailVerification(ctx); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // RequestPasswordReset is the resolver for the requestPasswordReset field.
-func (r *mutationResolver) RequestPasswordReset(ctx context.Context, email string) (bool, error) {
+func (r *mutationResolver) RequestPasswordReset(ctx context.Context, email string) (*bool, error) {
 	if err := r.Auth.RequestPasswordReset(ctx, email); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // ResetPassword is the resolver for the resetPassword field.
-func (r *mutationResolver) ResetPassword(ctx context.Context, token string, newPassword string) (bool, error) {
+func (r *mutationResolver) ResetPassword(ctx context.Context, token string, newPassword string) (*bool, error) {
 	if err := r.Auth.ResetPassword(ctx, token, newPassword); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // SetMemberRole is the resolver for the setMemberRole field.
@@ -146,15 +146,15 @@ func (r *mutationResolver) SetMemberRole(ctx context.Context, userID string, rol
 }
 
 // RemoveMember is the resolver for the removeMember field.
-func (r *mutationResolver) RemoveMember(ctx context.Context, userID string) (bool, error) {
+func (r *mutationResolver) RemoveMember(ctx context.Context, userID string) (*bool, error) {
 	uid, err := model.DecodeID("User", userID)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := r.Tenancy.RemoveMember(ctx, uid); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // ChangePassword is the resolver for the changePassword field.

@@ -15,7 +15,7 @@ import (
 	"github.com/agentry/agentry/internal/app/apptest"
 )
 
-// TestBadScalarsAreBadUserInput: the malformed values of issue 26 item 3 each answer
+// TestBadScalarsAreBadUserInput: malformed scalars (times, Int64s, strings with NUL) each answer
 // BAD_USER_INPUT naming the argument, never "internal error".
 func TestBadScalarsAreBadUserInput(t *testing.T) {
 	t.Parallel()

@@ -50,8 +50,8 @@ func TestVerifyEmail(t *testing.T) {
 	require.Equal(t, "BAD_USER_INPUT", res.Code(), "a spent token worked again: %s", res.Body)
 }
 
-// TestPasswordReset: requestPasswordReset answers the same for an unknown address (and sends
-// nothing); the link sets a new password once, ends every session (HTTP and open streams) and
+// TestPasswordReset: requestPasswordReset answers byte for byte the same for an unknown
+// address (and sends it nothing): the answer is made before the address is looked up. The link sets a new password once, ends every session (HTTP and open streams) and
 // the old password.
 func TestPasswordReset(t *testing.T) {
 	t.Parallel()

@@ -24,15 +24,15 @@ func (r *mutationResolver) CreateWebhook(ctx context.Context, input model.Create
 }
 
 // DeleteWebhook is the resolver for the deleteWebhook field.
-func (r *mutationResolver) DeleteWebhook(ctx context.Context, id string) (bool, error) {
+func (r *mutationResolver) DeleteWebhook(ctx context.Context, id string) (*bool, error) {
 	wid, err := model.DecodeID("Webhook", id)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := r.Webhooks.Delete(ctx, wid); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // TestWebhook is the resolver for the testWebhook field.

@@ -14,7 +14,9 @@ import (
 // TestAliasedMutationsReportEachResult: six aliased sendMessage in one request, against a
 // spending limit of 3 at once. The first three store their message and start their run and say
 // so; the other three are RATE_LIMITED each under its own alias's path, and their fields alone
-// are null: the answer is not nulled as a whole while messages were stored.
+// are null: the answer is not nulled as a whole while messages were stored. The same holds for
+// the operations' mutations: of two aliased createWebhook, the refused one is null with its own
+// BAD_USER_INPUT and the other reports the webhook it stored.
 func TestAliasedMutationsReportEachResult(t *testing.T) {
 	t.Parallel()
 	env := apptest.Start(t, apptest.Options{NoWork: true, Env: map[string]string{"AGENTRY_RATE_LIMIT_SPEND": "1/m burst 3"}})
@@ -72,4 +74,22 @@ func TestAliasedMutationsReportEachResult(t *testing.T) {
 		got = append(got, e.Node.ID)
 	}
 	require.Equal(t, stored, got)
+
+	res = env.Do(t, s.AccessToken, `mutation {
+		ok: createWebhook(input: {url: "https://example.com/hooks/agentry", events: ["execution.*"], secret: "0123456789abcdef0123456789abcdef"}) { id url }
+		bad: createWebhook(input: {url: "ftp://example.com/hooks", events: ["execution.*"], secret: "0123456789abcdef0123456789abcdef"}) { id url }
+	}`, nil)
+	var hooks map[string]*struct{ ID, URL string }
+	require.NoError(t, json.Unmarshal(res.Data, &hooks), "%s", res.Body)
+	require.Len(t, hooks, 2, "both aliases answer: %s", res.Body)
+	require.NotNil(t, hooks["ok"], "%s", res.Body)
+	require.Equal(t, "https://example.com/hooks/agentry", hooks["ok"].URL)
+	require.Nil(t, hooks["bad"], "%s", res.Body)
+	require.Len(t, res.Errors, 1, "%s", res.Body)
+	require.Equal(t, "BAD_USER_INPUT", res.Errors[0].Extensions["code"], "%s", res.Body)
+	require.Equal(t, []any{"bad"}, res.Errors[0].Path, "%s", res.Body)
+	var listed struct{ Webhooks []struct{ ID string } }
+	env.Do(t, s.AccessToken, `{ webhooks { id } }`, nil).Decode(t, &listed)
+	require.Len(t, listed.Webhooks, 1)
+	require.Equal(t, hooks["ok"].ID, listed.Webhooks[0].ID)
 }

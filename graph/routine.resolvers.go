@@ -46,15 +46,15 @@ func (r *mutationResolver) UpdateRole(ctx context.Context, id string, input mode
 }
 
 // DeleteRole is the resolver for the deleteRole field.
-func (r *mutationResolver) DeleteRole(ctx context.Context, id string) (bool, error) {
+func (r *mutationResolver) DeleteRole(ctx context.Context, id string) (*bool, error) {
 	rid, err := model.DecodeID("RoutineRole", id)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := r.RoutineService.DeleteRole(ctx, rid); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // SaveRoutine is the resolver for the saveRoutine field.
@@ -71,15 +71,15 @@ func (r *mutationResolver) SaveRoutine(ctx context.Context, input model.SaveRout
 }
 
 // DeleteRoutine is the resolver for the deleteRoutine field.
-func (r *mutationResolver) DeleteRoutine(ctx context.Context, id string) (bool, error) {
+func (r *mutationResolver) DeleteRoutine(ctx context.Context, id string) (*bool, error) {
 	rid, err := model.DecodeID("Routine", id)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := r.RoutineService.DeleteRoutine(ctx, rid); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return &yes, nil
 }
 
 // RunRoutine is the resolver for the runRoutine field.

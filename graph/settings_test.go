@@ -23,7 +23,7 @@ type settingsValues struct {
 	ContextStrategy   string
 }
 
-// The defaults API.md promises.
+// The defaults docs/api/conversations.md promises.
 var settingsDefaults = settingsValues{
 	Personality: "BALANCED", Verbosity: "NORMAL", AutoExecute: false, ApprovalThreshold: 50,
 	MaxTokensPerTask: 4096, MaxRetries: 3, TimeoutSeconds: 300, ContextStrategy: "PRESERVE",

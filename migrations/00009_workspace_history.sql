@@ -1,6 +1,6 @@
 -- +goose Up
 
--- Workspace history (issue 7). Contents are content-addressed blobs shared by versions and
+-- Workspace history. Contents are content-addressed blobs shared by versions and
 -- snapshots of a tenant; a snapshot is a manifest (path -> blob), never a copy of contents.
 
 -- A file content, stored once per tenant however many versions and snapshots name it.

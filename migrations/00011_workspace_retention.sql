@@ -1,6 +1,6 @@
 -- +goose Up
 
--- Workspace retention (issue 7): a periodic job prunes snapshots, file versions and journal
+-- Workspace retention: a periodic job prunes snapshots, file versions and journal
 -- entries older than AGENTRY_WORKSPACE_RETENTION, then the blobs nothing refers to any more.
 
 -- When a blob was last written (stored, or stored again by a write of the same content): the

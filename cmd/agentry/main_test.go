@@ -80,6 +80,8 @@ func testEnv(t *testing.T, databaseURL string) map[string]string {
 		"AGENTRY_HTTP_ADDR":        freeAddr(t),
 		"AGENTRY_HEALTH_ADDR":      freeAddr(t),
 		"AGENTRY_SHUTDOWN_TIMEOUT": shutdownTimeout.String(),
+		// Nothing listens there: these processes send no mail that a test reads.
+		"AGENTRY_SMTP_URL": "smtp://127.0.0.1:1",
 	}
 	if u := os.Getenv("REDIS_URL"); u != "" {
 		env["REDIS_URL"] = u
@@ -384,6 +386,21 @@ func TestServeRefusesProductionWithoutMasterKey(t *testing.T) {
 		err := run(ctx, []string{cmd}, getenv(env), io.Discard, io.Discard)
 		require.Error(t, err, cmd)
 		require.Contains(t, err.Error(), "AGENTRY_MASTER_KEY", cmd)
+	}
+}
+
+// TestServeRefusesProductionWithoutMailServer: in production, serve and worker stop at start
+// without AGENTRY_SMTP_URL (nobody could verify an address, accept an invitation or reset a
+// password), with a message naming it.
+func TestServeRefusesProductionWithoutMailServer(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, cmd := range []string{"serve", "worker"} {
+		env := map[string]string{"AGENTRY_ENV": "production", "AGENTRY_MASTER_KEY": masterKey(), "AGENTRY_HTTP_ADDR": freeAddr(t)}
+		err := run(ctx, []string{cmd}, getenv(env), io.Discard, io.Discard)
+		require.Error(t, err, cmd)
+		require.Contains(t, err.Error(), "AGENTRY_SMTP_URL", cmd)
 	}
 }
 

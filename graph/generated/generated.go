@@ -666,17 +666,17 @@ type MutationResolver interface {
 	SignUp(ctx context.Context, input model.SignUpInput) (*model.AuthPayload, error)
 	LogIn(ctx context.Context, input model.LogInInput) (*model.AuthPayload, error)
 	RefreshSession(ctx context.Context, refreshToken string) (*model.AuthPayload, error)
-	LogOut(ctx context.Context, refreshToken string) (bool, error)
+	LogOut(ctx context.Context, refreshToken string) (*bool, error)
 	CreateAPIKey(ctx context.Context, input model.CreateAPIKeyInput) (*model.CreateAPIKeyPayload, error)
 	RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error)
 	AddMember(ctx context.Context, input model.AddMemberInput) (*model.Membership, error)
-	AcceptInvitation(ctx context.Context, token string) (bool, error)
-	VerifyEmail(ctx context.Context, token string) (bool, error)
-	RequestEmailVerification(ctx context.Context) (bool, error)
-	RequestPasswordReset(ctx context.Context, email string) (bool, error)
-	ResetPassword(ctx context.Context, token string, newPassword string) (bool, error)
+	AcceptInvitation(ctx context.Context, token string) (*bool, error)
+	VerifyEmail(ctx context.Context, token string) (*bool, error)
+	RequestEmailVerification(ctx context.Context) (*bool, error)
+	RequestPasswordReset(ctx context.Context, email string) (*bool, error)
+	ResetPassword(ctx context.Context, token string, newPassword string) (*bool, error)
 	SetMemberRole(ctx context.Context, userID string, role model.Role) (*model.Membership, error)
-	RemoveMember(ctx context.Context, userID string) (bool, error)
+	RemoveMember(ctx context.Context, userID string) (*bool, error)
 	ChangePassword(ctx context.Context, currentPassword string, newPassword string) (*model.AuthPayload, error)
 	SwitchTenant(ctx context.Context, refreshToken string, tenantID string) (*model.AuthPayload, error)
 	ResolveApproval(ctx context.Context, id string, decision model.ApprovalDecision, note *string) (*model.Approval, error)
@@ -687,13 +687,13 @@ type MutationResolver interface {
 	DeleteMemory(ctx context.Context, id string) (*bool, error)
 	UpdateConversation(ctx context.Context, id string, input model.UpdateConversationInput) (*model.Conversation, error)
 	CreateWebhook(ctx context.Context, input model.CreateWebhookInput) (*model.Webhook, error)
-	DeleteWebhook(ctx context.Context, id string) (bool, error)
+	DeleteWebhook(ctx context.Context, id string) (*bool, error)
 	TestWebhook(ctx context.Context, id string) (*model.WebhookDelivery, error)
 	CreateRole(ctx context.Context, input model.RoleInput) (*model.RoutineRole, error)
 	UpdateRole(ctx context.Context, id string, input model.RoleInput) (*model.RoutineRole, error)
-	DeleteRole(ctx context.Context, id string) (bool, error)
+	DeleteRole(ctx context.Context, id string) (*bool, error)
 	SaveRoutine(ctx context.Context, input model.SaveRoutineInput) (*model.Routine, error)
-	DeleteRoutine(ctx context.Context, id string) (bool, error)
+	DeleteRoutine(ctx context.Context, id string) (*bool, error)
 	RunRoutine(ctx context.Context, id string, taskID *string, input *string) (*model.Run, error)
 	CancelRun(ctx context.Context, id string) (*model.Run, error)
 	PauseRun(ctx context.Context, id string) (*model.Run, error)
@@ -3965,17 +3965,17 @@ extend type Query {
 
 type Mutation {
   "Creates a user and a new tenant they own (role OWNER), and opens a session."
-  signUp(input: SignUpInput!): AuthPayload!
+  signUp(input: SignUpInput!): AuthPayload
   "Opens a session in one of the user's tenants (tenantId, or the first joined)."
-  logIn(input: LogInInput!): AuthPayload!
+  logIn(input: LogInInput!): AuthPayload
   "Spends a refresh token for a new session token pair. Reusing a spent token revokes the session."
-  refreshSession(refreshToken: String!): AuthPayload!
+  refreshSession(refreshToken: String!): AuthPayload
   "Revokes the session the refresh token belongs to."
-  logOut(refreshToken: String!): Boolean!
+  logOut(refreshToken: String!): Boolean
   "Creates an API key; its secret is shown in this answer only (ADMIN or higher)."
-  createApiKey(input: CreateApiKeyInput!): CreateApiKeyPayload!
+  createApiKey(input: CreateApiKeyInput!): CreateApiKeyPayload
   "Revokes an API key at once (ADMIN or higher)."
-  revokeApiKey(id: ID!): ApiKey!
+  revokeApiKey(id: ID!): ApiKey
   """
   Invites an email address to the tenant with a role (ADMIN or higher; rate limited): an email
   with the invitation's link goes to the address, and the answer (pending, with the invitation
@@ -3983,46 +3983,46 @@ type Mutation {
   the token: the invited person accepts it (acceptInvitation) signed in with that address
   verified. Inviting the address again replaces the earlier invitation.
   """
-  addMember(input: AddMemberInput!): Membership!
+  addMember(input: AddMemberInput!): Membership
   """
   Accepts an invitation for the logged-in person (not with an API key), whose verified email
   must be the invited address (FORBIDDEN until it is verified); an unknown or expired token, or
   one sent to another address, is NOT_FOUND. Switch to the tenant afterwards (switchTenant).
   """
-  acceptInvitation(token: String!): Boolean!
+  acceptInvitation(token: String!): Boolean
   "Proves the email address a verification link was sent to (the token from the link). An unknown, used or expired token is BAD_USER_INPUT."
-  verifyEmail(token: String!): Boolean!
+  verifyEmail(token: String!): Boolean
   "Sends the logged-in person a new verification link (rate limited)."
-  requestEmailVerification: Boolean!
+  requestEmailVerification: Boolean
   "Sends a password-reset link to the address when it has an account. The answer is true either way (rate limited per client and per address)."
-  requestPasswordReset(email: String!): Boolean!
+  requestPasswordReset(email: String!): Boolean
   """
   Sets a new password with the token of a reset link: every session of the person is revoked
   (log in afterwards) and the address counts as verified. An unknown, used or expired token is
   BAD_USER_INPUT.
   """
-  resetPassword(token: String!, newPassword: String!): Boolean!
+  resetPassword(token: String!, newPassword: String!): Boolean
   """
   Changes a member's role (OWNER or ADMIN). An ADMIN can neither change an OWNER nor make one;
   demoting the tenant's last OWNER is CONFLICT.
   """
-  setMemberRole(userId: ID!, role: Role!): Membership!
+  setMemberRole(userId: ID!, role: Role!): Membership
   """
   Takes a member out of the tenant (OWNER or ADMIN): their sessions and API keys in it are
   revoked. An ADMIN cannot remove an OWNER; removing the tenant's last OWNER is CONFLICT.
   """
-  removeMember(userId: ID!): Boolean!
+  removeMember(userId: ID!): Boolean
   """
   Sets the logged-in person's password (not with an API key). Every session of theirs, in every
   tenant, is revoked; the answer is a new session in the current tenant.
   """
-  changePassword(currentPassword: String!, newPassword: String!): AuthPayload!
+  changePassword(currentPassword: String!, newPassword: String!): AuthPayload
   """
   Opens a session in another of the person's tenants (see viewer.memberships), spending the
   refresh token of the current one as refreshSession does. A tenant they have not joined is
   NOT_FOUND.
   """
-  switchTenant(refreshToken: String!, tenantId: ID!): AuthPayload!
+  switchTenant(refreshToken: String!, tenantId: ID!): AuthPayload
 }
 
 input SignUpInput {
@@ -4330,7 +4330,7 @@ type HealthComponent {
 
 """
 A tenant's webhook: events whose type matches one of its patterns are POSTed to its URL, signed
-with its secret (see docs/API.md, Webhooks). The secret is never returned.
+with its secret (see docs/api/operations.md, Webhooks). The secret is never returned.
 """
 type Webhook implements Node {
   id: ID!
@@ -4378,11 +4378,11 @@ extend type Query {
 
 extend type Mutation {
   "Creates a webhook (OWNER or ADMIN)."
-  createWebhook(input: CreateWebhookInput!): Webhook!
+  createWebhook(input: CreateWebhookInput!): Webhook
   "Deletes a webhook and its delivery log (OWNER or ADMIN)."
-  deleteWebhook(id: ID!): Boolean!
+  deleteWebhook(id: ID!): Boolean
   "Sends a webhook.test event to the webhook now and returns its delivery (OWNER or ADMIN)."
-  testWebhook(id: ID!): WebhookDelivery!
+  testWebhook(id: ID!): WebhookDelivery
 }
 `, BuiltIn: false},
 	{Name: "../schema/routine.graphqls", Input: `enum RoutineTrigger {
@@ -4568,20 +4568,20 @@ extend type Query {
 }
 
 extend type Mutation {
-  createRole(input: RoleInput!): RoutineRole!
-  updateRole(id: ID!, input: RoleInput!): RoutineRole!
+  createRole(input: RoleInput!): RoutineRole
+  updateRole(id: ID!, input: RoleInput!): RoutineRole
   "CONFLICT while a routine names the role"
-  deleteRole(id: ID!): Boolean!
+  deleteRole(id: ID!): Boolean
   """
   Creates or replaces a routine. The graph is checked (one entry step, a terminal step, every
   edge between steps of this routine, every step reachable, every cycle through a GATE or CRON
   step, templates naming only RoutineContext variables): every problem is listed in one
   BAD_USER_INPUT error (extensions.problems), and nothing is stored.
   """
-  saveRoutine(input: SaveRoutineInput!): Routine!
-  deleteRoutine(id: ID!): Boolean!
+  saveRoutine(input: SaveRoutineInput!): Routine
+  deleteRoutine(id: ID!): Boolean
   "starts a run of kind ROUTINE (on a task, which moves to IN_PROGRESS, when taskId is given)"
-  runRoutine(id: ID!, taskId: ID, input: String): Run!
+  runRoutine(id: ID!, taskId: ID, input: String): Run
 }
 `, BuiltIn: false},
 	{Name: "../schema/run.graphqls", Input: `enum RunKind {
@@ -4992,7 +4992,7 @@ extend type Mutation {
   conversation's (or, for a task, the default model). CONFLICT when the conversation has an
   active run.
   """
-  startTeamRun(input: StartTeamRunInput!): TeamRun!
+  startTeamRun(input: StartTeamRunInput!): TeamRun
 }
 
 "A phase's model (\"provider:model\") and turn limit (1-100)."
@@ -5209,7 +5209,7 @@ extend type Run {
   user: User!
 }
 `, BuiltIn: false},
-	{Name: "../schema/workspace.graphqls", Input: `# Workspace history and state consistency (issue 7): a project's files with their versions,
+	{Name: "../schema/workspace.graphqls", Input: `# Workspace history and state consistency: a project's files with their versions,
 # snapshots (manifests of the workspace), diffs, and the user's decision on a failed run's
 # changes.
 
@@ -10539,10 +10539,10 @@ func (ec *executionContext) _Mutation_signUp(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
-			return ec.marshalNAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
+			return ec.marshalOAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_signUp(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10583,10 +10583,10 @@ func (ec *executionContext) _Mutation_logIn(ctx context.Context, field graphql.C
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
-			return ec.marshalNAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
+			return ec.marshalOAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_logIn(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10627,10 +10627,10 @@ func (ec *executionContext) _Mutation_refreshSession(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
-			return ec.marshalNAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
+			return ec.marshalOAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_refreshSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10670,11 +10670,11 @@ func (ec *executionContext) _Mutation_logOut(ctx context.Context, field graphql.
 			return ec.Resolvers.Mutation().LogOut(ctx, fc.Args["refreshToken"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_logOut(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10715,10 +10715,10 @@ func (ec *executionContext) _Mutation_createApiKey(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.CreateAPIKeyPayload) graphql.Marshaler {
-			return ec.marshalNCreateApiKeyPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐCreateAPIKeyPayload(ctx, selections, v)
+			return ec.marshalOCreateApiKeyPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐCreateAPIKeyPayload(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createApiKey(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10759,10 +10759,10 @@ func (ec *executionContext) _Mutation_revokeApiKey(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.APIKey) graphql.Marshaler {
-			return ec.marshalNApiKey2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAPIKey(ctx, selections, v)
+			return ec.marshalOApiKey2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAPIKey(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_revokeApiKey(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10803,10 +10803,10 @@ func (ec *executionContext) _Mutation_addMember(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Membership) graphql.Marshaler {
-			return ec.marshalNMembership2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembership(ctx, selections, v)
+			return ec.marshalOMembership2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembership(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_addMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10846,11 +10846,11 @@ func (ec *executionContext) _Mutation_acceptInvitation(ctx context.Context, fiel
 			return ec.Resolvers.Mutation().AcceptInvitation(ctx, fc.Args["token"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_acceptInvitation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10890,11 +10890,11 @@ func (ec *executionContext) _Mutation_verifyEmail(ctx context.Context, field gra
 			return ec.Resolvers.Mutation().VerifyEmail(ctx, fc.Args["token"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_verifyEmail(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10933,11 +10933,11 @@ func (ec *executionContext) _Mutation_requestEmailVerification(ctx context.Conte
 			return ec.Resolvers.Mutation().RequestEmailVerification(ctx)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_requestEmailVerification(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -10957,11 +10957,11 @@ func (ec *executionContext) _Mutation_requestPasswordReset(ctx context.Context, 
 			return ec.Resolvers.Mutation().RequestPasswordReset(ctx, fc.Args["email"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_requestPasswordReset(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11001,11 +11001,11 @@ func (ec *executionContext) _Mutation_resetPassword(ctx context.Context, field g
 			return ec.Resolvers.Mutation().ResetPassword(ctx, fc.Args["token"].(string), fc.Args["newPassword"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_resetPassword(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11046,10 +11046,10 @@ func (ec *executionContext) _Mutation_setMemberRole(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Membership) graphql.Marshaler {
-			return ec.marshalNMembership2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembership(ctx, selections, v)
+			return ec.marshalOMembership2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembership(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_setMemberRole(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11089,11 +11089,11 @@ func (ec *executionContext) _Mutation_removeMember(ctx context.Context, field gr
 			return ec.Resolvers.Mutation().RemoveMember(ctx, fc.Args["userId"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_removeMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11134,10 +11134,10 @@ func (ec *executionContext) _Mutation_changePassword(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
-			return ec.marshalNAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
+			return ec.marshalOAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_changePassword(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11178,10 +11178,10 @@ func (ec *executionContext) _Mutation_switchTenant(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
-			return ec.marshalNAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
+			return ec.marshalOAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_switchTenant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11530,10 +11530,10 @@ func (ec *executionContext) _Mutation_createWebhook(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Webhook) graphql.Marshaler {
-			return ec.marshalNWebhook2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWebhook(ctx, selections, v)
+			return ec.marshalOWebhook2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWebhook(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11573,11 +11573,11 @@ func (ec *executionContext) _Mutation_deleteWebhook(ctx context.Context, field g
 			return ec.Resolvers.Mutation().DeleteWebhook(ctx, fc.Args["id"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11618,10 +11618,10 @@ func (ec *executionContext) _Mutation_testWebhook(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.WebhookDelivery) graphql.Marshaler {
-			return ec.marshalNWebhookDelivery2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWebhookDelivery(ctx, selections, v)
+			return ec.marshalOWebhookDelivery2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWebhookDelivery(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_testWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11662,10 +11662,10 @@ func (ec *executionContext) _Mutation_createRole(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.RoutineRole) graphql.Marshaler {
-			return ec.marshalNRoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx, selections, v)
+			return ec.marshalORoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createRole(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11706,10 +11706,10 @@ func (ec *executionContext) _Mutation_updateRole(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.RoutineRole) graphql.Marshaler {
-			return ec.marshalNRoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx, selections, v)
+			return ec.marshalORoutineRole2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutineRole(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_updateRole(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11749,11 +11749,11 @@ func (ec *executionContext) _Mutation_deleteRole(ctx context.Context, field grap
 			return ec.Resolvers.Mutation().DeleteRole(ctx, fc.Args["id"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteRole(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11794,10 +11794,10 @@ func (ec *executionContext) _Mutation_saveRoutine(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Routine) graphql.Marshaler {
-			return ec.marshalNRoutine2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutine(ctx, selections, v)
+			return ec.marshalORoutine2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutine(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_saveRoutine(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11837,11 +11837,11 @@ func (ec *executionContext) _Mutation_deleteRoutine(ctx context.Context, field g
 			return ec.Resolvers.Mutation().DeleteRoutine(ctx, fc.Args["id"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteRoutine(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -11882,10 +11882,10 @@ func (ec *executionContext) _Mutation_runRoutine(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Run) graphql.Marshaler {
-			return ec.marshalNRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
+			return ec.marshalORun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_runRoutine(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -12366,10 +12366,10 @@ func (ec *executionContext) _Mutation_startTeamRun(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.TeamRun) graphql.Marshaler {
-			return ec.marshalNTeamRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamRun(ctx, selections, v)
+			return ec.marshalOTeamRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamRun(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_startTeamRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -23702,112 +23702,112 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_signUp(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "logIn":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_logIn(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "refreshSession":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_refreshSession(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "logOut":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_logOut(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createApiKey":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createApiKey(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "revokeApiKey":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_revokeApiKey(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "addMember":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_addMember(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "acceptInvitation":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_acceptInvitation(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "verifyEmail":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_verifyEmail(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "requestEmailVerification":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_requestEmailVerification(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "requestPasswordReset":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_requestPasswordReset(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "resetPassword":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resetPassword(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "setMemberRole":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_setMemberRole(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "removeMember":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_removeMember(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "changePassword":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_changePassword(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "switchTenant":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_switchTenant(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "resolveApproval":
@@ -23863,63 +23863,63 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createWebhook(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteWebhook":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteWebhook(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "testWebhook":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_testWebhook(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createRole":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createRole(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "updateRole":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updateRole(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteRole":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteRole(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "saveRoutine":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_saveRoutine(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteRoutine":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteRoutine(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "runRoutine":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_runRoutine(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "cancelRun":
@@ -23996,7 +23996,7 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startTeamRun(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "setBudget":
@@ -28591,16 +28591,6 @@ func (ec *executionContext) unmarshalNAttachmentInput2ᚖgithubᚗcomᚋagentry�
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx context.Context, sel ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
-	if v == nil {
-		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
-			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
-		}
-		return graphql.Null
-	}
-	return ec._AuthPayload(ctx, sel, v)
-}
-
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -28752,16 +28742,6 @@ func (ec *executionContext) marshalNConversationVisibility2githubᚗcomᚋagentr
 func (ec *executionContext) unmarshalNCreateApiKeyInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐCreateAPIKeyInput(ctx context.Context, v any) (model.CreateAPIKeyInput, error) {
 	res, err := ec.unmarshalInputCreateApiKeyInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNCreateApiKeyPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐCreateAPIKeyPayload(ctx context.Context, sel ast.SelectionSet, v *model.CreateAPIKeyPayload) graphql.Marshaler {
-	if v == nil {
-		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
-			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
-		}
-		return graphql.Null
-	}
-	return ec._CreateApiKeyPayload(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNCreateConversationInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐCreateConversationInput(ctx context.Context, v any) (model.CreateConversationInput, error) {
@@ -29818,16 +29798,6 @@ func (ec *executionContext) marshalNTeamReview2ᚖgithubᚗcomᚋagentryᚋagent
 	return ec._TeamReview(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNTeamRun2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamRun(ctx context.Context, sel ast.SelectionSet, v *model.TeamRun) graphql.Marshaler {
-	if v == nil {
-		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
-			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
-		}
-		return graphql.Null
-	}
-	return ec._TeamRun(ctx, sel, v)
-}
-
 func (ec *executionContext) marshalNTenant2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTenant(ctx context.Context, sel ast.SelectionSet, v *model.Tenant) graphql.Marshaler {
 	if v == nil {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
@@ -30191,6 +30161,13 @@ func (ec *executionContext) marshalOAgentSettings2ᚖgithubᚗcomᚋagentryᚋag
 	return ec._AgentSettings(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOApiKey2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAPIKey(ctx context.Context, sel ast.SelectionSet, v *model.APIKey) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ApiKey(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx context.Context, sel ast.SelectionSet, v *model.Approval) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -30229,6 +30206,13 @@ func (ec *executionContext) unmarshalOAttachmentInput2ᚕᚖgithubᚗcomᚋagent
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) marshalOAuthPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐAuthPayload(ctx context.Context, sel ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AuthPayload(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
@@ -30339,6 +30323,13 @@ func (ec *executionContext) marshalOConversation2ᚖgithubᚗcomᚋagentryᚋage
 	return ec._Conversation(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOCreateApiKeyPayload2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐCreateAPIKeyPayload(ctx context.Context, sel ast.SelectionSet, v *model.CreateAPIKeyPayload) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._CreateApiKeyPayload(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOEdgeCondition2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐEdgeCondition(ctx context.Context, v any) (*model.EdgeCondition, error) {
 	if v == nil {
 		return nil, nil
@@ -30439,6 +30430,13 @@ func (ec *executionContext) marshalOJSON2githubᚗcomᚋagentryᚋagentryᚋgrap
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalOMembership2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐMembership(ctx context.Context, sel ast.SelectionSet, v *model.Membership) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Membership(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalONode2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐNode(ctx context.Context, sel ast.SelectionSet, v model.Node) graphql.Marshaler {
@@ -30785,6 +30783,20 @@ func (ec *executionContext) marshalOVerbosity2ᚖgithubᚗcomᚋagentryᚋagentr
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalOWebhook2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWebhook(ctx context.Context, sel ast.SelectionSet, v *model.Webhook) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Webhook(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOWebhookDelivery2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWebhookDelivery(ctx context.Context, sel ast.SelectionSet, v *model.WebhookDelivery) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._WebhookDelivery(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOWorkspaceFile2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐWorkspaceFile(ctx context.Context, sel ast.SelectionSet, v *model.WorkspaceFile) graphql.Marshaler {

@@ -88,7 +88,7 @@ type App struct {
 	Context   *contextwin.Manager // the context window manager (tests override model limits through it)
 	Memory    *memory.Service
 	Usage     *usage.Service
-	Workspace *workspace.Service // workspace history, snapshots and rollback (issue 7)
+	Workspace *workspace.Service // workspace history, snapshots and rollback
 	Routines  *routine.Service   // roles, routines and routine runs
 	Webhooks  *webhook.Service
 	// RateLimits applies the GCRA limits of GraphQL mutations (tests point it at another Redis).
@@ -108,6 +108,8 @@ type App struct {
 	// Tracer is the tracer provider (nil: tracing off); stopTracing flushes an exporter's.
 	Tracer      trace.TracerProvider
 	stopTracing func(context.Context) error
+	// mail is the sender WithMail gave; nil: the configured one (mailSender).
+	mail mail.Sender
 }
 
 // JobsUIPrefix is where the River UI is mounted (platform admins only).
@@ -138,8 +140,12 @@ func (a *App) jobsUI(log *slog.Logger) (http.Handler, error) {
 // Check returns the mistakes of cfg that New stops at before it connects anywhere: what
 // Validate refuses, and configured models that cannot answer (a process whose model cannot
 // answer stops at start instead of failing every run).
-func Check(cfg *config.Config) error {
-	if err := cfg.Validate(); err != nil {
+func Check(cfg *config.Config) error { return check(cfg, false) }
+
+// check is Check for a process whose mail sender is given (mailGiven: WithMail), which then
+// needs no AGENTRY_SMTP_URL.
+func check(cfg *config.Config, mailGiven bool) error {
+	if err := cfg.Validate(); err != nil && !(mailGiven && errors.Is(err, config.ErrNoMailServer)) {
 		return err
 	}
 	pcfg := providerConfig(cfg)
@@ -155,16 +161,23 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(a *App) { a.Tracer = tp }
 }
 
+// WithMail makes s the sender of every email (verification, invitation, password reset) in
+// place of the configured one; the process then needs no AGENTRY_SMTP_URL, even in production.
+// For programs that embed agentry: tests read the links from an outbox, the bench discards them.
+func WithMail(s mail.Sender) Option {
+	return func(a *App) { a.mail = s }
+}
+
 // New connects to Postgres and Redis and builds the services. The caller starts River (when
 // mode.Work) and serves Handler. Tracing is on when an option gives a tracer provider or
 // OTEL_EXPORTER_OTLP_ENDPOINT is set; off, nothing is instrumented.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, options ...Option) (*App, error) {
-	if err := Check(cfg); err != nil {
-		return nil, err
-	}
 	a := &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry()}
 	for _, o := range options {
 		o(a)
+	}
+	if err := check(cfg, a.mail != nil); err != nil {
+		return nil, err
 	}
 	a.Metrics = metrics.New(a.Registry)
 	ok := false
@@ -215,11 +228,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	}
 	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, cfg.AccessTokenTTL, nil), log)
 	a.Tenancy = tenancy.NewService(a.DB)
-	sender, err := mailSender(cfg, log)
-	if err != nil {
-		return nil, err
+	if a.mail == nil {
+		if a.mail, err = mailSender(cfg, log); err != nil {
+			return nil, err
+		}
 	}
-	a.UseMail(sender)
+	a.Auth.Mail, a.Auth.PublicURL = a.mail, cfg.PublicURL
+	a.Tenancy.Mail, a.Tenancy.PublicURL, a.Tenancy.Log = a.mail, cfg.PublicURL, log
 	// A member's role change or removal reaches their open credentials at once.
 	a.Tenancy.OnMemberChange = func(tenantID, userID uuid.UUID) { a.Auth.Changed(context.Background(), tenantID, userID) }
 	a.Settings = settings.NewService(a.DB)
@@ -398,27 +413,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	return a, nil
 }
 
-// UseMail makes s the sender of every email (verification, invitation, password reset).
-func (a *App) UseMail(s mail.Sender) {
-	a.Auth.Mail, a.Auth.PublicURL = s, a.Config.PublicURL
-	a.Tenancy.Mail, a.Tenancy.PublicURL, a.Tenancy.Log = s, a.Config.PublicURL, a.Log
-}
-
-// mailSender is the configured sender: SMTP (AGENTRY_SMTP_URL); without it, the log in
-// development, nothing in production.
+// mailSender is the configured sender: SMTP (AGENTRY_SMTP_URL); without it, in development,
+// the log (Validate refuses production without it).
 func mailSender(cfg *config.Config, log *slog.Logger) (mail.Sender, error) {
-	switch {
-	case cfg.SMTPURL != "":
-		s, err := mail.ParseSMTPURL(cfg.SMTPURL)
-		if err != nil {
-			return nil, fmt.Errorf("AGENTRY_SMTP_URL: %w", err)
-		}
-		return s, nil
-	case cfg.IsDevelopment():
+	if cfg.SMTPURL == "" {
 		return mail.Log{Log: log}, nil
 	}
-	log.Warn("AGENTRY_SMTP_URL is not set: no email is sent (address verification, invitations and password resets need it)")
-	return mail.Disabled{Log: log}, nil
+	s, err := mail.ParseSMTPURL(cfg.SMTPURL)
+	if err != nil {
+		return nil, fmt.Errorf("AGENTRY_SMTP_URL: %w", err)
+	}
+	return s, nil
 }
 
 // HealthChecks are the checks of every dependency: Postgres, Redis and River's leader.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -107,14 +108,29 @@ func (s *Service) VerifyEmail(ctx context.Context, token string) error {
 	})
 }
 
-// RequestPasswordReset sends a reset link to email when an account has that address; it
-// answers the same (nil) either way, and sends in the background so that the time taken tells
-// nothing either.
+// RequestPasswordReset sends a reset link to email when an account has that address. It
+// answers (nil) once the address is well formed, before looking it up: the lookup, the token
+// and the email happen in the background, so an address with an account and one without take
+// the same path and the same time to answer. An address without an account gets no email.
 func (s *Service) RequestPasswordReset(ctx context.Context, email string) error {
 	email, err := ValidateEmail("email", email)
 	if err != nil {
 		return err
 	}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := s.sendPasswordReset(ctx, email); err != nil {
+			s.log.WarnContext(ctx, "password reset request", slog.Any("error", err))
+		}
+	}()
+	return nil
+}
+
+// sendPasswordReset stores a reset token for the account with email, if any, and sends its link
+// once the token is committed.
+func (s *Service) sendPasswordReset(ctx context.Context, email string) error {
 	return s.db.InSystemTx(ctx, "requestPasswordReset: users and their email tokens belong to no tenant", func(ctx context.Context, tx *db.Tx) error {
 		user, err := tx.Q.UserGetByEmail(ctx, email)
 		if db.IsNoRows(err) || (err == nil && user.PasswordHash == nil) {

@@ -53,6 +53,10 @@ type Session struct {
 	RefreshToken string
 	ExpiresAt    time.Time
 	Actor        Actor
+	// User and Tenant are the session's user and tenant as SignUp wrote them, for an answer
+	// that needs no read; nil for other sessions.
+	User   *dbsqlc.User
+	Tenant *dbsqlc.Tenant
 }
 
 // SignUpInput is a new user with a new tenant. InvitationToken is ignored: an invitation is
@@ -82,6 +86,15 @@ func validatePassword(pw string) error {
 }
 
 // SignUp creates a user and a tenant owned by them, and sends a link that verifies the address.
+//
+// An address that has an account answers the same from outside: the same work is done (the
+// password hashed, the user, tenant, project, verification token and session written, an
+// access token signed) in a transaction that is then rolled back, so nothing is stored and the
+// account is not changed; the answer has the same shape (tokens, a viewer with the given
+// address, OWNER of the given tenant name), and one email goes out as for a new account: to
+// the account's holder, saying someone tried to sign up with the address and how to log in.
+// The tokens of such an answer open nothing (their session was never stored): they are
+// UNAUTHENTICATED on first use, as after a logout.
 func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
 	email, err := ValidateEmail("email", in.Email)
 	if err != nil {
@@ -102,17 +115,57 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
 	if err != nil {
 		return Session{}, fmt.Errorf("hash password: %w", err)
 	}
+	sess, holder, err := s.signUpTx(ctx, email, name, tenantName, hash)
+	if errors.Is(err, errSignUpRace) {
+		// Another sign-up took the address between the lookup and the insert: the second
+		// attempt finds its account.
+		sess, holder, err = s.signUpTx(ctx, email, name, tenantName, hash)
+	}
+	if errors.Is(err, errAddressTaken) {
+		s.log.InfoContext(ctx, "sign-up with an address that has an account: rolled back, its holder told", slog.String("user_id", holder.ID.String()))
+		s.sendSignUpAttempt(ctx, holder)
+		return sess, nil
+	}
+	return sess, err
+}
+
+// errAddressTaken rolls back a sign-up whose address has an account; errSignUpRace one whose
+// address was taken after the lookup. Neither reaches a client.
+var (
+	errAddressTaken = errors.New("sign-up: the address has an account")
+	errSignUpRace   = errors.New("sign-up: the address was taken during the sign-up")
+)
+
+// signUpTx writes a sign-up in one transaction. When the address has an account, the same rows
+// are written under a stand-in address that nobody owns, and the transaction rolls back with
+// errAddressTaken: the session (with the rows, the given address in place of the stand-in) and
+// the account's holder are returned beside it.
+func (s *Service) signUpTx(ctx context.Context, email, name, tenantName, hash string) (Session, dbsqlc.User, error) {
 	tenantID := uuid.Must(uuid.NewV7())
-	var sess Session
-	err = s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		user, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: uuid.Must(uuid.NewV7()), Email: email, Name: nonEmpty(name), PasswordHash: &hash})
+	var (
+		sess   Session
+		holder dbsqlc.User
+	)
+	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		existing, err := tx.Q.UserGetByEmail(ctx, email)
+		taken := err == nil
+		if err != nil && !db.IsNoRows(err) {
+			return fmt.Errorf("find user: %w", err)
+		}
+		stored := email
+		if taken {
+			holder = existing
+			stored = "signup-" + uuid.NewString() + "@stand-in.invalid"
+		}
+		user, err := tx.Q.UserInsert(ctx, dbsqlc.UserInsertParams{ID: uuid.Must(uuid.NewV7()), Email: stored, Name: nonEmpty(name), PasswordHash: &hash})
 		if db.IsUniqueViolation(err, "users_email_key") {
-			return apperr.New(apperr.Conflict, "an account with this email already exists; log in instead")
+			return errSignUpRace
 		}
 		if err != nil {
 			return fmt.Errorf("insert user: %w", err)
 		}
-		if _, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenantID, Name: tenantName}); err != nil {
+		tenant, err := tx.Q.TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: tenantID, Name: tenantName})
+		if err != nil {
 			return fmt.Errorf("insert tenant: %w", err)
 		}
 		if _, err := tx.Q.MembershipInsert(ctx, dbsqlc.MembershipInsertParams{TenantID: tenantID, UserID: user.ID, Role: string(RoleOwner)}); err != nil {
@@ -123,14 +176,33 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Session, error) {
 				return err
 			}
 		}
+		// A rolled-back transaction runs no AfterCommit: the stand-in's link is never sent.
 		if err := s.sendVerification(ctx, tx, user); err != nil {
 			return err
 		}
 		actor := Actor{UserID: user.ID, TenantID: tenantID, Role: RoleOwner, PlatformAdmin: user.IsPlatformAdmin}
-		sess, err = s.startSession(ctx, tx, actor, uuid.Must(uuid.NewV7()))
-		return err
+		if sess, err = s.startSession(ctx, tx, actor, uuid.Must(uuid.NewV7())); err != nil {
+			return err
+		}
+		user.Email = email
+		sess.User, sess.Tenant = &user, &tenant
+		if taken {
+			return errAddressTaken
+		}
+		return nil
 	})
-	return sess, err
+	return sess, holder, err
+}
+
+// sendSignUpAttempt tells the holder of an account that someone tried to sign up with its
+// address, and how to log in or choose a new password: the email a sign-up with a taken
+// address sends instead of a verification link.
+func (s *Service) sendSignUpAttempt(ctx context.Context, holder dbsqlc.User) {
+	base := strings.TrimRight(s.PublicURL, "/")
+	mail.SendLater(ctx, s.Mail, s.log, mail.Message{To: holder.Email, Subject: "Someone tried to sign up for agentry with your address",
+		Text: "Someone, perhaps you, tried to create a new agentry account with this email address, which already has one. " +
+			"Nothing was changed and no account was created.\n\nTo log in, open:\n\n" + base + "/login\n\n" +
+			"If you forgot your password, choose a new one here:\n\n" + base + "/forgot-password\n\nIf it was not you, ignore this message.\n"})
 }
 
 // LogIn checks a password and opens a session in one of the user's tenants: tenantID when given,

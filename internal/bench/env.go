@@ -25,6 +25,7 @@ import (
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/jobs"
+	"github.com/agentry/agentry/internal/mail"
 )
 
 // env is one bench run's world: a fresh database, the fake LLM, a whole agentry process (API
@@ -180,7 +181,9 @@ func setUp(ctx context.Context, o Options) (_ *env, err error) {
 	}
 	// Production logging (JSON at info), kept only when it says something went wrong.
 	log := app.NewLogger(e.logs, true, slog.LevelInfo)
-	if e.app, err = app.New(ctx, cfg, log, app.Mode{API: true, Work: true}); err != nil {
+	// Nobody reads the bench's mail (the verification links of its sign-ups): a sender that
+	// drops it, which production mode needs in place of AGENTRY_SMTP_URL.
+	if e.app, err = app.New(ctx, cfg, log, app.Mode{API: true, Work: true}, app.WithMail(mail.Discard{})); err != nil {
 		return e, err
 	}
 	e.redisHook = &commandCounter{}

@@ -5,6 +5,7 @@ package config
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -76,7 +77,7 @@ type Config struct {
 	RateLimitAccount *RateLimit
 	// SMTPURL is AGENTRY_SMTP_URL, the server that sends emails
 	// (smtp://user:pass@host:587?from=agentry@example.com, or smtps://); "" logs them in
-	// development and sends none in production.
+	// development and is refused in production (Validate).
 	SMTPURL string
 	// PublicURL is AGENTRY_PUBLIC_URL, the web app's address as people reach it: the links in
 	// emails start with it (default http://<AGENTRY_HTTP_ADDR>).
@@ -235,11 +236,23 @@ func Load(getenv Lookup) (*Config, error) {
 	return c, nil
 }
 
-// Validate checks what a serving process needs beyond parsing: outside development a master key
-// is required.
+// ErrNoMailServer is what Validate answers (wrapped) for a production configuration without
+// AGENTRY_SMTP_URL. A program that gives the process its own mail sender (app.WithMail) may
+// start without one.
+var ErrNoMailServer = errors.New("AGENTRY_SMTP_URL is required")
+
+// Validate checks what a serving process needs beyond parsing. Outside development a master key
+// is required, and then a mail server: without one nobody could verify an email address, accept
+// an invitation or reset a password.
 func (c *Config) Validate() error {
-	if c.Env != Development && len(c.MasterKey) == 0 {
+	if c.Env == Development {
+		return nil
+	}
+	if len(c.MasterKey) == 0 {
 		return fmt.Errorf("AGENTRY_MASTER_KEY is required when AGENTRY_ENV=%s: set it to 32 random bytes, base64-encoded (openssl rand -base64 32)", c.Env)
+	}
+	if c.SMTPURL == "" {
+		return fmt.Errorf("%w when AGENTRY_ENV=%s: email address verification, invitations and password resets are sent by email; set it to the SMTP server's URL, e.g. smtp://user:password@smtp.example.com:587?from=agentry@example.com (smtps:// for TLS from the start)", ErrNoMailServer, c.Env)
 	}
 	return nil
 }

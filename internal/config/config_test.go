@@ -188,7 +188,32 @@ func TestValidateRequiresMasterKeyInProduction(t *testing.T) {
 	c, err = config.Load(env(map[string]string{
 		"AGENTRY_ENV":        "production",
 		"AGENTRY_MASTER_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)),
+		"AGENTRY_SMTP_URL":   "smtp://mail.example.com:587",
 	}))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+}
+
+// TestValidateRequiresMailServerInProduction: a production process without AGENTRY_SMTP_URL
+// could not send the links that verify addresses, accept invitations and reset passwords, so
+// it does not start; the error names the variable and is ErrNoMailServer (which a program
+// giving its own sender may pass over). Development logs the links instead.
+func TestValidateRequiresMailServerInProduction(t *testing.T) {
+	t.Parallel()
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))
+	c, err := config.Load(env(map[string]string{"AGENTRY_ENV": "production", "AGENTRY_MASTER_KEY": key}))
+	require.NoError(t, err)
+	err = c.Validate()
+	require.ErrorIs(t, err, config.ErrNoMailServer)
+	require.Contains(t, err.Error(), "AGENTRY_SMTP_URL")
+
+	// Without a master key either, the master key is named first (and the answer is not
+	// ErrNoMailServer, so no sender given to the process passes it over).
+	c, err = config.Load(env(map[string]string{"AGENTRY_ENV": "production"}))
+	require.NoError(t, err)
+	require.NotErrorIs(t, c.Validate(), config.ErrNoMailServer)
+
+	c, err = config.Load(env(map[string]string{"AGENTRY_ENV": "development"}))
 	require.NoError(t, err)
 	require.NoError(t, c.Validate())
 }

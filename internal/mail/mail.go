@@ -1,5 +1,6 @@
 // Package mail sends the emails agentry sends people (address verification, invitations,
 // password resets) through a Sender: SMTP (AGENTRY_SMTP_URL), or, in development, the log.
+// Production needs SMTP (config.Validate).
 package mail
 
 import (
@@ -37,15 +38,12 @@ func (l Log) Send(ctx context.Context, m Message) error {
 	return nil
 }
 
-// Disabled is the sender of a production process without AGENTRY_SMTP_URL: it sends nothing
-// and logs that it did not (never the message, whose links are credentials).
-type Disabled struct{ Log *slog.Logger }
+// Discard drops every message: the sender of a program that runs agentry where nobody reads
+// its mail (the bench).
+type Discard struct{}
 
-// Send logs that m was not sent.
-func (d Disabled) Send(ctx context.Context, m Message) error {
-	d.Log.WarnContext(ctx, "email not sent: AGENTRY_SMTP_URL is not set", slog.String("subject", m.Subject))
-	return errors.New("no SMTP server configured (AGENTRY_SMTP_URL)")
-}
+// Send drops m.
+func (Discard) Send(context.Context, Message) error { return nil }
 
 // SMTP sends through an SMTP server: STARTTLS when the server offers it (smtp://), TLS from
 // the first byte (smtps://), PLAIN authentication when the URL has a user (net/smtp refuses to

@@ -1,7 +1,7 @@
 // Package metrics holds agentry's Prometheus metrics: the counters, gauges and histograms the
 // domains move as things happen, and the collectors that read queue and approval figures when
 // /metrics is scraped. Label values are never tenant or user ids (a label per tenant would grow
-// without bound); per-tenant figures come from the usage API. docs/API.md lists every name.
+// without bound); per-tenant figures come from the usage API. docs/api/operations.md lists every name.
 //
 // A nil *Metrics is valid and records nothing, so a service built without metrics (a unit
 // test) needs no special case.

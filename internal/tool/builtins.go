@@ -6,7 +6,7 @@ import (
 	"github.com/agentry/agentry/internal/workspace"
 )
 
-// Names of the built-in workspace tools (API.md keeps them stable).
+// Names of the built-in workspace tools: integrations rely on them, so they never change.
 const (
 	ListFilesName   = "list_files"
 	ReadFileName    = "read_file"

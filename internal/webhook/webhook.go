@@ -2,7 +2,7 @@
 // event type patterns and a secret; an event stored in a transaction (a run's execution.*,
 // approval.*, budget.*) that matches a webhook's pattern gets a delivery row and a River job in
 // that same transaction, so a committed event is never left undelivered. The job POSTs the
-// event signed with HMAC-SHA256 and is retried by River with backoff; see docs/API.md.
+// event signed with HMAC-SHA256 and is retried by River with backoff; see docs/api/operations.md.
 package webhook
 
 import (

@@ -94,7 +94,8 @@ func Start(t testing.TB, o Options) *Env {
 	}
 	log := app.NewLogger(logTo, false, slog.LevelDebug)
 	ctx := context.Background()
-	var appOpts []app.Option
+	outbox := mail.NewOutbox()
+	appOpts := []app.Option{app.WithMail(outbox)}
 	if o.TracerProvider != nil {
 		appOpts = append(appOpts, app.WithTracerProvider(o.TracerProvider))
 	}
@@ -103,8 +104,6 @@ func Start(t testing.TB, o Options) *Env {
 	if !o.NoWork {
 		require.NoError(t, jobs.Start(ctx, a.River, log))
 	}
-	outbox := mail.NewOutbox()
-	a.UseMail(outbox)
 	srv := httptest.NewServer(a.Handler)
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

@@ -41,7 +41,7 @@ func TextPDF(text string) []byte {
 	return ContentPDF(fmt.Sprintf("BT /F1 18 Tf 72 720 Td (%s) Tj ET", text))
 }
 
-// SelfReferencingPDF is the hostile file of issue 25: 238 bytes whose page tree lists itself as
+// SelfReferencingPDF is a hostile file: 238 bytes whose page tree lists itself as
 // its only kid (a reader that follows kids without remembering them never ends).
 func SelfReferencingPDF() []byte {
 	return PDF("<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [2 0 R] /Count 1 >>")

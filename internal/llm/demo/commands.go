@@ -11,7 +11,7 @@ import (
 	"github.com/agentry/agentry/internal/llm"
 )
 
-// Commands is what the demo understands, as its "help" answer lists it and docs/API.md shows
+// Commands is what the demo understands, as its "help" answer lists it and docs/api/demo.md shows
 // it. A message is a list of commands, one a line or joined with "then"; the demo works them in
 // order, one tool call per model call, and then answers with what the last tool returned.
 const Commands = `I am the offline demo model. I understand these commands, one a line or joined with "then":

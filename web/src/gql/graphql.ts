@@ -322,54 +322,54 @@ export type SignUpMutationVariables = Exact<{
 }>;
 
 
-export type SignUpMutation = { signUp: { accessToken: string, refreshToken: string, expiresAt: string, viewer: { role: Role, platformAdmin: boolean, user: { id: string, email: string, name: string | null }, tenant: { id: string, name: string } } } };
+export type SignUpMutation = { signUp: { accessToken: string, refreshToken: string, expiresAt: string, viewer: { role: Role, platformAdmin: boolean, user: { id: string, email: string, name: string | null }, tenant: { id: string, name: string } } } | null };
 
 export type LogInMutationVariables = Exact<{
   input: LogInInput;
 }>;
 
 
-export type LogInMutation = { logIn: { accessToken: string, refreshToken: string, expiresAt: string, viewer: { role: Role, platformAdmin: boolean, user: { id: string, email: string, name: string | null }, tenant: { id: string, name: string } } } };
+export type LogInMutation = { logIn: { accessToken: string, refreshToken: string, expiresAt: string, viewer: { role: Role, platformAdmin: boolean, user: { id: string, email: string, name: string | null }, tenant: { id: string, name: string } } } | null };
 
 export type RefreshSessionMutationVariables = Exact<{
   t: string;
 }>;
 
 
-export type RefreshSessionMutation = { refreshSession: { accessToken: string, refreshToken: string, expiresAt: string, viewer: { role: Role, platformAdmin: boolean, user: { id: string, email: string, name: string | null }, tenant: { id: string, name: string } } } };
+export type RefreshSessionMutation = { refreshSession: { accessToken: string, refreshToken: string, expiresAt: string, viewer: { role: Role, platformAdmin: boolean, user: { id: string, email: string, name: string | null }, tenant: { id: string, name: string } } } | null };
 
 export type LogOutMutationVariables = Exact<{
   t: string;
 }>;
 
 
-export type LogOutMutation = { logOut: boolean };
+export type LogOutMutation = { logOut: boolean | null };
 
 export type AcceptInvitationMutationVariables = Exact<{
   token: string;
 }>;
 
 
-export type AcceptInvitationMutation = { acceptInvitation: boolean };
+export type AcceptInvitationMutation = { acceptInvitation: boolean | null };
 
 export type VerifyEmailMutationVariables = Exact<{
   token: string;
 }>;
 
 
-export type VerifyEmailMutation = { verifyEmail: boolean };
+export type VerifyEmailMutation = { verifyEmail: boolean | null };
 
 export type RequestEmailVerificationMutationVariables = Exact<{ [key: string]: never; }>;
 
 
-export type RequestEmailVerificationMutation = { requestEmailVerification: boolean };
+export type RequestEmailVerificationMutation = { requestEmailVerification: boolean | null };
 
 export type RequestPasswordResetMutationVariables = Exact<{
   email: string;
 }>;
 
 
-export type RequestPasswordResetMutation = { requestPasswordReset: boolean };
+export type RequestPasswordResetMutation = { requestPasswordReset: boolean | null };
 
 export type ResetPasswordMutationVariables = Exact<{
   token: string;
@@ -377,7 +377,7 @@ export type ResetPasswordMutationVariables = Exact<{
 }>;
 
 
-export type ResetPasswordMutation = { resetPassword: boolean };
+export type ResetPasswordMutation = { resetPassword: boolean | null };
 
 export type EmailVerifiedQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -617,21 +617,21 @@ export type CreateApiKeyMutationVariables = Exact<{
 }>;
 
 
-export type CreateApiKeyMutation = { createApiKey: { secret: string, apiKey: { id: string, name: string, prefix: string, role: Role, createdAt: string, revokedAt: string | null } } };
+export type CreateApiKeyMutation = { createApiKey: { secret: string, apiKey: { id: string, name: string, prefix: string, role: Role, createdAt: string, revokedAt: string | null } } | null };
 
 export type RevokeApiKeyMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type RevokeApiKeyMutation = { revokeApiKey: { id: string, revokedAt: string | null } };
+export type RevokeApiKeyMutation = { revokeApiKey: { id: string, revokedAt: string | null } | null };
 
 export type AddMemberMutationVariables = Exact<{
   input: AddMemberInput;
 }>;
 
 
-export type AddMemberMutation = { addMember: { role: Role, pending: boolean, invitationToken: string | null, user: { id: string, email: string, name: string | null } } };
+export type AddMemberMutation = { addMember: { role: Role, pending: boolean, invitationToken: string | null, user: { id: string, email: string, name: string | null } } | null };
 
 export type UsageQueryVariables = Exact<{
   from: string;
@@ -674,7 +674,7 @@ export type SwitchTenantMutationVariables = Exact<{
 }>;
 
 
-export type SwitchTenantMutation = { switchTenant: { accessToken: string, refreshToken: string, expiresAt: string, viewer: { role: Role, platformAdmin: boolean, user: { id: string, email: string, name: string | null }, tenant: { id: string, name: string } } } };
+export type SwitchTenantMutation = { switchTenant: { accessToken: string, refreshToken: string, expiresAt: string, viewer: { role: Role, platformAdmin: boolean, user: { id: string, email: string, name: string | null }, tenant: { id: string, name: string } } } | null };
 
 export type MembersQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -694,7 +694,7 @@ export type RunRoutineMutationVariables = Exact<{
 }>;
 
 
-export type RunRoutineMutation = { runRoutine: { id: string, kind: RunKind, status: RunStatus } };
+export type RunRoutineMutation = { runRoutine: { id: string, kind: RunKind, status: RunStatus } | null };
 
 export type RoutineRunQueryVariables = Exact<{
   runId: string | number;
@@ -713,21 +713,21 @@ export type CreateWebhookMutationVariables = Exact<{
 }>;
 
 
-export type CreateWebhookMutation = { createWebhook: { id: string } };
+export type CreateWebhookMutation = { createWebhook: { id: string } | null };
 
 export type DeleteWebhookMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type DeleteWebhookMutation = { deleteWebhook: boolean };
+export type DeleteWebhookMutation = { deleteWebhook: boolean | null };
 
 export type TestWebhookMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type TestWebhookMutation = { testWebhook: { id: string, status: string } };
+export type TestWebhookMutation = { testWebhook: { id: string, status: string } | null };
 
 export type PlatformHealthQueryVariables = Exact<{ [key: string]: never; }>;
 

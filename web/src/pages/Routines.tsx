@@ -20,7 +20,7 @@ export function RoutinesPage() {
       </p>
       <ErrorBox error={q.error ?? run.error} />
       {q.fetching && !q.data && <Loading what="routines" />}
-      {q.data && routines.length === 0 && <Empty title="No routines yet.">Save one with the saveRoutine mutation (docs/API.md).</Empty>}
+      {q.data && routines.length === 0 && <Empty title="No routines yet.">Save one with the saveRoutine mutation (docs/api/multi-agent.md).</Empty>}
       <div className="grid">
         {routines.map((r) => (
           <div className="card" key={r.id} data-testid="routine">

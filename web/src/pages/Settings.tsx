@@ -218,8 +218,9 @@ function Keys() {
         onSubmit={async (e) => {
           e.preventDefault();
           const r = await create({ input: { name, role } });
-          if (r.data) {
-            setSecret(r.data.createApiKey.secret);
+          const key = r.data?.createApiKey;
+          if (key) {
+            setSecret(key.secret);
             setName('');
             refetch({ requestPolicy: 'network-only' });
           }
