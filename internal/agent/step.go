@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentry/agentry/internal/approval"
 	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
@@ -26,19 +25,21 @@ import (
 	"github.com/agentry/agentry/internal/workspace"
 )
 
-// ApprovalState is where a person's decision on an approval stands ("" when none was asked).
+// ApprovalState is where a person's decision on an approval stands, as the executor acts on it.
+// Its zero value (ApprovalNone) means no person was asked.
 type ApprovalState string
 
-// Approval states.
+// Approval states (the values of internal/approval's statuses).
 const (
 	ApprovalNone     ApprovalState = ""
-	ApprovalPending  ApprovalState = approval.StatusPending
-	ApprovalApproved ApprovalState = approval.StatusApproved
-	ApprovalRejected ApprovalState = approval.StatusRejected
-	ApprovalExpired  ApprovalState = approval.StatusExpired
+	ApprovalPending  ApprovalState = "PENDING"
+	ApprovalApproved ApprovalState = "APPROVED"
+	ApprovalRejected ApprovalState = "REJECTED"
+	ApprovalExpired  ApprovalState = "EXPIRED"
 )
 
-// Approvals is human-in-the-loop as the executor needs it (internal/approval implements it).
+// Approvals is human-in-the-loop as the executor needs it (internal/app adapts
+// internal/approval's service to it).
 type Approvals interface {
 	// Needs decides whether a call needs a person.
 	Needs(s settings.Settings, known, readOnly bool, risk int) bool

@@ -258,7 +258,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	}
 	a.Memory = memory.NewService(a.DB)
 	a.Context = contextwin.New(contextwin.Options{Models: a.Models, SummaryModel: cfg.SummaryModel, Log: log})
-	a.Executor = agent.New(a.DB, a.Runs, a.Models, agent.RegistryTools{Registry: a.Tools}, log)
+	a.Executor = agent.New(a.DB, a.Runs, a.Models, registryTools{reg: a.Tools}, log)
 	a.Executor.SetContextWindow(a.Context)
 	a.Executor.SetMetrics(a.Metrics)
 	if a.Tracer != nil {
@@ -315,7 +315,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	a.Approvals.OnDecision(approval.KindTeamBlocked, a.Teams.Decided)
 	a.Approvals.OnExpire(approval.KindTeamBlocked, a.Teams.Expired)
 	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
-	a.Executor.SetApprovals(agent.ServiceApprovals{Service: a.Approvals})
+	a.Executor.SetApprovals(executorApprovals{svc: a.Approvals})
 	a.Executor.SetBudgets(team.NewBudgets(a.Runs, a.Usage))
 	a.Webhooks = webhook.NewService(webhook.Options{
 		DB: a.DB, Sealer: keys, Log: log, Production: !cfg.IsDevelopment(), RetryBase: cfg.WebhookRetryBase, Metrics: a.Metrics,
