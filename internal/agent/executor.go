@@ -197,20 +197,20 @@ var ErrCancelled = errors.New("run cancelled")
 // or another error for a failure that was recorded as terminal. The attempt acquires the run
 // (its lease commits) before it calls the model.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
-	t := &turn{e: e, at: at}
-	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, t.loadFirst)
+	a := &attempt{e: e, job: at}
+	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, a.loadFirst)
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started
 	}
 	if err != nil {
 		return err
 	}
-	return t.execute(ctx, lease)
+	return a.execute(ctx, lease)
 }
 
 // execute works the attempt once the run is acquired (lease).
-func (t *turn) execute(ctx context.Context, lease run.Lease) error {
-	e, at := t.e, t.at
+func (a *attempt) execute(ctx context.Context, lease run.Lease) error {
+	e, at := a.e, a.job
 	tenantID, runID := lease.Run.TenantID, lease.Run.ID
 	workCtx, lose := context.WithCancelCause(ctx)
 	defer lose(nil)
@@ -219,8 +219,8 @@ func (t *turn) execute(ctx context.Context, lease run.Lease) error {
 	defer stopHB()
 	go e.runs.Heartbeat(hbCtx, lease, func() { lose(run.ErrFenced) })
 
-	t.lease, t.log = lease, log
-	res := t.work(workCtx)
+	a.lease, a.log = lease, log
+	res := a.work(workCtx)
 	stopHB()
 	if errors.Is(context.Cause(workCtx), run.ErrFenced) || (res.retry != nil && res.retry.Fenced) {
 		log.InfoContext(ctx, "run taken over by another attempt; stopping without writing")
@@ -284,31 +284,31 @@ func (e *Executor) retryDelay(attempt int) time.Duration {
 // attempt needs first: the settings of the run's user, its conversation and, on the first
 // attempt of a kind without hooks (a chat turn), the run's state for the first step and the
 // context builder's text. A chat turn thus starts with one transaction instead of three.
-func (t *turn) loadFirst(ctx context.Context, tx *db.Tx, l run.Lease) error {
+func (a *attempt) loadFirst(ctx context.Context, tx *db.Tx, l run.Lease) error {
 	r := l.Run
 	var err error
-	if t.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID); err != nil {
+	if a.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID); err != nil {
 		return err
 	}
 	if r.ConversationID.Valid {
-		if t.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
+		if a.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
 			return fmt.Errorf("load conversation: %w", err)
 		}
 	}
-	if t.e.hooks[r.Kind] != nil || l.Attempt != 1 {
+	if a.e.hooks[r.Kind] != nil || l.Attempt != 1 {
 		return nil
 	}
 	st, err := readStateOf(ctx, tx, r)
 	if err != nil {
 		return err
 	}
-	t.first = &st
-	if t.e.window != nil {
-		text, err := t.buildContext(ctx, tx, r, st)
+	a.first = &st
+	if a.e.window != nil {
+		text, err := a.buildContext(ctx, tx, r, st)
 		if err != nil {
 			return err
 		}
-		t.built = &text
+		a.built = &text
 	}
-	return t.reserveFirst(ctx, tx, l, st)
+	return a.reserveFirst(ctx, tx, l, st)
 }

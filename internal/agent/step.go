@@ -63,7 +63,7 @@ type state struct {
 var errTimeout = errors.New("attempt timed out (settings.timeoutSeconds)")
 
 // stopped reports whether ctx ended (cancel, timeout) and the outcome that means.
-func (t *turn) stopped(ctx context.Context) (run.Outcome, bool) {
+func (a *attempt) stopped(ctx context.Context) (run.Outcome, bool) {
 	if ctx.Err() == nil {
 		return run.Outcome{}, false
 	}
@@ -78,8 +78,8 @@ func (t *turn) stopped(ctx context.Context) (run.Outcome, bool) {
 }
 
 // fromError maps an attempt's failure to an outcome or a retry.
-func (t *turn) fromError(ctx context.Context, err error) result {
-	if o, ok := t.stopped(ctx); ok {
+func (a *attempt) fromError(ctx context.Context, err error) result {
+	if o, ok := a.stopped(ctx); ok {
 		return done(o)
 	}
 	if errors.Is(err, run.ErrFenced) {
@@ -100,22 +100,22 @@ func (t *turn) fromError(ctx context.Context, err error) result {
 
 // load reads the run, the conversation's context for it, its tool calls and newer user
 // messages.
-func (t *turn) load(ctx context.Context) (state, error) {
+func (a *attempt) load(ctx context.Context) (state, error) {
 	var st state
 	var err error
-	if t.first != nil {
-		st, t.first = *t.first, nil // read with the lease (loadFirst)
+	if a.first != nil {
+		st, a.first = *a.first, nil // read with the lease (loadFirst)
 	} else {
-		err = t.e.db.InTx(ctx, t.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		err = a.e.db.InTx(ctx, a.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
 			var err error
-			st, err = readState(ctx, tx, t.lease)
+			st, err = readState(ctx, tx, a.lease)
 			return err
 		})
 	}
-	if err == nil && len(t.earlier) == 0 {
+	if err == nil && len(a.earlier) == 0 {
 		for _, c := range st.calls {
 			if c.Status == run.ToolCallFailed && c.Error != nil {
-				t.earlier = append(t.earlier, Failure{Name: c.Name, Args: c.Arguments, Error: *c.Error})
+				a.earlier = append(a.earlier, Failure{Name: c.Name, Args: c.Arguments, Error: *c.Error})
 			}
 		}
 	}
@@ -172,7 +172,7 @@ type plannedCall struct {
 // transaction, each tool in a savepoint, committing every workspace change, tool result and
 // event of the step together (runStep). A crash, cancel or lost lease before that commit leaves
 // the workspace as it was before the step, and the next attempt runs the whole step again.
-func (t *turn) validate(ctx context.Context, pending []dbsqlc.ToolCall) (stepResult, *result) {
+func (a *attempt) validate(ctx context.Context, pending []dbsqlc.ToolCall) (stepResult, *result) {
 	var res stepResult
 	step := stepOf(pending)
 	plans := make([]plannedCall, len(step))
@@ -180,9 +180,9 @@ func (t *turn) validate(ctx context.Context, pending []dbsqlc.ToolCall) (stepRes
 	parallel := len(step) > 1
 	for i, c := range step {
 		plans[i].call = c
-		known, readOnly := t.tools().Info(c.Name)
-		risk := t.tools().Risk(c.Name, c.Arguments)
-		needs := t.e.approvals != nil && t.e.approvals.Needs(t.set, known, readOnly, risk)
+		known, readOnly := a.tools().Info(c.Name)
+		risk := a.tools().Risk(c.Name, c.Arguments)
+		needs := a.e.approvals != nil && a.e.approvals.Needs(a.set, known, readOnly, risk)
 		if !readOnly || needs {
 			parallel = false
 		}
@@ -193,20 +193,20 @@ func (t *turn) validate(ctx context.Context, pending []dbsqlc.ToolCall) (stepRes
 	}
 	decisions := make([]ApprovalState, len(step))
 	if slices.ContainsFunc(asks, func(r int) bool { return r >= 0 }) {
-		err := t.e.db.InTx(ctx, t.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		err := a.e.db.InTx(ctx, a.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
 			for i, c := range step {
 				if asks[i] < 0 {
 					continue
 				}
 				var err error
-				if decisions[i], err = t.e.approvals.ToolCall(ctx, tx, c); err != nil {
+				if decisions[i], err = a.e.approvals.ToolCall(ctx, tx, c); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 		if err != nil {
-			r := t.fromError(ctx, err)
+			r := a.fromError(ctx, err)
 			return res, &r
 		}
 	}
@@ -223,21 +223,21 @@ func (t *turn) validate(ctx context.Context, pending []dbsqlc.ToolCall) (stepRes
 		default:
 			// One question at a time: the run parks until this one is decided, and the step
 			// runs once every call that needs a person has its answer.
-			r := t.requestApproval(ctx, plans[i].call, asks[i])
+			r := a.requestApproval(ctx, plans[i].call, asks[i])
 			return res, &r
 		}
 	}
-	if r, parked := t.park(ctx, step); parked {
+	if r, parked := a.park(ctx, step); parked {
 		return res, &r
 	}
 	var err error
 	if parallel {
-		err = t.runParallel(ctx, step, &res)
+		err = a.runParallel(ctx, step, &res)
 	} else {
-		err = t.runStep(ctx, plans, &res)
+		err = a.runStep(ctx, plans, &res)
 	}
 	if err != nil {
-		r := t.fromError(ctx, err)
+		r := a.fromError(ctx, err)
 		return res, &r
 	}
 	return res, nil
@@ -256,16 +256,16 @@ func stepOf(pending []dbsqlc.ToolCall) []dbsqlc.ToolCall {
 
 // start marks calls RUNNING with their tool.started events, in a fenced transaction of its own,
 // so that subscribers see what a step is doing while it runs.
-func (t *turn) start(ctx context.Context, calls []dbsqlc.ToolCall) error {
+func (a *attempt) start(ctx context.Context, calls []dbsqlc.ToolCall) error {
 	if len(calls) == 0 {
 		return nil
 	}
-	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+	return a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		for _, c := range calls {
 			if _, err := tx.Q.ToolCallStart(ctx, dbsqlc.ToolCallStartParams{TenantID: c.TenantID, ID: c.ID}); err != nil {
 				return fmt.Errorf("start tool call: %w", err)
 			}
-			if _, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: events.ToolStarted, Data: map[string]any{
+			if _, err := a.e.pub.Append(ctx, tx, a.lease.Scope(), events.New{Type: events.ToolStarted, Data: map[string]any{
 				"toolCallId": c.ID, "name": c.Name, "arguments": json.RawMessage(c.Arguments),
 			}}); err != nil {
 				return err
@@ -287,8 +287,8 @@ func (res *stepResult) note(c dbsqlc.ToolCall, runErr error) {
 
 // runParallel executes read-only calls concurrently, each in its own read transaction, and
 // commits their results together.
-func (t *turn) runParallel(ctx context.Context, batch []dbsqlc.ToolCall, res *stepResult) error {
-	if err := t.start(ctx, batch); err != nil {
+func (a *attempt) runParallel(ctx context.Context, batch []dbsqlc.ToolCall, res *stepResult) error {
+	if err := a.start(ctx, batch); err != nil {
 		return err
 	}
 	outs := make([]string, len(batch))
@@ -298,10 +298,10 @@ func (t *turn) runParallel(ctx context.Context, batch []dbsqlc.ToolCall, res *st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, end := t.toolSpan(ctx, c)
-			errs[i] = t.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			ctx, end := a.toolSpan(ctx, c)
+			errs[i] = a.e.db.InTx(ctx, c.TenantID, func(ctx context.Context, tx *db.Tx) error {
 				var err error
-				outs[i], err = t.tools().Run(ctx, tx, t.callOf(c))
+				outs[i], err = a.tools().Run(ctx, tx, a.callOf(c))
 				return err
 			})
 			end(errs[i])
@@ -311,9 +311,9 @@ func (t *turn) runParallel(ctx context.Context, batch []dbsqlc.ToolCall, res *st
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+	if err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		for i, c := range batch {
-			if err := t.recordCall(ctx, tx, c, outs[i], errs[i], ""); err != nil {
+			if err := a.recordCall(ctx, tx, c, outs[i], errs[i], ""); err != nil {
 				return err
 			}
 		}
@@ -332,38 +332,38 @@ func (t *turn) runParallel(ctx context.Context, batch []dbsqlc.ToolCall, res *st
 // and every call's workspace changes, journal entries, result, tool-result message and events
 // commit together, or not at all. Calls the user refused are recorded (REJECTED) in the same
 // transaction without running.
-func (t *turn) runStep(ctx context.Context, plans []plannedCall, res *stepResult) error {
+func (a *attempt) runStep(ctx context.Context, plans []plannedCall, res *stepResult) error {
 	var runnable []dbsqlc.ToolCall
 	for _, p := range plans {
 		if p.skip == "" {
 			runnable = append(runnable, p.call)
 		}
 	}
-	if err := t.start(ctx, runnable); err != nil {
+	if err := a.start(ctx, runnable); err != nil {
 		return err
 	}
 	errs := make([]error, len(plans))
-	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+	err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		for i, p := range plans {
 			c := p.call
 			if p.skip != "" {
-				if err := t.recordCall(ctx, tx, c, "", errors.New(p.skip), run.ToolCallRejected); err != nil {
+				if err := a.recordCall(ctx, tx, c, "", errors.New(p.skip), run.ToolCallRejected); err != nil {
 					return err
 				}
 				continue
 			}
 			var output string
-			sctx, end := t.toolSpan(ctx, c)
-			errs[i] = t.e.db.InTx(sctx, c.TenantID, func(ctx context.Context, stx *db.Tx) error {
+			sctx, end := a.toolSpan(ctx, c)
+			errs[i] = a.e.db.InTx(sctx, c.TenantID, func(ctx context.Context, stx *db.Tx) error {
 				var err error
-				output, err = t.tools().Run(workspace.ForRun(ctx, t.e.pub, t.lease.Scope(), c.ID), stx, t.callOf(c))
+				output, err = a.tools().Run(workspace.ForRun(ctx, a.e.pub, a.lease.Scope(), c.ID), stx, a.callOf(c))
 				return err
 			})
 			end(errs[i])
 			if ctx.Err() != nil {
 				return ctx.Err() // cancelled, timed out or lease lost: nothing of the step commits
 			}
-			if err := t.recordCall(ctx, tx, c, output, errs[i], ""); err != nil {
+			if err := a.recordCall(ctx, tx, c, output, errs[i], ""); err != nil {
 				return err
 			}
 		}
@@ -381,8 +381,8 @@ func (t *turn) runStep(ctx context.Context, plans []plannedCall, res *stepResult
 }
 
 // toolSpan starts the span of tool call c; end finishes it with the call's error.
-func (t *turn) toolSpan(ctx context.Context, c dbsqlc.ToolCall) (context.Context, func(error)) {
-	ctx, span := t.e.tracer.Start(ctx, "tool.call", trace.WithAttributes(attribute.String("tool.name", c.Name), attribute.String("tool.call_id", c.CallID)))
+func (a *attempt) toolSpan(ctx context.Context, c dbsqlc.ToolCall) (context.Context, func(error)) {
+	ctx, span := a.e.tracer.Start(ctx, "tool.call", trace.WithAttributes(attribute.String("tool.name", c.Name), attribute.String("tool.call_id", c.CallID)))
 	return ctx, func(err error) {
 		if err != nil {
 			span.SetStatus(codes.Error, "tool failed")
@@ -391,14 +391,14 @@ func (t *turn) toolSpan(ctx context.Context, c dbsqlc.ToolCall) (context.Context
 	}
 }
 
-func (t *turn) callOf(c dbsqlc.ToolCall) ToolCall {
-	r := t.lease.Run
-	return ToolCall{TenantID: r.TenantID, ProjectID: t.conv.ProjectID, UserID: r.UserID, RunID: r.ID, Name: c.Name, Args: c.Arguments}
+func (a *attempt) callOf(c dbsqlc.ToolCall) ToolCall {
+	r := a.lease.Run
+	return ToolCall{TenantID: r.TenantID, ProjectID: a.conv.ProjectID, UserID: r.UserID, RunID: r.ID, Name: c.Name, Args: c.Arguments}
 }
 
 // recordCall stores a call's result, the tool-result message and its event.
-func (t *turn) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, output string, runErr error, status string) error {
-	r := t.lease.Run
+func (a *attempt) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, output string, runErr error, status string) error {
+	r := a.lease.Run
 	evType := events.ToolCompleted
 	if status == "" {
 		status = run.ToolCallCompleted
@@ -420,30 +420,30 @@ func (t *turn) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, out
 		return fmt.Errorf("finish tool call: %w", err)
 	}
 	tool := c.Name
-	if known := t.e.tools != nil && t.knownTool(tool); !known {
+	if known := a.e.tools != nil && a.knownTool(tool); !known {
 		tool = "unknown" // a name the model made up must not become a label value
 	}
-	tx.AfterCommit(func() { t.e.metrics.ToolCall(tool, strings.ToLower(status)) })
-	if _, err := t.insertMessage(ctx, tx, "TOOL", []llm.Block{result}, nil); err != nil {
+	tx.AfterCommit(func() { a.e.metrics.ToolCall(tool, strings.ToLower(status)) })
+	if _, err := a.insertMessage(ctx, tx, "TOOL", []llm.Block{result}, nil); err != nil {
 		return fmt.Errorf("store tool result: %w", err)
 	}
 	data := map[string]any{"toolCallId": c.ID, "name": c.Name, "status": status, "output": truncate(result.Content, 2000)}
 	if runErr != nil {
 		data = map[string]any{"toolCallId": c.ID, "name": c.Name, "status": status, "error": truncate(result.Content, 2000)}
 	}
-	_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: evType, Data: data})
+	_, err := a.e.pub.Append(ctx, tx, a.lease.Scope(), events.New{Type: evType, Data: data})
 	return err
 }
 
-func (t *turn) knownTool(name string) bool {
-	known, _ := t.e.tools.Info(name)
+func (a *attempt) knownTool(name string) bool {
+	known, _ := a.e.tools.Info(name)
 	return known
 }
 
 // insertMessage stores a message of the run at the conversation's next position.
-func (t *turn) insertMessage(ctx context.Context, tx *db.Tx, role string, blocks []llm.Block, callIndex *int32) (dbsqlc.Message, error) {
-	r := t.lease.Run
-	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: r.TenantID, ID: t.conv.ID, N: 1})
+func (a *attempt) insertMessage(ctx context.Context, tx *db.Tx, role string, blocks []llm.Block, callIndex *int32) (dbsqlc.Message, error) {
+	r := a.lease.Run
+	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: r.TenantID, ID: a.conv.ID, N: 1})
 	if err != nil {
 		return dbsqlc.Message{}, err
 	}
@@ -456,39 +456,39 @@ func (t *turn) insertMessage(ctx context.Context, tx *db.Tx, role string, blocks
 		text = blocks[0].Content
 	}
 	return tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-		TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), ConversationID: t.conv.ID, RunID: uuid.NullUUID{UUID: r.ID, Valid: true},
+		TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), ConversationID: a.conv.ID, RunID: uuid.NullUUID{UUID: r.ID, Valid: true},
 		RunSeq: r.ConversationSeq, Position: pos.MessageCount, Role: role, Content: text, Parts: parts,
 		TokenEstimate: int32(contextwin.EstimateMessage(dbsqlc.Message{Role: role, Content: text, Parts: parts})), LlmCallIndex: callIndex,
 	})
 }
 
 // reflect applies the ErrorClassifier to a step's failures and the breaker's first level.
-func (t *turn) reflect(ctx context.Context, p llm.Provider, m llm.Model, st state, res stepResult) (result, bool) {
+func (a *attempt) reflect(ctx context.Context, p llm.Provider, m llm.Model, st state, res stepResult) (result, bool) {
 	consecutive := int(st.run.ConsecutiveFailures)
 	if res.ok > 0 {
 		consecutive = 0
 	}
 	consecutive += len(res.failures)
-	decision := ErrorClassifier{}.Classify(res.failures, t.earlier, consecutive)
-	t.earlier = append(t.earlier, res.failures...)
+	decision := ErrorClassifier{}.Classify(res.failures, a.earlier, consecutive)
+	a.earlier = append(a.earlier, res.failures...)
 	backtracks := int(st.run.Backtracks)
 	mustReflect := st.run.MustReflect
 	switch decision {
 	case Escalate:
 		q := "The agent needs your help: " + truncate(res.failures[0].Error, 500) + ". Approve to let it go on (add guidance in the note), or reject to stop the run."
-		r := t.suspendFor(ctx, "escalation", nil, q, map[string]any{"failures": res.failures})
+		r := a.suspendFor(ctx, "escalation", nil, q, map[string]any{"failures": res.failures})
 		return r, true
 	case FailGracefully:
-		if err := t.saveBreaker(ctx, consecutive, backtracks, false); err != nil {
-			return t.fromError(ctx, err), true
+		if err := a.saveBreaker(ctx, consecutive, backtracks, false); err != nil {
+			return a.fromError(ctx, err), true
 		}
 		st.run.ConsecutiveFailures = int32(consecutive)
-		return t.summarise(ctx, p, m, st, ReasonFailures, run.StatusFailed), true
+		return a.summarise(ctx, p, m, st, ReasonFailures, run.StatusFailed), true
 	case Backtrack:
 		backtracks++
 		// A new approach starts: backtrack resets the consecutive failures.
-		if err := t.backtrack(ctx, st, res, backtracks); err != nil {
-			return t.fromError(ctx, err), true
+		if err := a.backtrack(ctx, st, res, backtracks); err != nil {
+			return a.fromError(ctx, err), true
 		}
 		if backtracks >= MaxBacktracks {
 			return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: ReasonCircuitOpen,
@@ -499,15 +499,15 @@ func (t *turn) reflect(ctx context.Context, p llm.Provider, m llm.Model, st stat
 	if consecutive >= ReflectAfterFailures && consecutive < MaxConsecutiveFailures && !mustReflect && consecutive-len(res.failures) < ReflectAfterFailures {
 		mustReflect = true
 	}
-	if err := t.saveBreaker(ctx, consecutive, backtracks, mustReflect); err != nil {
-		return t.fromError(ctx, err), true
+	if err := a.saveBreaker(ctx, consecutive, backtracks, mustReflect); err != nil {
+		return a.fromError(ctx, err), true
 	}
 	return result{}, false
 }
 
 // backtrack takes the failed calls' assistant messages and their results out of the context and
 // puts a reflection summary in their place.
-func (t *turn) backtrack(ctx context.Context, st state, res stepResult, backtracks int) error {
+func (a *attempt) backtrack(ctx context.Context, st state, res stepResult, backtracks int) error {
 	failed := map[uuid.UUID]bool{}
 	for _, id := range res.failedIDs {
 		failed[id] = true
@@ -537,7 +537,7 @@ func (t *turn) backtrack(ctx context.Context, st state, res stepResult, backtrac
 	for id := range msgIDs {
 		exclude = append(exclude, id)
 	}
-	hist, _, err := t.historyAfter(ctx)
+	hist, _, err := a.historyAfter(ctx)
 	if err != nil {
 		return err
 	}
@@ -555,58 +555,58 @@ func (t *turn) backtrack(ctx context.Context, st state, res stepResult, backtrac
 		}
 	}
 	summary := reflectionSummary(res.failures)
-	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-		if err := tx.Q.MessageExclude(ctx, dbsqlc.MessageExcludeParams{TenantID: t.lease.Run.TenantID, Ids: exclude}); err != nil {
+	return a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+		if err := tx.Q.MessageExclude(ctx, dbsqlc.MessageExcludeParams{TenantID: a.lease.Run.TenantID, Ids: exclude}); err != nil {
 			return err
 		}
-		if _, err := t.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: summary}}, nil); err != nil {
+		if _, err := a.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: summary}}, nil); err != nil {
 			return err
 		}
-		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: t.lease.Run.TenantID, ID: t.lease.Run.ID, Attempt: t.lease.Attempt,
+		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: a.lease.Run.TenantID, ID: a.lease.Run.ID, Attempt: a.lease.Attempt,
 			ConsecutiveFailures: 0, Backtracks: int32(backtracks), MustReflect: false}); err != nil {
 			return err
 		}
-		_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: events.ExecutionBacktracked, Data: map[string]any{
+		_, err := a.e.pub.Append(ctx, tx, a.lease.Scope(), events.New{Type: events.ExecutionBacktracked, Data: map[string]any{
 			"backtracks": backtracks, "summary": summary, "excludedMessages": len(exclude),
 		}})
 		return err
 	})
 }
 
-func (t *turn) historyAfter(ctx context.Context) ([]dbsqlc.Message, []dbsqlc.ToolCall, error) {
-	st, err := t.load(ctx)
+func (a *attempt) historyAfter(ctx context.Context) ([]dbsqlc.Message, []dbsqlc.ToolCall, error) {
+	st, err := a.load(ctx)
 	return st.hist, st.calls, err
 }
 
 // saveBreaker stores the breaker state (and events) in a fenced tx.
-func (t *turn) saveBreaker(ctx context.Context, consecutive, backtracks int, mustReflect bool, news ...events.New) error {
-	r := t.lease.Run
-	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: t.lease.Attempt,
+func (a *attempt) saveBreaker(ctx context.Context, consecutive, backtracks int, mustReflect bool, news ...events.New) error {
+	r := a.lease.Run
+	return a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: a.lease.Attempt,
 			ConsecutiveFailures: int32(consecutive), Backtracks: int32(backtracks), MustReflect: mustReflect}); err != nil {
 			return err
 		}
-		_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), news...)
+		_, err := a.e.pub.Append(ctx, tx, a.lease.Scope(), news...)
 		return err
 	})
 }
 
 // summarise ends the run with a summary of what was done and why it stopped, asked of the
 // model without tools; if that fails, a summary is assembled from the run's tool calls.
-func (t *turn) summarise(ctx context.Context, p llm.Provider, m llm.Model, st state, reason, status string) result {
+func (a *attempt) summarise(ctx context.Context, p llm.Provider, m llm.Model, st state, reason, status string) result {
 	why := map[string]string{
 		ReasonUserStop: "the user asked to stop", ReasonFailures: fmt.Sprintf("%d tool calls in a row failed", MaxConsecutiveFailures),
 	}[reason]
-	req := llm.Request{Model: m.ID, System: t.systemPrompt(st.run) + "\n\nThe run is stopping because " + why +
+	req := llm.Request{Model: m.ID, System: a.systemPrompt(st.run) + "\n\nThe run is stopping because " + why +
 		". Summarise briefly what has been done, what is left, and why you stopped. Do not call tools.", Messages: toLLM(st.hist), MaxTokens: 1024}
-	calls := max(int(st.run.LlmCalls), t.llmCalls(st.hist))
-	resp, err := t.call(ctx, p, req, calls)
+	calls := max(int(st.run.LlmCalls), a.llmCalls(st.hist))
+	resp, err := a.call(ctx, p, req, calls)
 	if err == nil {
 		resp.Blocks = textOnly(resp.Blocks)
-		err = t.persistReply(ctx, p, m, resp, calls, false)
+		err = a.persistReply(ctx, p, m, resp, calls, false)
 	}
 	if err != nil {
-		if o, ok := t.stopped(ctx); ok {
+		if o, ok := a.stopped(ctx); ok {
 			return done(o)
 		}
 		var b strings.Builder
@@ -614,8 +614,8 @@ func (t *turn) summarise(ctx context.Context, p llm.Provider, m llm.Model, st st
 		for _, c := range st.calls {
 			fmt.Fprintf(&b, "\n- %s: %s", c.Name, c.Status)
 		}
-		_ = t.e.runs.InFence(context.WithoutCancel(ctx), t.lease, func(ctx context.Context, tx *db.Tx) error {
-			_, err := t.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: b.String()}}, nil)
+		_ = a.e.runs.InFence(context.WithoutCancel(ctx), a.lease, func(ctx context.Context, tx *db.Tx) error {
+			_, err := a.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: b.String()}}, nil)
 			return err
 		})
 	}
@@ -630,53 +630,53 @@ func (t *turn) summarise(ctx context.Context, p llm.Provider, m llm.Model, st st
 }
 
 // suspend parks the run with events (pause).
-func (t *turn) suspend(ctx context.Context, status string, news ...events.New) result {
-	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-		_, err := t.e.runs.Suspend(ctx, tx, t.lease, status, news...)
+func (a *attempt) suspend(ctx context.Context, status string, news ...events.New) result {
+	err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+		_, err := a.e.runs.Suspend(ctx, tx, a.lease, status, news...)
 		return err
 	})
 	if err != nil {
-		return t.fromError(ctx, err)
+		return a.fromError(ctx, err)
 	}
 	return result{suspended: true}
 }
 
 // suspendFor asks a person (an approval of kind) and parks the run AWAITING_APPROVAL.
-func (t *turn) suspendFor(ctx context.Context, kind string, call *dbsqlc.ToolCall, question string, data map[string]any) result {
-	if t.e.approvals == nil {
+func (a *attempt) suspendFor(ctx context.Context, kind string, call *dbsqlc.ToolCall, question string, data map[string]any) result {
+	if a.e.approvals == nil {
 		return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), Error: "approval needed but approvals are not configured: " + question, TerminationReason: ReasonEscalated})
 	}
-	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-		return t.e.approvals.Request(ctx, tx, t.lease, kind, call, question, data)
+	err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+		return a.e.approvals.Request(ctx, tx, a.lease, kind, call, question, data)
 	})
 	if err != nil {
-		return t.fromError(ctx, err)
+		return a.fromError(ctx, err)
 	}
 	return result{suspended: true}
 }
 
-func (t *turn) requestApproval(ctx context.Context, c dbsqlc.ToolCall, risk int) result {
+func (a *attempt) requestApproval(ctx context.Context, c dbsqlc.ToolCall, risk int) result {
 	q := fmt.Sprintf("Allow %s with %s (risk %d)?", c.Name, truncate(string(c.Arguments), 500), risk)
-	return t.suspendFor(ctx, "tool_call", &c, q, map[string]any{"risk": risk})
+	return a.suspendFor(ctx, "tool_call", &c, q, map[string]any{"risk": risk})
 }
 
 // askToContinue pauses a long run for the user's confirmation (an approval of kind continue).
-func (t *turn) askToContinue(ctx context.Context, calls int) result {
+func (a *attempt) askToContinue(ctx context.Context, calls int) result {
 	q := fmt.Sprintf("The run has taken %d turns. Continue?", calls)
-	return t.suspendFor(ctx, "continue", nil, q, map[string]any{"turns": calls})
+	return a.suspendFor(ctx, "continue", nil, q, map[string]any{"turns": calls})
 }
 
 // confirmedAt is the turn count the user last agreed to go on at (0 when never asked). A
 // rejected confirmation ends the run as a user stop, handled by the caller through Latest.
-func (t *turn) confirmedAt(ctx context.Context) int {
-	if t.e.approvals == nil || t.limits.ConfirmAfter == 0 {
+func (a *attempt) confirmedAt(ctx context.Context) int {
+	if a.e.approvals == nil || a.limits.ConfirmAfter == 0 {
 		return 0
 	}
 	var state ApprovalState
 	var data map[string]any
-	_ = t.e.db.InTx(ctx, t.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+	_ = a.e.db.InTx(ctx, a.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		state, _, data, err = t.e.approvals.Latest(ctx, tx, t.lease.Run.TenantID, t.lease.Run.ID, "continue")
+		state, _, data, err = a.e.approvals.Latest(ctx, tx, a.lease.Run.TenantID, a.lease.Run.ID, "continue")
 		return err
 	})
 	turns, _ := data["turns"].(float64)
@@ -711,20 +711,20 @@ func styleInstruction(s settings.Settings) string {
 // happened, the run is parked WAITING (no worker held) and the step runs once it is resumed. A
 // wait in a step with calls that change something runs at once (it answers with where things
 // stand), so that nothing of such a step waits on its own effects.
-func (t *turn) park(ctx context.Context, step []dbsqlc.ToolCall) (result, bool) {
-	w := t.e.waiter
+func (a *attempt) park(ctx context.Context, step []dbsqlc.ToolCall) (result, bool) {
+	w := a.e.waiter
 	if w == nil {
 		return result{}, false
 	}
 	var wait *dbsqlc.ToolCall
 	for i, c := range step {
-		if w.Waits(c.Name) && (t.limits.AllowTool == nil || t.limits.AllowTool(c.Name)) {
+		if w.Waits(c.Name) && (a.limits.AllowTool == nil || a.limits.AllowTool(c.Name)) {
 			if wait == nil {
 				wait = &step[i]
 			}
 			continue
 		}
-		if _, readOnly := t.tools().Info(c.Name); !readOnly {
+		if _, readOnly := a.tools().Info(c.Name); !readOnly {
 			return result{}, false
 		}
 	}
@@ -732,13 +732,13 @@ func (t *turn) park(ctx context.Context, step []dbsqlc.ToolCall) (result, bool) 
 		return result{}, false
 	}
 	parked := false
-	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+	err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		parked, err = w.Park(ctx, tx, t.lease, *wait)
+		parked, err = w.Park(ctx, tx, a.lease, *wait)
 		return err
 	})
 	if err != nil {
-		return t.fromError(ctx, err), true
+		return a.fromError(ctx, err), true
 	}
 	if parked {
 		return result{suspended: true}, true

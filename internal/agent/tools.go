@@ -12,21 +12,21 @@ import (
 // tools is what this attempt may call: the executor's tools (or the ones its kind's hooks
 // scoped for the run, ToolScope), narrowed by the run's limits (AllowTool) when they name a set,
 // else without the restricted ones (Restrict).
-func (t *turn) tools() Tools {
-	base := t.e.tools
-	if t.scoped != nil {
-		base = t.scoped
+func (a *attempt) tools() Tools {
+	base := a.e.tools
+	if a.scoped != nil {
+		base = a.scoped
 	}
 	if base == nil {
 		return nil
 	}
-	if t.limits.AllowTool == nil {
-		if len(t.e.restricted) == 0 {
+	if a.limits.AllowTool == nil {
+		if len(a.e.restricted) == 0 {
 			return base
 		}
-		return allowedTools{Tools: base, allow: func(name string) bool { return !t.e.restricted[name] }}
+		return allowedTools{Tools: base, allow: func(name string) bool { return !a.e.restricted[name] }}
 	}
-	return allowedTools{Tools: base, allow: t.limits.AllowTool}
+	return allowedTools{Tools: base, allow: a.limits.AllowTool}
 }
 
 // allowedTools offers only the tools allow names. A call to another fails as unavailable: it

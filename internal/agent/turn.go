@@ -25,12 +25,13 @@ import (
 // defaultSystemPrompt is prepended to every conversation's own system prompt.
 const defaultSystemPrompt = "You are agentry, a capable assistant. You can use the tools offered to read and change the files of the user's project workspace. Be concise and accurate."
 
-// turn is one attempt at a run.
-type turn struct {
+// attempt is one attempt at a run: one River job attempt working the RVR-B loop under the
+// run's lease, until the run ends, is parked, or the attempt fails.
+type attempt struct {
 	e      *Executor
 	lease  run.Lease
 	log    *slog.Logger
-	at     Attempt
+	job    Attempt
 	set    settings.Settings
 	conv   dbsqlc.Conversation
 	limits Limits
@@ -67,61 +68,61 @@ func done(o run.Outcome) result { return result{outcome: o} }
 // work runs the RVR-B loop: REACT (model call) -> VALIDATE (tool calls) -> REFLECT (classify
 // failures) -> BACKTRACK when needed -> TERMINATE? (the adaptive terminator), until the run ends,
 // is suspended, or the attempt fails.
-func (t *turn) work(ctx context.Context) result {
-	defer t.flushTail(context.WithoutCancel(ctx))
-	defer t.releaseUnused(ctx)
-	r := t.lease.Run
+func (a *attempt) work(ctx context.Context) result {
+	defer a.flushTail(context.WithoutCancel(ctx))
+	defer a.releaseUnused(ctx)
+	r := a.lease.Run
 	var err error
-	// t.set and t.conv were read with the lease (loadFirst).
-	t.limits = Limits{MaxTurns: MaxChatTurns}
-	if t.e.MaxTurns > 0 {
-		t.limits.MaxTurns = t.e.MaxTurns
+	// a.set and a.conv were read with the lease (loadFirst).
+	a.limits = Limits{MaxTurns: MaxChatTurns}
+	if a.e.MaxTurns > 0 {
+		a.limits.MaxTurns = a.e.MaxTurns
 	}
-	if h := t.e.hooks[r.Kind]; h != nil {
-		err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+	if h := a.e.hooks[r.Kind]; h != nil {
+		err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 			var err error
-			if t.limits, err = h.Limits(ctx, tx, r); err != nil {
+			if a.limits, err = h.Limits(ctx, tx, r); err != nil {
 				return err
 			}
 			if sc, ok := h.(ToolScope); ok {
-				if t.scoped, err = sc.Tools(ctx, tx, r, t.e.tools); err != nil {
+				if a.scoped, err = sc.Tools(ctx, tx, r, a.e.tools); err != nil {
 					return err
 				}
 			}
 			return h.Started(ctx, tx, r)
 		})
 		if err != nil {
-			return t.fromError(ctx, err)
+			return a.fromError(ctx, err)
 		}
 	}
-	provider, model, err := t.e.models.Resolve(t.conv.Model)
+	provider, model, err := a.e.models.Resolve(a.conv.Model)
 	if err != nil {
 		return done(failed(llm.Terminal, err))
 	}
-	if r, stop := t.afterEscalation(ctx); stop {
+	if r, stop := a.afterEscalation(ctx); stop {
 		return r
 	}
 	// settings.timeoutSeconds bounds a chat-turn attempt; other kinds run under their own
 	// wall-clock limit (measured from the run's first start), enforced by the terminator too.
-	budget := time.Duration(t.set.TimeoutSeconds) * time.Second
-	if r.Kind != run.KindChatTurn && t.limits.MaxDuration > 0 {
-		budget = t.limits.MaxDuration
+	budget := time.Duration(a.set.TimeoutSeconds) * time.Second
+	if r.Kind != run.KindChatTurn && a.limits.MaxDuration > 0 {
+		budget = a.limits.MaxDuration
 		if r.StartedAt != nil {
-			budget -= t.e.clock().Sub(*r.StartedAt)
+			budget -= a.e.clock().Sub(*r.StartedAt)
 		}
 		budget = max(budget, time.Second)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, budget, errTimeout)
 	defer cancel()
-	term := AdaptiveTerminator{Limits: t.limits, MaxTokens: t.set.MaxTokensPerTask, Now: t.e.now}
+	term := AdaptiveTerminator{Limits: a.limits, MaxTokens: a.set.MaxTokensPerTask, Now: a.e.now}
 
 	for {
-		if o, ok := t.stopped(ctx); ok {
+		if o, ok := a.stopped(ctx); ok {
 			return done(o)
 		}
-		st, err := t.load(ctx)
+		st, err := a.load(ctx)
 		if err != nil {
-			return t.fromError(ctx, err)
+			return a.fromError(ctx, err)
 		}
 		if st.run.CancelRequested {
 			// Cancelled (maybe with an ancestor) while River's cancel is on its way: no model call
@@ -129,59 +130,59 @@ func (t *turn) work(ctx context.Context) result {
 			return done(run.Outcome{Status: run.StatusCancelled, Error: "cancelled", TerminationReason: "user_cancel"})
 		}
 		if st.run.StopRequested {
-			return t.summarise(ctx, provider, model, st, ReasonUserStop, run.StatusCompleted)
+			return a.summarise(ctx, provider, model, st, ReasonUserStop, run.StatusCompleted)
 		}
 		if st.run.PauseRequested {
-			return t.suspend(ctx, run.StatusPaused, events.New{Type: events.ExecutionPaused, Data: map[string]any{"reason": "paused by the user"}})
+			return a.suspend(ctx, run.StatusPaused, events.New{Type: events.ExecutionPaused, Data: map[string]any{"reason": "paused by the user"}})
 		}
 		// VALIDATE: tool calls stored but not executed yet (this step's, or an earlier attempt's).
 		if pending := pendingCalls(st.calls); len(pending) > 0 {
-			res, stop := t.validate(ctx, pending)
+			res, stop := a.validate(ctx, pending)
 			if stop != nil {
 				return *stop
 			}
 			// REFLECT on the step's failures.
 			if len(res.failures) > 0 {
-				if r, stop := t.reflect(ctx, provider, model, st, res); stop {
+				if r, stop := a.reflect(ctx, provider, model, st, res); stop {
 					return r
 				}
 			}
 			continue
 		}
 		// An earlier attempt may have stored a reply and died before acting on it.
-		if last, ok := t.lastReply(st.hist); ok && len(toolUses(last)) == 0 {
+		if last, ok := a.lastReply(st.hist); ok && len(toolUses(last)) == 0 {
 			if !st.run.MustReflect {
 				// The model had stopped on its own: that attempt only missed recording the end.
 				return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonCompleted})
 			}
 			// The reflection turn was stored; its breaker update was not.
-			if err := t.endReflection(ctx, st, llm.Message{Blocks: last}.Text()); err != nil {
-				return t.fromError(ctx, err)
+			if err := a.endReflection(ctx, st, llm.Message{Blocks: last}.Text()); err != nil {
+				return a.fromError(ctx, err)
 			}
 			continue
 		}
-		calls := max(int(st.run.LlmCalls), t.llmCalls(st.hist)) // backtracked turns count too
-		confirmed := t.confirmedAt(ctx)
+		calls := max(int(st.run.LlmCalls), a.llmCalls(st.hist)) // backtracked turns count too
+		confirmed := a.confirmedAt(ctx)
 		if confirmed < 0 {
 			return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonUserStop, Data: map[string]any{"declined": "continue"}})
 		}
 		if sig, end := term.Check(st.run, calls, st.newer, confirmed); end {
 			if sig.Confirm {
-				return t.askToContinue(ctx, calls)
+				return a.askToContinue(ctx, calls)
 			}
 			switch sig.Reason {
 			case ReasonMaxTurns, ReasonUserIntent:
 				return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: sig.Reason})
 			case ReasonFailures:
-				return t.summarise(ctx, provider, model, st, sig.Reason, run.StatusFailed)
+				return a.summarise(ctx, provider, model, st, sig.Reason, run.StatusFailed)
 			case ReasonBudget:
 				msg := "maxTokensPerTask used up"
-				if t.limits.MaxTokens > 0 && st.run.InputTokens+st.run.OutputTokens >= t.limits.MaxTokens {
-					msg = fmt.Sprintf("max tokens used up (%d of %d)", st.run.InputTokens+st.run.OutputTokens, t.limits.MaxTokens)
+				if a.limits.MaxTokens > 0 && st.run.InputTokens+st.run.OutputTokens >= a.limits.MaxTokens {
+					msg = fmt.Sprintf("max tokens used up (%d of %d)", st.run.InputTokens+st.run.OutputTokens, a.limits.MaxTokens)
 				}
 				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: msg})
 			case ReasonMaxDuration:
-				if t.limits.TimesOut {
+				if a.limits.TimesOut {
 					return done(run.Outcome{Status: run.StatusTimedOut, FailureClass: string(llm.Terminal), TerminationReason: "timeout", Error: "timed out: the run's time limit passed"})
 				}
 				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: "stopped: " + sig.Reason})
@@ -191,52 +192,52 @@ func (t *turn) work(ctx context.Context) result {
 		}
 		// REACT.
 		reflecting := st.run.MustReflect
-		req, _, err := t.request(ctx, model, st, reflecting, false)
+		req, _, err := a.request(ctx, model, st, reflecting, false)
 		if err != nil {
-			return t.fromError(ctx, err)
+			return a.fromError(ctx, err)
 		}
-		resp, err := t.call(ctx, provider, req, calls)
+		resp, err := a.call(ctx, provider, req, calls)
 		if contextTooLong(err) {
 			// RECOVERABLE: compact the context, then retry once within this attempt (when there
 			// was anything to compact; else the error goes to the next attempt's prompt).
-			if creq, compacted, cerr := t.request(ctx, model, st, reflecting, true); cerr != nil {
+			if creq, compacted, cerr := a.request(ctx, model, st, reflecting, true); cerr != nil {
 				err = cerr
 			} else if compacted {
-				resp, err = t.call(ctx, provider, creq, calls)
+				resp, err = a.call(ctx, provider, creq, calls)
 			}
 		}
 		if err != nil {
 			var le *llm.Error
 			if errors.As(err, &le) && le.Emitted && len(resp.Blocks) > 0 && ctx.Err() == nil {
 				// Output already reached subscribers: keep it and end cleanly instead of retrying.
-				if perr := t.persistReply(ctx, provider, model, resp, calls, true); perr != nil {
-					return t.fromError(ctx, perr)
+				if perr := a.persistReply(ctx, provider, model, resp, calls, true); perr != nil {
+					return a.fromError(ctx, perr)
 				}
 				return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(le.Class), Error: "model stream failed after partial output: " + le.Error(), TerminationReason: "stream_failed"})
 			}
 			if ctx.Err() != nil && len(resp.Blocks) > 0 {
-				_ = t.persistReply(context.WithoutCancel(ctx), provider, model, resp, calls, true)
+				_ = a.persistReply(context.WithoutCancel(ctx), provider, model, resp, calls, true)
 			}
-			return t.fromError(ctx, err)
+			return a.fromError(ctx, err)
 		}
 		if reflecting {
 			resp.Blocks = textOnly(resp.Blocks) // no tools during a reflection turn
 		}
-		if !reflecting && (len(resp.ToolCalls()) == 0 || !t.conv.Agentic) {
+		if !reflecting && (len(resp.ToolCalls()) == 0 || !a.conv.Agentic) {
 			// TERMINATE: the model stopped on its own. The reply and the run's end are stored
 			// in one transaction, and published in one message.
 			o := run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonCompleted}
-			if err := t.persistReplyAndFinish(ctx, provider, model, resp, calls, o); err != nil {
-				return t.fromError(ctx, err)
+			if err := a.persistReplyAndFinish(ctx, provider, model, resp, calls, o); err != nil {
+				return a.fromError(ctx, err)
 			}
 			return result{outcome: o, finished: true}
 		}
-		if err := t.persistReply(ctx, provider, model, resp, calls, false); err != nil {
-			return t.fromError(ctx, err)
+		if err := a.persistReply(ctx, provider, model, resp, calls, false); err != nil {
+			return a.fromError(ctx, err)
 		}
 		if reflecting {
-			if err := t.endReflection(ctx, st, llm.Message{Blocks: resp.Blocks}.Text()); err != nil {
-				return t.fromError(ctx, err)
+			if err := a.endReflection(ctx, st, llm.Message{Blocks: resp.Blocks}.Text()); err != nil {
+				return a.fromError(ctx, err)
 			}
 			continue
 		}
@@ -246,23 +247,23 @@ func (t *turn) work(ctx context.Context) result {
 
 // afterEscalation applies the user's answer to an escalation the run was parked for: a refusal
 // ends the run; an approval's note goes into the conversation as the user's guidance (once).
-func (t *turn) afterEscalation(ctx context.Context) (result, bool) {
+func (a *attempt) afterEscalation(ctx context.Context) (result, bool) {
 	// An escalation is asked from inside an attempt and answered before a later one (a resumed
 	// run is acquired again, which bumps its attempt): the first attempt has none to apply and
 	// skips the lookup, a transaction per chat turn (agentry bench, COUNTERS).
-	if t.e.approvals == nil || t.lease.Attempt <= 1 {
+	if a.e.approvals == nil || a.lease.Attempt <= 1 {
 		return result{}, false
 	}
-	r := t.lease.Run
+	r := a.lease.Run
 	var state ApprovalState
 	var note string
-	err := t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+	err := a.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		state, note, _, err = t.e.approvals.Latest(ctx, tx, r.TenantID, r.ID, "escalation")
+		state, note, _, err = a.e.approvals.Latest(ctx, tx, r.TenantID, r.ID, "escalation")
 		return err
 	})
 	if err != nil {
-		return t.fromError(ctx, err), true
+		return a.fromError(ctx, err), true
 	}
 	switch state {
 	case ApprovalRejected, ApprovalExpired:
@@ -273,24 +274,24 @@ func (t *turn) afterEscalation(ctx context.Context) (result, bool) {
 		if strings.TrimSpace(note) == "" {
 			guidance = "The user approved going on."
 		}
-		st, err := t.load(ctx)
+		st, err := a.load(ctx)
 		if err != nil {
-			return t.fromError(ctx, err), true
+			return a.fromError(ctx, err), true
 		}
 		for _, m := range st.hist {
 			if m.Role == "USER" && m.Content == guidance {
 				return result{}, false
 			}
 		}
-		err = t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-			if _, err := t.insertMessage(ctx, tx, "USER", []llm.Block{{Type: llm.BlockText, Text: guidance}}, nil); err != nil {
+		err = a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+			if _, err := a.insertMessage(ctx, tx, "USER", []llm.Block{{Type: llm.BlockText, Text: guidance}}, nil); err != nil {
 				return err
 			}
-			return tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: t.lease.Attempt,
+			return tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: a.lease.Attempt,
 				ConsecutiveFailures: 0, Backtracks: st.run.Backtracks, MustReflect: false})
 		})
 		if err != nil {
-			return t.fromError(ctx, err), true
+			return a.fromError(ctx, err), true
 		}
 	}
 	return result{}, false
@@ -298,8 +299,8 @@ func (t *turn) afterEscalation(ctx context.Context) (result, bool) {
 
 const reflectInstruction = "Several tool calls in a row have failed. Before calling any tool again, explain briefly what is going wrong and what you will do differently. Do not call tools in this reply."
 
-func (t *turn) systemPrompt(r dbsqlc.Run) string {
-	p := systemPrompt(t.conv) + "\n\n" + styleInstruction(t.set)
+func (a *attempt) systemPrompt(r dbsqlc.Run) string {
+	p := systemPrompt(a.conv) + "\n\n" + styleInstruction(a.set)
 	if r.FailureClass != nil && *r.FailureClass == string(llm.Recoverable) && r.Error != nil {
 		p += "\n\nThe previous attempt at this step failed with this error; take it into account: " + truncate(*r.Error, 2000)
 	}
@@ -308,8 +309,8 @@ func (t *turn) systemPrompt(r dbsqlc.Run) string {
 
 // maxTokens is the output cap of the next call: the model's, the settings' per-task budget
 // still left, whichever is lower.
-func (t *turn) maxTokens(r dbsqlc.Run, m llm.Model) int {
-	left := int64(t.set.MaxTokensPerTask) - r.OutputTokens
+func (a *attempt) maxTokens(r dbsqlc.Run, m llm.Model) int {
+	left := int64(a.set.MaxTokensPerTask) - r.OutputTokens
 	n := int64(m.MaxOutput)
 	if n <= 0 || left < n {
 		n = left
@@ -319,29 +320,29 @@ func (t *turn) maxTokens(r dbsqlc.Run, m llm.Model) int {
 
 // endReflection closes a reflection turn: the breaker's first level resets and a note follows
 // the reflection, so the reply is never mistaken for the model stopping.
-func (t *turn) endReflection(ctx context.Context, st state, reflection string) error {
-	r := t.lease.Run
-	return t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: t.lease.Attempt,
+func (a *attempt) endReflection(ctx context.Context, st state, reflection string) error {
+	r := a.lease.Run
+	return a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: a.lease.Attempt,
 			ConsecutiveFailures: st.run.ConsecutiveFailures, Backtracks: st.run.Backtracks, MustReflect: false}); err != nil {
 			return err
 		}
-		if _, err := t.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: "Reflection noted (agentry): tools are available again."}}, nil); err != nil {
+		if _, err := a.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: "Reflection noted (agentry): tools are available again."}}, nil); err != nil {
 			return err
 		}
-		_, err := t.e.pub.Append(ctx, tx, t.lease.Scope(), events.New{Type: events.ExecutionReflected, Data: map[string]any{"reflection": truncate(reflection, 2000)}})
+		_, err := a.e.pub.Append(ctx, tx, a.lease.Scope(), events.New{Type: events.ExecutionReflected, Data: map[string]any{"reflection": truncate(reflection, 2000)}})
 		return err
 	})
 }
 
 // lastReply returns the blocks of the newest message of the conversation when it is a model
 // reply of this run (nothing has followed it yet).
-func (t *turn) lastReply(hist []dbsqlc.Message) ([]llm.Block, bool) {
+func (a *attempt) lastReply(hist []dbsqlc.Message) ([]llm.Block, bool) {
 	if len(hist) == 0 {
 		return nil, false
 	}
 	m := hist[len(hist)-1]
-	if m.Role != "ASSISTANT" || !m.RunID.Valid || m.RunID.UUID != t.lease.Run.ID {
+	if m.Role != "ASSISTANT" || !m.RunID.Valid || m.RunID.UUID != a.lease.Run.ID {
 		return nil, false
 	}
 	var blocks []llm.Block
@@ -352,10 +353,10 @@ func (t *turn) lastReply(hist []dbsqlc.Message) ([]llm.Block, bool) {
 }
 
 // llmCalls is the number of model replies this run has stored: the next call's index.
-func (t *turn) llmCalls(hist []dbsqlc.Message) int {
+func (a *attempt) llmCalls(hist []dbsqlc.Message) int {
 	n := 0
 	for _, m := range hist {
-		if m.RunID.Valid && m.RunID.UUID == t.lease.Run.ID && m.LlmCallIndex != nil {
+		if m.RunID.Valid && m.RunID.UUID == a.lease.Run.ID && m.LlmCallIndex != nil {
 			n = max(n, int(*m.LlmCallIndex)+1)
 		}
 	}
@@ -373,47 +374,47 @@ func pendingCalls(calls []dbsqlc.ToolCall) []dbsqlc.ToolCall {
 }
 
 // call streams one model reply, publishing coalesced deltas as they come.
-func (t *turn) call(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (llm.Response, error) {
-	t.flushTail(ctx)
-	held, err := t.reserve(ctx, p, req, callIndex)
+func (a *attempt) call(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (llm.Response, error) {
+	a.flushTail(ctx)
+	held, err := a.reserve(ctx, p, req, callIndex)
 	if err != nil {
 		return llm.Response{}, err
 	}
 	start := time.Now()
-	ctx, span := t.e.tracer.Start(ctx, "llm.call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	ctx, span := a.e.tracer.Start(ctx, "llm.call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("llm.provider", p.Name()), attribute.String("llm.model", req.Model), attribute.Int("llm.call_index", callIndex)))
 	defer span.End()
 	stream, err := p.Stream(ctx, req)
 	if err != nil {
-		t.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
+		a.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
 		endCall(span, err)
 		if held {
-			t.release(ctx, callIndex)
+			a.release(ctx, callIndex)
 		}
 		return llm.Response{}, err
 	}
-	co := newCoalescer(t.e.pub, t.lease.Scope(), callIndex)
+	co := newCoalescer(a.e.pub, a.lease.Scope(), callIndex)
 	first := true
 	resp, err := llm.Collect(stream, func(ev llm.Event) {
 		if first && (ev.Type == llm.EventTextDelta || ev.Type == llm.EventToolCallStart) {
 			first = false
 			ttft := time.Since(start)
-			t.e.metrics.FirstToken(p.Name(), req.Model, ttft)
+			a.e.metrics.FirstToken(p.Name(), req.Model, ttft)
 			span.SetAttributes(attribute.Float64("llm.time_to_first_token_ms", float64(ttft.Microseconds())/1000))
 		}
 		if ev.Type == llm.EventTextDelta {
 			co.add(ctx, ev.Text)
 		}
 	})
-	t.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
+	a.e.metrics.ModelCall(p.Name(), req.Model, outcomeOf(err))
 	span.SetAttributes(attribute.Int64("llm.input_tokens", resp.Usage.InputTokens), attribute.Int64("llm.output_tokens", resp.Usage.OutputTokens),
 		attribute.Int64("llm.cached_tokens", resp.Usage.CachedTokens))
 	endCall(span, err)
 	if ev, ok := co.take(); ok {
-		t.tail = &ev
+		a.tail = &ev
 	}
 	if err != nil && held {
-		t.release(ctx, callIndex) // a partial reply that is kept still settles its usage
+		a.release(ctx, callIndex) // a partial reply that is kept still settles its usage
 	}
 	return resp, err
 }
@@ -437,28 +438,28 @@ func outcomeOf(err error) string {
 }
 
 // flushTail publishes the last token delta of the latest reply if it has not gone out yet.
-func (t *turn) flushTail(ctx context.Context) {
-	if t.tail != nil {
-		t.e.pub.Publish(ctx, t.lease.Run.TenantID, *t.tail)
-		t.tail = nil
+func (a *attempt) flushTail(ctx context.Context) {
+	if a.tail != nil {
+		a.e.pub.Publish(ctx, a.lease.Run.TenantID, *a.tail)
+		a.tail = nil
 	}
 }
 
 // persistReply stores the model's reply, its tool calls (PENDING), its usage record and their
 // events in one fenced transaction.
-func (t *turn) persistReply(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool) error {
-	return t.persist(ctx, p, model, resp, callIndex, partial, nil)
+func (a *attempt) persistReply(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool) error {
+	return a.persist(ctx, p, model, resp, callIndex, partial, nil)
 }
 
 // persistReplyAndFinish is persistReply for a reply that ends the run: the run's end (o) is
 // recorded in the same transaction.
-func (t *turn) persistReplyAndFinish(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, o run.Outcome) error {
-	return t.persist(ctx, p, model, resp, callIndex, false, &o)
+func (a *attempt) persistReplyAndFinish(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, o run.Outcome) error {
+	return a.persist(ctx, p, model, resp, callIndex, false, &o)
 }
 
-func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool, end *run.Outcome) error {
-	r := t.lease.Run
-	err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
+func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool, end *run.Outcome) error {
+	r := a.lease.Run
+	err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		if end != nil && r.ConversationID.Valid {
 			// Ending the run locks the conversation FOR UPDATE (to hand it to its next queued
 			// run). Take that lock first: storing the reply locks the row more weakly, and
@@ -467,9 +468,9 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 				return fmt.Errorf("lock conversation: %w", err)
 			}
 		}
-		if t.tail != nil {
+		if a.tail != nil {
 			// The reply's last delta goes out with its message.completed.
-			t.e.pub.Stage(ctx, tx, r.TenantID, *t.tail)
+			a.e.pub.Stage(ctx, tx, r.TenantID, *a.tail)
 		}
 		blocks := resp.Blocks
 		if partial {
@@ -478,7 +479,7 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 		}
 		text := llm.Message{Blocks: blocks}.Text()
 		idx := int32(callIndex)
-		msg, err := t.insertMessage(ctx, tx, "ASSISTANT", blocks, &idx)
+		msg, err := a.insertMessage(ctx, tx, "ASSISTANT", blocks, &idx)
 		if err != nil {
 			return fmt.Errorf("store reply: %w", err)
 		}
@@ -489,7 +490,7 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 		if !partial {
 			for _, c := range toolUses(blocks) {
 				risk := 0
-				if tools := t.tools(); tools != nil {
+				if tools := a.tools(); tools != nil {
 					risk = tools.Risk(c.Name, c.Input)
 				}
 				if _, err := tx.Q.ToolCallInsert(ctx, dbsqlc.ToolCallInsertParams{
@@ -512,25 +513,25 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 		}
 		if err == nil {
 			if err := tx.Q.RunAddUsage(ctx, dbsqlc.RunAddUsageParams{
-				TenantID: r.TenantID, ID: r.ID, Attempt: t.lease.Attempt, InputTokens: rec.InputTokens,
+				TenantID: r.TenantID, ID: r.ID, Attempt: a.lease.Attempt, InputTokens: rec.InputTokens,
 				OutputTokens: rec.OutputTokens, CostMicros: rec.CostMicros, LlmCalls: idx + 1, Turns: idx + 1,
 			}); err != nil {
 				return err
 			}
 			settle = &rec
 			tx.AfterCommit(func() {
-				t.e.metrics.Metered(rec.Provider, rec.Model, rec.InputTokens, rec.OutputTokens, rec.CachedTokens, rec.CostMicros)
+				a.e.metrics.Metered(rec.Provider, rec.Model, rec.InputTokens, rec.OutputTokens, rec.CachedTokens, rec.CostMicros)
 			})
 			news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{
 				"callIndex": callIndex, "provider": p.Name(), "model": model.ID, "inputTokens": rec.InputTokens,
 				"outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,
 			}})
 		}
-		if _, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), news...); err != nil {
+		if _, err = a.e.pub.Append(ctx, tx, a.lease.Scope(), news...); err != nil {
 			return err
 		}
 		if end != nil {
-			if _, err := t.e.runs.FinishTx(ctx, tx, t.lease, *end); err != nil {
+			if _, err := a.e.runs.FinishTx(ctx, tx, a.lease, *end); err != nil {
 				return err
 			}
 		}
@@ -538,12 +539,12 @@ func (t *turn) persist(ctx context.Context, p llm.Provider, model llm.Model, res
 			// The settlement locks the run's stripe of the tenant's budgets, which other model
 			// calls of the tenant may need: it is the transaction's last statement, so the locks
 			// are held only until the commit.
-			return t.settle(ctx, tx, callIndex, resp.Usage, settle.CostMicros)
+			return a.settle(ctx, tx, callIndex, resp.Usage, settle.CostMicros)
 		}
 		return nil
 	})
 	if err == nil {
-		t.tail = nil // published with the commit
+		a.tail = nil // published with the commit
 	}
 	return err
 }

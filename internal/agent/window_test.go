@@ -143,7 +143,7 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 			return err
 		}
 		lease := run.Lease{Run: r, Attempt: 1}
-		tr := &turn{e: e}
+		tr := &attempt{e: e}
 		// A backend's counts not yet reported (its earlier transactions') show in these views
 		// too: what the request reads is the difference.
 		var before int64
