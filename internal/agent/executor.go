@@ -23,7 +23,6 @@ import (
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/run"
-	"github.com/agentry/agentry/internal/settings"
 )
 
 // MaxChatTurns is how many model calls (LLM<->tool turns) one chat message may take.
@@ -187,6 +186,7 @@ type Retry struct {
 }
 
 func (r *Retry) Error() string { return fmt.Sprintf("retry (%s): %v", r.Class, r.Err) }
+
 func (r *Retry) Unwrap() error { return r.Err }
 
 // ErrCancelled is the context cause the worker sets when the run was cancelled remotely.
@@ -208,68 +208,12 @@ func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at At
 	return a.execute(ctx, lease)
 }
 
-// execute works the attempt once the run is acquired (lease).
-func (a *attempt) execute(ctx context.Context, lease run.Lease) error {
-	e, at := a.e, a.job
-	tenantID, runID := lease.Run.TenantID, lease.Run.ID
-	workCtx, lose := context.WithCancelCause(ctx)
-	defer lose(nil)
-	log := e.log.With(slog.String("run_id", runID.String()), slog.String("tenant_id", tenantID.String()), slog.Int("attempt", int(lease.Attempt)))
-	hbCtx, stopHB := context.WithCancel(ctx)
-	defer stopHB()
-	go e.runs.Heartbeat(hbCtx, lease, func() { lose(run.ErrFenced) })
-
-	a.lease, a.log = lease, log
-	res := a.work(workCtx)
-	stopHB()
-	if errors.Is(context.Cause(workCtx), run.ErrFenced) || (res.retry != nil && res.retry.Fenced) {
-		log.InfoContext(ctx, "run taken over by another attempt; stopping without writing")
-		return nil
-	}
-	if res.suspended {
-		return nil
-	}
-	retry := res.retry
-	if retry != nil && at.Number < at.Max {
-		if err := e.runs.InFence(context.WithoutCancel(ctx), lease, func(ctx context.Context, tx *db.Tx) error {
-			cls, msg := string(retry.Class), retry.Err.Error()
-			if err := tx.Q.RunSetError(ctx, dbsqlc.RunSetErrorParams{TenantID: tenantID, ID: runID, Attempt: lease.Attempt, FailureClass: &cls, Error: &msg}); err != nil {
-				return err
-			}
-			delay := e.retryDelay(at.Number)
-			if retry.Delay > delay {
-				delay = retry.Delay
-			}
-			_, err := e.pub.Append(ctx, tx, lease.Scope(), events.New{Type: events.TaskRetrying, Data: map[string]any{
-				"failureClass": retry.Class, "error": msg, "attempt": at.Number, "maxAttempts": at.Max,
-				"nextAttemptAt": time.Now().Add(delay).UTC(),
-			}})
-			return err
-		}); err != nil && !errors.Is(err, run.ErrFenced) {
-			return err
-		}
-		return retry
-	}
-	outcome := res.outcome
-	if retry != nil {
-		outcome = run.Outcome{Status: run.StatusFailed, FailureClass: string(retry.Class), Error: retry.Err.Error(), TerminationReason: "retries_exhausted"}
-	}
-	if !res.finished || retry != nil {
-		if _, err := e.runs.Finish(context.WithoutCancel(ctx), lease, outcome); err != nil && !errors.Is(err, run.ErrFenced) {
-			return fmt.Errorf("finish run %s: %w", runID, err)
-		}
-	}
-	if outcome.FailureClass == string(llm.Terminal) {
-		return &Terminal{Err: errors.New(outcome.Error)}
-	}
-	return nil
-}
-
 // Terminal reports a run that failed for good (no retry): the worker tells River to cancel the
 // job rather than retry it.
 type Terminal struct{ Err error }
 
 func (t *Terminal) Error() string { return "terminal failure: " + t.Err.Error() }
+
 func (t *Terminal) Unwrap() error { return t.Err }
 
 // RetryBase is the first retry delay (doubling after); the worker sets it from
@@ -278,37 +222,4 @@ func (e *Executor) SetRetryBase(d time.Duration) { e.retryBase = d }
 
 func (e *Executor) retryDelay(attempt int) time.Duration {
 	return e.retryBase << max(attempt-1, 0)
-}
-
-// loadFirst reads, in the transaction that acquires the run (run.Service.Acquire), what the
-// attempt needs first: the settings of the run's user, its conversation and, on the first
-// attempt of a kind without hooks (a chat turn), the run's state for the first step and the
-// context builder's text. A chat turn thus starts with one transaction instead of three.
-func (a *attempt) loadFirst(ctx context.Context, tx *db.Tx, l run.Lease) error {
-	r := l.Run
-	var err error
-	if a.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID); err != nil {
-		return err
-	}
-	if r.ConversationID.Valid {
-		if a.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
-			return fmt.Errorf("load conversation: %w", err)
-		}
-	}
-	if a.e.hooks[r.Kind] != nil || l.Attempt != 1 {
-		return nil
-	}
-	st, err := readStateOf(ctx, tx, r)
-	if err != nil {
-		return err
-	}
-	a.first = &st
-	if a.e.window != nil {
-		text, err := a.buildContext(ctx, tx, r, st)
-		if err != nil {
-			return err
-		}
-		a.built = &text
-	}
-	return a.reserveFirst(ctx, tx, l, st)
 }
