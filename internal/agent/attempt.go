@@ -118,8 +118,8 @@ func (a *attempt) work(ctx context.Context) result {
 func (a *attempt) startKind(ctx context.Context) error {
 	r := a.lease.Run
 	a.limits = Limits{MaxTurns: MaxChatTurns}
-	if a.e.MaxTurns > 0 {
-		a.limits.MaxTurns = a.e.MaxTurns
+	if a.e.maxTurns > 0 {
+		a.limits.MaxTurns = a.e.maxTurns
 	}
 	h := a.e.hooks[r.Kind]
 	if h == nil {

@@ -30,9 +30,6 @@ type Budgets interface {
 	Release(ctx context.Context, l run.Lease, callIndex int) error
 }
 
-// SetBudgets connects budget enforcement (nil: none).
-func (e *Executor) SetBudgets(b Budgets) { e.budgets = b }
-
 // preReserved is a call's reservation made ahead, with the request it was made for.
 type preReserved struct {
 	callIndex int

@@ -59,8 +59,8 @@ type Executor struct {
 	models Models
 	tools  Tools
 	log    *slog.Logger
-	// MaxTurns overrides MaxChatTurns when positive (tests).
-	MaxTurns  int
+	// maxTurns overrides MaxChatTurns when positive (WithMaxTurns).
+	maxTurns  int
 	hooks     map[string]KindHooks
 	approvals Approvals
 	budgets   Budgets
@@ -77,16 +77,9 @@ type Executor struct {
 	tracer trace.Tracer
 }
 
-// SetTracer makes e trace model calls and tool calls with tp. Call it while wiring.
-func (e *Executor) SetTracer(tp trace.TracerProvider) { e.tracer = tp.Tracer("agentry/agent") }
-
-// SetMetrics makes e count model calls, tokens, cost and tool calls. Call it while wiring.
-func (e *Executor) SetMetrics(m *metrics.Metrics) { e.metrics = m }
-
-// SetApprovals connects human-in-the-loop approvals.
-func (e *Executor) SetApprovals(a Approvals) { e.approvals = a }
-
-// SetClock replaces the clock of the duration limit (tests).
+// SetClock replaces the clock of the duration limit while the executor works runs: tests move
+// time for a process that is running already (WithClock sets it at construction). Not safe
+// while a run is being worked.
 func (e *Executor) SetClock(now func() time.Time) { e.now = now }
 
 func (e *Executor) clock() time.Time {
@@ -104,10 +97,52 @@ func (e *Executor) Register(kind string, h KindHooks) {
 	e.hooks[kind] = h
 }
 
-// New returns an executor.
-func New(d *db.DB, runs *run.Service, models Models, tools Tools, log *slog.Logger) *Executor {
-	return &Executor{db: d, runs: runs, pub: runs.Publisher(), models: models, tools: tools, log: log, tracer: noop.NewTracerProvider().Tracer("")}
+// New returns an executor working runs with models and tools; options connect what else it
+// uses (without them: no approvals, budgets, waits, context window, metrics or tracing, and
+// retries without delay).
+func New(d *db.DB, runs *run.Service, models Models, tools Tools, log *slog.Logger, options ...Option) *Executor {
+	e := &Executor{db: d, runs: runs, pub: runs.Publisher(), models: models, tools: tools, log: log, tracer: noop.NewTracerProvider().Tracer("")}
+	for _, o := range options {
+		o(e)
+	}
+	return e
 }
+
+// Option configures an Executor at construction (New).
+type Option func(*Executor)
+
+// WithApprovals connects human-in-the-loop approvals (without: a call that needs a person
+// ends the run FAILED).
+func WithApprovals(a Approvals) Option { return func(e *Executor) { e.approvals = a } }
+
+// WithBudgets connects budget enforcement around every model call (without: none).
+func WithBudgets(b Budgets) Option { return func(e *Executor) { e.budgets = b } }
+
+// WithWaiter connects waiting steps (without: no tool waits).
+func WithWaiter(w Waiter) Option { return func(e *Executor) { e.waiter = w } }
+
+// WithContextWindow connects the context window manager and builder: without one, every
+// request carries the whole history and only the agent's own system prompt.
+func WithContextWindow(m *contextwin.Manager) Option { return func(e *Executor) { e.window = m } }
+
+// WithMetrics counts model calls, tokens, cost and tool calls on m.
+func WithMetrics(m *metrics.Metrics) Option { return func(e *Executor) { e.metrics = m } }
+
+// WithTracer traces model calls and tool calls with tp.
+func WithTracer(tp trace.TracerProvider) Option {
+	return func(e *Executor) { e.tracer = tp.Tracer("agentry/agent") }
+}
+
+// WithRetryBase is the first retry delay of a failed attempt, doubling after (the worker's
+// AGENTRY_RETRY_BASE_DELAY).
+func WithRetryBase(d time.Duration) Option { return func(e *Executor) { e.retryBase = d } }
+
+// WithClock replaces the clock of the duration limit.
+func WithClock(now func() time.Time) Option { return func(e *Executor) { e.now = now } }
+
+// WithMaxTurns overrides MaxChatTurns, the model calls a run without a kind's limits may make,
+// when n is positive.
+func WithMaxTurns(n int) Option { return func(e *Executor) { e.maxTurns = n } }
 
 // Attempt tells the executor about the job attempt it runs in.
 type Attempt struct {
@@ -146,9 +181,6 @@ type Waiter interface {
 	// must, it parks the run (status WAITING, the job ends) and reports true.
 	Park(ctx context.Context, tx *db.Tx, l run.Lease, call dbsqlc.ToolCall) (bool, error)
 }
-
-// SetWaiter connects waiting steps (nil: no tool waits).
-func (e *Executor) SetWaiter(w Waiter) { e.waiter = w }
 
 // KindHooks is what a kind of run (a task run, ...) adds to the executor: its limits and what
 // happens when it starts. (Work that commits with the run's end is a run.FinishHook.)
@@ -215,10 +247,6 @@ type Terminal struct{ Err error }
 func (t *Terminal) Error() string { return "terminal failure: " + t.Err.Error() }
 
 func (t *Terminal) Unwrap() error { return t.Err }
-
-// RetryBase is the first retry delay (doubling after); the worker sets it from
-// AGENTRY_RETRY_BASE_DELAY.
-func (e *Executor) SetRetryBase(d time.Duration) { e.retryBase = d }
 
 func (e *Executor) retryDelay(attempt int) time.Duration {
 	return e.retryBase << max(attempt-1, 0)

@@ -10,10 +10,6 @@ import (
 	"github.com/agentry/agentry/internal/llm"
 )
 
-// SetContextWindow connects the context window manager and builder: without one, every
-// request carries the whole history and only the agent's own system prompt.
-func (e *Executor) SetContextWindow(m *contextwin.Manager) { e.window = m }
-
 // request builds a model call for the REACT step: the system prompt (the agent's instructions
 // and the user's preferences, then the context builder's mode, project and memories, then the
 // conversation summary), the history fitted into the model's context by the window manager,

@@ -126,8 +126,8 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, owner.Close(ctx))
 
-	e := New(d, run.NewService(d, nil, slog.New(slog.DiscardHandler)), nil, nil, slog.New(slog.DiscardHandler))
-	e.SetContextWindow(contextwin.New(contextwin.Options{}))
+	e := New(d, run.NewService(d, nil, slog.New(slog.DiscardHandler)), nil, nil, slog.New(slog.DiscardHandler),
+		WithContextWindow(contextwin.New(contextwin.Options{})))
 	model := llm.Lookup("openai", "gpt-4o")
 
 	var req llm.Request

@@ -108,6 +108,8 @@ type App struct {
 	// Tracer is the tracer provider (nil: tracing off); stopTracing flushes an exporter's.
 	Tracer      trace.TracerProvider
 	stopTracing func(context.Context) error
+	// defModels is the model registry with the configured default model.
+	defModels models
 }
 
 // JobsUIPrefix is where the River UI is mounted (platform admins only).
@@ -173,10 +175,44 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 			a.Close()
 		}
 	}()
+	if err := a.connect(ctx); err != nil {
+		return nil, err
+	}
+	keys, err := auth.NewKeys(ctx, a.DB, cfg.MasterKey, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.identity(keys); err != nil {
+		return nil, err
+	}
+	a.Webhooks = webhook.NewService(webhook.Options{
+		DB: a.DB, Sealer: keys, Log: log, Production: !cfg.IsDevelopment(), RetryBase: cfg.WebhookRetryBase, Metrics: a.Metrics,
+	})
+	pub := events.NewPublisher(a.Redis, cfg.RedisPrefix, log, events.WithMetrics(a.Metrics), events.WithTap(a.Webhooks.Dispatch))
+	if err := a.services(pub); err != nil {
+		return nil, err
+	}
+	a.runKinds()
+	if err := a.jobs(mode); err != nil {
+		return nil, err
+	}
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis},
+		stateCollector{river: a.River, db: a.DB, log: log})
+	if err := a.serve(mode, pub); err != nil {
+		return nil, err
+	}
+	ok = true
+	return a, nil
+}
+
+// connect opens the tracer (unless an option gave one), Postgres's pools and Redis, each
+// checked with a ping.
+func (a *App) connect(ctx context.Context) error {
+	cfg, log := a.Config, a.Log
 	var err error
 	if a.Tracer == nil {
 		if a.Tracer, a.stopTracing, err = telemetry.Setup(ctx, os.Getenv, "agentry"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	var dbOpts []db.Option
@@ -184,90 +220,108 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 		dbOpts = append(dbOpts, db.WithTracer(otelpgx.NewTracer(otelpgx.WithTracerProvider(a.Tracer))))
 	}
 	if a.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBRole, log, dbOpts...); err != nil {
-		return nil, err
+		return err
 	}
 	if err := a.DB.Pool.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("connect to Postgres (DATABASE_URL): %w", err)
+		return fmt.Errorf("connect to Postgres (DATABASE_URL): %w", err)
 	}
 	if on, err := db.AutovacuumOn(ctx, a.DB.Pool); err == nil && !on {
 		log.Warn("Postgres runs with autovacuum off: tables are never analyzed, and queries planned while a table was small (River's job table among them) stay slow as it grows; turn autovacuum on, or run VACUUM (ANALYZE) regularly")
 	}
 	if a.Queue, err = db.OpenQueue(ctx, cfg.DatabaseURL, cfg.DBRole, log, dbOpts...); err != nil {
-		return nil, err
+		return err
 	}
 	ropts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL: %w", err)
+		return fmt.Errorf("REDIS_URL: %w", err)
 	}
 	a.Redis = redis.NewClient(ropts)
 	if a.Tracer != nil {
 		if err := redisotel.InstrumentTracing(a.Redis, redisotel.WithTracerProvider(a.Tracer)); err != nil {
-			return nil, fmt.Errorf("trace Redis: %w", err)
+			return fmt.Errorf("trace Redis: %w", err)
 		}
 	}
 	if err := a.Redis.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("connect to Redis (REDIS_URL): %w", err)
+		return fmt.Errorf("connect to Redis (REDIS_URL): %w", err)
 	}
+	return nil
+}
 
-	keys, err := auth.NewKeys(ctx, a.DB, cfg.MasterKey, log)
-	if err != nil {
-		return nil, err
-	}
-	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, cfg.AccessTokenTTL, nil), log)
+// identity builds accounts and tenants (auth, tenancy, their mail) and the users' settings.
+func (a *App) identity(keys *auth.Keys) error {
+	cfg := a.Config
+	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, cfg.AccessTokenTTL, nil), a.Log)
 	a.Tenancy = tenancy.NewService(a.DB)
-	sender, err := mailSender(cfg, log)
+	sender, err := mailSender(cfg, a.Log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.UseMail(sender)
 	// A member's role change or removal reaches their open credentials at once.
 	a.Tenancy.OnMemberChange = func(tenantID, userID uuid.UUID) { a.Auth.Changed(context.Background(), tenantID, userID) }
 	a.Settings = settings.NewService(a.DB)
 	a.Auth.OnSignUp = chat.CreateDefaultProject
+	return nil
+}
 
-	pub := events.NewPublisher(a.Redis, cfg.RedisPrefix, log)
-	pub.SetMetrics(a.Metrics)
-	a.Runs = run.NewService(a.DB, pub, log)
-	a.Runs.SetMetrics(a.Metrics)
+// services builds the domain services around runs (events go out through pub) and the tools.
+func (a *App) services(pub *events.Publisher) error {
+	cfg, log := a.Config, a.Log
+	a.Runs = run.NewService(a.DB, pub, log, run.WithMetrics(a.Metrics))
 	a.Approvals = approval.NewService(a.DB, a.Runs, cfg.ApprovalTTL, log)
 	pcfg := providerConfig(cfg)
 	a.Models = providers.New(pcfg)
-	defModels := models{a.Models, providers.DefaultModel(pcfg)}
-	a.Chat = chat.NewService(a.DB, a.Runs, defModels, log)
-	a.Tasks = task.NewService(a.DB, a.Runs, defModels, log)
-	a.Usage = usage.NewService(a.DB, a.Runs, log)
-	a.Usage.SetMetrics(a.Metrics)
-	a.Usage.SetRunawayFactor(cfg.CostRunawayFactor)
-	a.Chat.SetAdmission(a.Usage)
-	a.Tasks.SetAdmission(a.Usage)
+	a.defModels = models{a.Models, providers.DefaultModel(pcfg)}
+	a.Usage = usage.NewService(a.DB, a.Runs, log, usage.WithMetrics(a.Metrics), usage.WithRunawayFactor(cfg.CostRunawayFactor))
+	a.Chat = chat.NewService(a.DB, a.Runs, a.defModels, log, chat.WithAdmission(a.Usage))
+	a.Tasks = task.NewService(a.DB, a.Runs, a.defModels, log, task.WithAdmission(a.Usage))
 	a.RateLimits = ratelimit.New(ratelimit.Options{
 		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Create: cfg.RateLimitCreate,
-		Account: cfg.RateLimitAccount, Log: log,
+		Account: cfg.RateLimitAccount, Log: log, Metrics: a.Metrics,
 	})
-	a.RateLimits.SetMetrics(a.Metrics)
 	a.Tools = tool.NewRegistry()
-	for _, t := range tool.MemoryTools() {
-		if err := a.Tools.Register(t); err != nil {
-			return nil, err
-		}
-	}
-	for _, t := range routine.Tools() {
-		if err := a.Tools.Register(t); err != nil {
-			return nil, err
-		}
+	if err := register(a.Tools, tool.MemoryTools(), routine.Tools()); err != nil {
+		return err
 	}
 	a.Memory = memory.NewService(a.DB)
 	a.Context = contextwin.New(contextwin.Options{Models: a.Models, SummaryModel: cfg.SummaryModel, Log: log})
-	a.Executor = agent.New(a.DB, a.Runs, a.Models, registryTools{reg: a.Tools}, log)
-	a.Executor.SetContextWindow(a.Context)
-	a.Executor.SetMetrics(a.Metrics)
-	if a.Tracer != nil {
-		a.Executor.SetTracer(a.Tracer)
-	}
-	taskHooks := task.Hooks{}
-	a.Executor.Register(run.KindTask, taskHooks)
 	a.Workspace = workspace.NewService(a.DB, &workspace.Store{}, a.Runs, a.Approvals)
 	a.Approvals.OnExpire(workspace.KindRollback, a.Workspace.RollbackExpired)
+	a.Subagents = subagent.NewService(a.DB, a.Runs, a.Tools, subagent.Limits{Platform: cfg.SubagentsPlatformMax}, log, subagent.WithAdmission(a.Usage))
+	if err := register(a.Tools, a.Subagents.Tools()); err != nil {
+		return err
+	}
+	a.Routines = routine.NewService(a.DB, a.Runs, routineModels{a.defModels}, a.Tools.Names, log, routine.WithAdmission(a.Usage))
+	a.Teams = team.NewService(a.DB, a.Runs, a.Approvals, a.Workspace, a.defModels, log, team.WithAdmission(a.Usage))
+	return nil
+}
+
+// register adds tools to reg.
+func register(reg *tool.Registry, sets ...[]tool.Tool) error {
+	for _, set := range sets {
+		for _, t := range set {
+			if err := reg.Register(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runKinds builds the executor and wires each kind of run into it and into the run service:
+// what a kind's start, end, cancel and enqueue do.
+func (a *App) runKinds() {
+	execOpts := []agent.Option{
+		agent.WithContextWindow(a.Context), agent.WithMetrics(a.Metrics), agent.WithWaiter(a.Subagents),
+		agent.WithRetryBase(a.Config.RetryBaseDelay), agent.WithApprovals(executorApprovals{svc: a.Approvals}),
+		agent.WithBudgets(team.NewBudgets(a.Runs, a.Usage)),
+	}
+	if a.Tracer != nil {
+		execOpts = append(execOpts, agent.WithTracer(a.Tracer))
+	}
+	a.Executor = agent.New(a.DB, a.Runs, a.Models, registryTools{reg: a.Tools}, a.Log, execOpts...)
+	taskHooks := task.Hooks{}
+	a.Executor.Register(run.KindTask, taskHooks)
 	a.Runs.OnFinish(run.KindTask, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
 		if err := taskHooks.Finished(ctx, tx, fin); err != nil {
 			return err
@@ -275,23 +329,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 		return a.Workspace.Finished(ctx, tx, fin)
 	})
 	a.Runs.OnFinish(run.KindChatTurn, a.Workspace.Finished)
-	a.Subagents = subagent.NewService(a.DB, a.Runs, a.Tools, subagent.Limits{Platform: cfg.SubagentsPlatformMax}, log)
-	a.Subagents.SetAdmission(a.Usage)
-	for _, t := range a.Subagents.Tools() {
-		if err := a.Tools.Register(t); err != nil {
-			return nil, err
-		}
-	}
 	a.Executor.Register(subagent.KindSubagent, a.Subagents)
-	a.Executor.SetWaiter(a.Subagents)
 	a.Runs.OnFinish(subagent.KindSubagent, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
 		if err := a.Subagents.Finished(ctx, tx, fin); err != nil {
 			return err
 		}
 		return a.Workspace.Finished(ctx, tx, fin)
 	})
-	a.Routines = routine.NewService(a.DB, a.Runs, routineModels{defModels}, a.Tools.Names, log)
-	a.Routines.SetAdmission(a.Usage)
 	a.Executor.Register(run.KindRoutine, a.Routines.Hooks())
 	a.Executor.Restrict(routine.GateVerdictTool, routine.CronSignalTool)
 	a.Runs.OnFinish(run.KindRoutine, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
@@ -304,8 +348,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	a.Runs.OnEnqueue(run.KindRoutine, a.Routines.Enqueued)
 	a.Tasks.OnReady(a.Routines.TaskReady)
 	// Team runs: the TEAM run moves through its phases' runs (kind TEAM_PHASE).
-	a.Teams = team.NewService(a.DB, a.Runs, a.Approvals, a.Workspace, defModels, log)
-	a.Teams.SetAdmission(a.Usage)
 	a.Executor.Register(team.KindPhase, team.NewHooks())
 	a.Runs.OnFinish(team.KindPhase, a.Teams.PhaseFinished)
 	a.Runs.OnFinish(run.KindTeam, a.Teams.Finished)
@@ -314,13 +356,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	})
 	a.Approvals.OnDecision(approval.KindTeamBlocked, a.Teams.Decided)
 	a.Approvals.OnExpire(approval.KindTeamBlocked, a.Teams.Expired)
-	a.Executor.SetRetryBase(cfg.RetryBaseDelay)
-	a.Executor.SetApprovals(executorApprovals{svc: a.Approvals})
-	a.Executor.SetBudgets(team.NewBudgets(a.Runs, a.Usage))
-	a.Webhooks = webhook.NewService(webhook.Options{
-		DB: a.DB, Sealer: keys, Log: log, Production: !cfg.IsDevelopment(), RetryBase: cfg.WebhookRetryBase, Metrics: a.Metrics,
-	})
-	pub.SetTap(a.Webhooks.Dispatch)
+}
+
+// jobs builds the River client (working jobs when mode.Work) and gives it to the services that
+// enqueue jobs.
+func (a *App) jobs(mode Mode) error {
+	cfg := a.Config
 	host, _ := os.Hostname()
 	var middleware []rivertype.Middleware
 	if a.Tracer != nil {
@@ -330,9 +371,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 			TracerProvider: a.Tracer, EnableWorkSpanJobKindSuffix: true,
 		})}
 	}
+	var err error
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
 		Middleware: middleware,
-		Work:       mode.Work, Concurrency: cfg.WorkerConcurrency, Log: log, Executor: a.Executor,
+		Work:       mode.Work, Concurrency: cfg.WorkerConcurrency, Log: a.Log, Executor: a.Executor,
 		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue, Metrics: a.Metrics,
 		Queues: map[string]river.QueueConfig{webhook.Queue: {MaxWorkers: 10}},
 		Register: func(w *river.Workers) []*river.PeriodicJob {
@@ -344,15 +386,20 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 			return append(periodic, a.Workspace.Register(w, cfg.WorkspaceRetention)...)
 		},
 	}); err != nil {
-		return nil, err
+		return err
 	}
+	// The client is built from the workers, which need the services: they get it now.
 	a.Runs.SetInserter(a.River)
 	a.Subagents.SetInserter(a.River)
 	a.Routines.SetInserter(a.River)
 	a.Webhooks.SetInserter(a.River)
+	return nil
+}
 
-	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), poolCollector{a.DB, a.Redis},
-		stateCollector{river: a.River, db: a.DB, log: log})
+// serve builds the HTTP handlers: Handler (with /graphql, the web app and the jobs UI when
+// mode.API) and Health.
+func (a *App) serve(mode Mode, pub *events.Publisher) error {
+	cfg, log := a.Config, a.Log
 	opts := server.Options{
 		Log:            log,
 		Registry:       a.Registry,
@@ -365,37 +412,43 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 		var listen context.Context
 		listen, a.stopListening = context.WithCancel(context.Background())
 		if err := a.Auth.ListenForChanges(listen, a.Redis, cfg.RedisPrefix); err != nil {
-			return nil, err
+			return err
 		}
 		a.Hub = events.NewHub(a.Redis, cfg.RedisPrefix, log)
 		// Runs worked here reach this process's subscribers without the trip through Redis.
 		pub.DeliverLocally(a.Hub)
 		opts.Auth = a.Auth
-		var sockets context.Context
-		sockets, a.CloseSockets = context.WithCancel(context.Background())
-		opts.GraphQL = graph.NewHandler(graph.HandlerOptions{
-			Resolver: &graph.Resolver{
-				Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Teams: a.Teams, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
-				Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, RoutineService: a.Routines, Webhooks: a.Webhooks, Health: a.HealthChecks(), Log: log,
-			},
-			Development:    cfg.IsDevelopment(),
-			AllowedOrigins: cfg.AllowedOrigins,
-			Limits: graph.Limits{
-				WSInitTimeout: cfg.WSInitTimeout, WSSubscriptions: cfg.WSMaxSubscriptions, WSSocketsPerUser: cfg.WSMaxSocketsPerUser,
-			},
-			Sockets: sockets,
-			Metrics: a.Metrics,
-			Tracer:  a.Tracer,
-		})
+		opts.GraphQL = a.graphQL()
 		opts.Web = web.Handler()
+		var err error
 		if opts.AdminJobs, err = a.jobsUI(log); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	a.Handler = server.New(opts)
 	a.Health = server.Health(opts)
-	ok = true
-	return a, nil
+	return nil
+}
+
+// graphQL is the /graphql handler over the services.
+func (a *App) graphQL() http.Handler {
+	cfg := a.Config
+	var sockets context.Context
+	sockets, a.CloseSockets = context.WithCancel(context.Background())
+	return graph.NewHandler(graph.HandlerOptions{
+		Resolver: &graph.Resolver{
+			Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Teams: a.Teams, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
+			Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, RoutineService: a.Routines, Webhooks: a.Webhooks, Health: a.HealthChecks(), Log: a.Log,
+		},
+		Development:    cfg.IsDevelopment(),
+		AllowedOrigins: cfg.AllowedOrigins,
+		Limits: graph.Limits{
+			WSInitTimeout: cfg.WSInitTimeout, WSSubscriptions: cfg.WSMaxSubscriptions, WSSocketsPerUser: cfg.WSMaxSocketsPerUser,
+		},
+		Sockets: sockets,
+		Metrics: a.Metrics,
+		Tracer:  a.Tracer,
+	})
 }
 
 // UseMail makes s the sender of every email (verification, invitation, password reset).

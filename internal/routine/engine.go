@@ -63,7 +63,8 @@ type Inserter interface {
 	Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 }
 
-// SetInserter connects River's client (it needs the workers, which need this service).
+// SetInserter connects River's client. It stays a setter: the client is built from the workers,
+// which need this service, so it exists only after NewService.
 func (s *Service) SetInserter(jobs Inserter) { s.jobs = jobs }
 
 // definition is the routine as a run sees it: a copy taken when the run starts, roles included,

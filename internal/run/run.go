@@ -146,8 +146,11 @@ func (s *Service) OnEnqueue(kind string, h EnqueueHook) {
 	s.onEnqueue[kind] = h
 }
 
-// SetMetrics makes s count finished runs and reaper takeovers. Call it while wiring.
-func (s *Service) SetMetrics(m *metrics.Metrics) { s.metrics = m }
+// Option configures the Service at construction (NewService).
+type Option func(*Service)
+
+// WithMetrics makes the service count finished runs and reaper takeovers.
+func WithMetrics(m *metrics.Metrics) Option { return func(s *Service) { s.metrics = m } }
 
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
 type FinishHook func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
@@ -162,11 +165,16 @@ func (s *Service) OnFinish(kind string, h FinishHook) {
 
 // NewService returns the run service. jobs may be set later with SetInserter (the River client
 // needs the workers, which need this service).
-func NewService(d *db.DB, pub *events.Publisher, log *slog.Logger) *Service {
-	return &Service{db: d, pub: pub, log: log}
+func NewService(d *db.DB, pub *events.Publisher, log *slog.Logger, options ...Option) *Service {
+	s := &Service{db: d, pub: pub, log: log}
+	for _, o := range options {
+		o(s)
+	}
+	return s
 }
 
-// SetInserter sets the job inserter.
+// SetInserter sets the job inserter. It stays a setter: the River client is built from the
+// workers, which need this service, so it exists only after NewService.
 func (s *Service) SetInserter(jobs Inserter) { s.jobs = jobs }
 
 // Publisher returns the event publisher.
