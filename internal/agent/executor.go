@@ -111,8 +111,8 @@ func New(d *db.DB, runs *run.Service, models Models, tools Tools, log *slog.Logg
 // Option configures an Executor at construction (New).
 type Option func(*Executor)
 
-// WithApprovals connects human-in-the-loop approvals (without: a call that needs a person
-// ends the run FAILED).
+// WithApprovals connects human-in-the-loop approvals (without: no call waits for a person, and
+// an escalation ends the run FAILED).
 func WithApprovals(a Approvals) Option { return func(e *Executor) { e.approvals = a } }
 
 // WithBudgets connects budget enforcement around every model call (without: none).
