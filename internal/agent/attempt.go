@@ -161,7 +161,7 @@ func (a *attempt) requested(ctx context.Context, p llm.Provider, m llm.Model, st
 	case st.run.CancelRequested:
 		// Cancelled (maybe with an ancestor) while River's cancel is on its way: no model call
 		// starts after the cancel committed.
-		return done(run.Outcome{Status: run.StatusCancelled, Error: "cancelled", TerminationReason: "user_cancel"}), true
+		return done(run.Outcome{Status: run.StatusCancelled, Error: "cancelled", TerminationReason: run.ReasonUserCancel}), true
 	case st.run.StopRequested:
 		return a.summarise(ctx, p, m, st, ReasonUserStop, run.StatusCompleted), true
 	case st.run.PauseRequested:
@@ -241,7 +241,7 @@ func (a *attempt) execute(ctx context.Context, lease run.Lease) error {
 	}
 	outcome := res.outcome
 	if retry != nil {
-		outcome = run.Outcome{Status: run.StatusFailed, FailureClass: string(retry.Class), Error: retry.Err.Error(), TerminationReason: "retries_exhausted"}
+		outcome = run.Outcome{Status: run.StatusFailed, FailureClass: string(retry.Class), Error: retry.Err.Error(), TerminationReason: ReasonRetriesExhausted}
 	}
 	if !res.finished || retry != nil {
 		if _, err := e.runs.Finish(context.WithoutCancel(ctx), lease, outcome); err != nil && !errors.Is(err, run.ErrFenced) {
@@ -296,9 +296,9 @@ func (a *attempt) stopped(ctx context.Context) (run.Outcome, bool) {
 	}
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errTimeout):
-		return run.Outcome{Status: run.StatusTimedOut, FailureClass: string(llm.Transient), Error: cause.Error(), TerminationReason: "timeout"}, true
+		return run.Outcome{Status: run.StatusTimedOut, FailureClass: string(llm.Transient), Error: cause.Error(), TerminationReason: ReasonTimeout}, true
 	case errors.Is(cause, ErrCancelled):
-		return run.Outcome{Status: run.StatusCancelled, Error: "cancelled by the user", TerminationReason: "user_cancel"}, true
+		return run.Outcome{Status: run.StatusCancelled, Error: "cancelled by the user", TerminationReason: run.ReasonUserCancel}, true
 	default:
 		return run.Outcome{}, false // shutdown or lease lost: another attempt goes on
 	}
@@ -326,5 +326,5 @@ func (a *attempt) fromError(ctx context.Context, err error) result {
 }
 
 func failed(c llm.Class, err error) run.Outcome {
-	return run.Outcome{Status: run.StatusFailed, FailureClass: string(c), Error: err.Error(), TerminationReason: "error"}
+	return run.Outcome{Status: run.StatusFailed, FailureClass: string(c), Error: err.Error(), TerminationReason: ReasonError}
 }

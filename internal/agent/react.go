@@ -77,7 +77,7 @@ func (a *attempt) callFailed(ctx context.Context, p llm.Provider, model llm.Mode
 		if perr := a.persistReply(ctx, p, model, resp, calls, true); perr != nil {
 			return a.fromError(ctx, perr)
 		}
-		return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(le.Class), Error: "model stream failed after partial output: " + le.Error(), TerminationReason: "stream_failed"})
+		return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(le.Class), Error: "model stream failed after partial output: " + le.Error(), TerminationReason: ReasonStreamFailed})
 	}
 	if ctx.Err() != nil && len(resp.Blocks) > 0 {
 		_ = a.persistReply(context.WithoutCancel(ctx), p, model, resp, calls, true)

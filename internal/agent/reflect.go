@@ -32,7 +32,7 @@ func (a *attempt) reflect(ctx context.Context, p llm.Provider, m llm.Model, st s
 	switch decision {
 	case Escalate:
 		q := "The agent needs your help: " + truncate(res.failures[0].Error, 500) + ". Approve to let it go on (add guidance in the note), or reject to stop the run."
-		r := a.suspendFor(ctx, "escalation", nil, q, map[string]any{"failures": res.failures})
+		r := a.suspendFor(ctx, ApprovalEscalation, nil, q, map[string]any{"failures": res.failures})
 		return r, true
 	case FailGracefully:
 		if err := a.saveBreaker(ctx, consecutive, backtracks, false); err != nil {

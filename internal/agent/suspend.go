@@ -28,18 +28,31 @@ const (
 	ApprovalExpired  ApprovalState = "EXPIRED"
 )
 
+// ApprovalKind is what the executor asks a person about: one of the ApprovalKind constants.
+type ApprovalKind string
+
+// Approval kinds the executor asks (the names of internal/approval's kinds).
+const (
+	// ApprovalToolCall asks whether one tool call may run.
+	ApprovalToolCall ApprovalKind = "tool_call"
+	// ApprovalContinue asks whether a long run may go on (the long-task confirmation).
+	ApprovalContinue ApprovalKind = "continue"
+	// ApprovalEscalation hands a question the agent cannot settle to a person.
+	ApprovalEscalation ApprovalKind = "escalation"
+)
+
 // Approvals is human-in-the-loop as the executor needs it (internal/app adapts
 // internal/approval's service to it).
 type Approvals interface {
 	// Needs decides whether a call needs a person.
 	Needs(s settings.Settings, known, readOnly bool, risk int) bool
 	// Request asks a person inside the fenced tx and parks the run AWAITING_APPROVAL.
-	Request(ctx context.Context, tx *db.Tx, l run.Lease, kind string, call *dbsqlc.ToolCall, question string, data map[string]any) error
+	Request(ctx context.Context, tx *db.Tx, l run.Lease, kind ApprovalKind, call *dbsqlc.ToolCall, question string, data map[string]any) error
 	// ToolCall returns the decision on a call: APPROVED only when the approval is bound to exactly
 	// this call (tool name and arguments hash) and was decided before it expired.
 	ToolCall(ctx context.Context, tx *db.Tx, call dbsqlc.ToolCall) (ApprovalState, error)
 	// Latest returns the newest decision of a kind for the run, its note and its data.
-	Latest(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, kind string) (ApprovalState, string, map[string]any, error)
+	Latest(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, kind ApprovalKind) (ApprovalState, string, map[string]any, error)
 }
 
 // suspend parks the run with events (pause).
@@ -55,7 +68,7 @@ func (a *attempt) suspend(ctx context.Context, status string, news ...events.New
 }
 
 // suspendFor asks a person (an approval of kind) and parks the run AWAITING_APPROVAL.
-func (a *attempt) suspendFor(ctx context.Context, kind string, call *dbsqlc.ToolCall, question string, data map[string]any) result {
+func (a *attempt) suspendFor(ctx context.Context, kind ApprovalKind, call *dbsqlc.ToolCall, question string, data map[string]any) result {
 	if a.e.approvals == nil {
 		return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), Error: "approval needed but approvals are not configured: " + question, TerminationReason: ReasonEscalated})
 	}
@@ -70,13 +83,13 @@ func (a *attempt) suspendFor(ctx context.Context, kind string, call *dbsqlc.Tool
 
 func (a *attempt) requestApproval(ctx context.Context, c dbsqlc.ToolCall, risk int) result {
 	q := fmt.Sprintf("Allow %s with %s (risk %d)?", c.Name, truncate(string(c.Arguments), 500), risk)
-	return a.suspendFor(ctx, "tool_call", &c, q, map[string]any{"risk": risk})
+	return a.suspendFor(ctx, ApprovalToolCall, &c, q, map[string]any{"risk": risk})
 }
 
 // askToContinue pauses a long run for the user's confirmation (an approval of kind continue).
 func (a *attempt) askToContinue(ctx context.Context, calls int) result {
 	q := fmt.Sprintf("The run has taken %d turns. Continue?", calls)
-	return a.suspendFor(ctx, "continue", nil, q, map[string]any{"turns": calls})
+	return a.suspendFor(ctx, ApprovalContinue, nil, q, map[string]any{"turns": calls})
 }
 
 // confirmedAt is the turn count the user last agreed to go on at (0 when never asked). A
@@ -89,7 +102,7 @@ func (a *attempt) confirmedAt(ctx context.Context) int {
 	var data map[string]any
 	_ = a.e.db.InTx(ctx, a.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		state, _, data, err = a.e.approvals.Latest(ctx, tx, a.lease.Run.TenantID, a.lease.Run.ID, "continue")
+		state, _, data, err = a.e.approvals.Latest(ctx, tx, a.lease.Run.TenantID, a.lease.Run.ID, ApprovalContinue)
 		return err
 	})
 	turns, _ := data["turns"].(float64)
@@ -116,7 +129,7 @@ func (a *attempt) afterEscalation(ctx context.Context) (result, bool) {
 	var note string
 	err := a.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		state, note, _, err = a.e.approvals.Latest(ctx, tx, r.TenantID, r.ID, "escalation")
+		state, note, _, err = a.e.approvals.Latest(ctx, tx, r.TenantID, r.ID, ApprovalEscalation)
 		return err
 	})
 	if err != nil {

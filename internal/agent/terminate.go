@@ -23,6 +23,10 @@ const (
 	ReasonBudget           = "budget_exceeded" // maxTokensPerTask used up, or a budget refused a call
 	ReasonEscalated        = "escalation_declined"
 	ReasonFailedGracefully = "failed_gracefully"
+	ReasonTimeout          = "timeout"           // the attempt's or the run's time limit passed (TIMED_OUT)
+	ReasonStreamFailed     = "stream_failed"     // the model's stream failed after output reached subscribers
+	ReasonError            = "error"             // a failure of its class ended the run
+	ReasonRetriesExhausted = "retries_exhausted" // the job's attempts are used up
 )
 
 // Signal is a reason to end (or pause) the run now.
@@ -111,7 +115,7 @@ func (a *attempt) terminate(ctx context.Context, term AdaptiveTerminator, p llm.
 		return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: msg}), true
 	case ReasonMaxDuration:
 		if a.limits.TimesOut {
-			return done(run.Outcome{Status: run.StatusTimedOut, FailureClass: string(llm.Terminal), TerminationReason: "timeout", Error: "timed out: the run's time limit passed"}), true
+			return done(run.Outcome{Status: run.StatusTimedOut, FailureClass: string(llm.Terminal), TerminationReason: ReasonTimeout, Error: "timed out: the run's time limit passed"}), true
 		}
 	}
 	return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: "stopped: " + sig.Reason}), true

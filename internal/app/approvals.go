@@ -24,8 +24,8 @@ func (a executorApprovals) Needs(s settings.Settings, known, readOnly bool, risk
 }
 
 // Request asks a person and parks the run.
-func (a executorApprovals) Request(ctx context.Context, tx *db.Tx, l run.Lease, kind string, call *dbsqlc.ToolCall, question string, data map[string]any) error {
-	_, err := a.svc.Request(ctx, tx, l, approval.Request{Kind: kind, ToolCall: call, Question: question, Data: data})
+func (a executorApprovals) Request(ctx context.Context, tx *db.Tx, l run.Lease, kind agent.ApprovalKind, call *dbsqlc.ToolCall, question string, data map[string]any) error {
+	_, err := a.svc.Request(ctx, tx, l, approval.Request{Kind: kindOf(kind), ToolCall: call, Question: question, Data: data})
 	return err
 }
 
@@ -52,8 +52,8 @@ func (a executorApprovals) ToolCall(ctx context.Context, tx *db.Tx, call dbsqlc.
 }
 
 // Latest returns the newest decision of a kind for the run, its note and data.
-func (a executorApprovals) Latest(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, kind string) (agent.ApprovalState, string, map[string]any, error) {
-	ap, found, err := a.svc.Latest(ctx, tx, tenantID, runID, kind)
+func (a executorApprovals) Latest(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, kind agent.ApprovalKind) (agent.ApprovalState, string, map[string]any, error) {
+	ap, found, err := a.svc.Latest(ctx, tx, tenantID, runID, kindOf(kind))
 	if err != nil || !found {
 		return agent.ApprovalNone, "", nil, err
 	}
@@ -64,6 +64,19 @@ func (a executorApprovals) Latest(ctx context.Context, tx *db.Tx, tenantID, runI
 		note = *ap.Note
 	}
 	return stateOf(ap.Status), note, data, nil
+}
+
+// kindOf maps the executor's ApprovalKind to the approval service's kind.
+func kindOf(k agent.ApprovalKind) string {
+	switch k {
+	case agent.ApprovalToolCall:
+		return approval.KindToolCall
+	case agent.ApprovalContinue:
+		return approval.KindContinue
+	case agent.ApprovalEscalation:
+		return approval.KindEscalation
+	}
+	return string(k)
 }
 
 // stateOf maps an approval's stored status to the executor's ApprovalState.

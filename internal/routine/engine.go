@@ -422,7 +422,7 @@ func (s *Service) transition(ctx context.Context, tx *db.Tx, st *state, pre *pre
 		return advanced{stop: true}, nil
 	}
 	if r.CancelRequested {
-		return advanced{stop: true}, s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: "user_cancel", Error: "cancelled by the user"})
+		return advanced{stop: true}, s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: run.ReasonUserCancel, Error: "cancelled by the user"})
 	}
 	if r.Status == run.StatusPaused {
 		return advanced{stop: true}, nil // resumeRun enqueues the run's job again
@@ -1008,7 +1008,7 @@ func (s *Service) Cancelled(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error 
 	if err != nil {
 		return err
 	}
-	return s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: "user_cancel", Error: "cancelled by the user"})
+	return s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: run.ReasonUserCancel, Error: "cancelled by the user"})
 }
 
 // Enqueued is the routine's enqueue hook (run.OnEnqueue for kind ROUTINE): a routine run made

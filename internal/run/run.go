@@ -47,6 +47,9 @@ const (
 	StatusTimedOut  = "TIMED_OUT"
 )
 
+// ReasonUserCancel is the termination reason of a run the user cancelled.
+const ReasonUserCancel = "user_cancel"
+
 // Statuses of a tool call: PENDING when the model asked for it, RUNNING while it runs, then
 // COMPLETED, FAILED, REJECTED (not run: a person or a policy refused it) or CANCELLED (its
 // run was cancelled first).
@@ -379,7 +382,7 @@ func (s *Service) finish(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt i
 	}
 	if fin.Status != o.Status {
 		// Its cancel was requested while it finished: it ends CANCELLED (RunFinish).
-		o.Status, o.TerminationReason = fin.Status, "user_cancel"
+		o.Status, o.TerminationReason = fin.Status, ReasonUserCancel
 	}
 	tx.AfterCommit(func() { s.metrics.RunFinished(fin.Kind, fin.Status, time.Since(fin.CreatedAt)) })
 	data := map[string]any{"status": o.Status}
@@ -523,7 +526,7 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 	}
 	// Nobody works the run (queued, parked, or a team run, RUNNING through its phases with no
 	// lease of its own): end it here.
-	_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: "user_cancel", Error: reason}, next, false)
+	_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: ReasonUserCancel, Error: reason}, next, false)
 	return err
 }
 
