@@ -8,23 +8,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
-	"github.com/exaring/otelpgx"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
-	"github.com/riverqueue/rivercontrib/otelriver"
 	"go.opentelemetry.io/otel/trace"
 	"riverqueue.com/riverui"
 
-	"github.com/agentry/agentry/graph"
 	"github.com/agentry/agentry/internal/agent"
 	"github.com/agentry/agentry/internal/approval"
 	"github.com/agentry/agentry/internal/auth"
@@ -32,7 +25,6 @@ import (
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
-	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/health"
 	"github.com/agentry/agentry/internal/jobs"
@@ -44,18 +36,15 @@ import (
 	"github.com/agentry/agentry/internal/ratelimit"
 	"github.com/agentry/agentry/internal/routine"
 	"github.com/agentry/agentry/internal/run"
-	"github.com/agentry/agentry/internal/server"
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/team"
-	"github.com/agentry/agentry/internal/telemetry"
 	"github.com/agentry/agentry/internal/tenancy"
 	"github.com/agentry/agentry/internal/tool"
 	"github.com/agentry/agentry/internal/usage"
 	"github.com/agentry/agentry/internal/webhook"
 	"github.com/agentry/agentry/internal/workspace"
-	"github.com/agentry/agentry/web"
 )
 
 // Mode says which parts a process runs.
@@ -114,28 +103,6 @@ type App struct {
 
 // JobsUIPrefix is where the River UI is mounted (platform admins only).
 const JobsUIPrefix = "/admin/jobs"
-
-// jobsUI returns River's UI and its API under JobsUIPrefix, started; server.New puts it behind
-// the platform-admin check.
-func (a *App) jobsUI(log *slog.Logger) (http.Handler, error) {
-	h, err := riverui.NewHandler(&riverui.HandlerOpts{
-		Endpoints: riverui.NewEndpoints(a.River, nil),
-		Logger:    log.With(slog.String("component", "jobs_ui")),
-		Prefix:    JobsUIPrefix,
-		// Job args hold ids only, but a listing need not show them.
-		JobListHideArgsByDefault: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("jobs UI: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := h.Start(ctx); err != nil {
-		cancel()
-		return nil, fmt.Errorf("start the jobs UI: %w", err)
-	}
-	a.stopJobsUI = cancel
-	return h, nil
-}
 
 // Check returns the mistakes of cfg that New stops at before it connects anywhere: what
 // Validate refuses, and configured models that cannot answer (a process whose model cannot
@@ -203,252 +170,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	}
 	ok = true
 	return a, nil
-}
-
-// connect opens the tracer (unless an option gave one), Postgres's pools and Redis, each
-// checked with a ping.
-func (a *App) connect(ctx context.Context) error {
-	cfg, log := a.Config, a.Log
-	var err error
-	if a.Tracer == nil {
-		if a.Tracer, a.stopTracing, err = telemetry.Setup(ctx, os.Getenv, "agentry"); err != nil {
-			return err
-		}
-	}
-	var dbOpts []db.Option
-	if a.Tracer != nil {
-		dbOpts = append(dbOpts, db.WithTracer(otelpgx.NewTracer(otelpgx.WithTracerProvider(a.Tracer))))
-	}
-	if a.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBRole, log, dbOpts...); err != nil {
-		return err
-	}
-	if err := a.DB.Pool.Ping(ctx); err != nil {
-		return fmt.Errorf("connect to Postgres (DATABASE_URL): %w", err)
-	}
-	if on, err := db.AutovacuumOn(ctx, a.DB.Pool); err == nil && !on {
-		log.Warn("Postgres runs with autovacuum off: tables are never analyzed, and queries planned while a table was small (River's job table among them) stay slow as it grows; turn autovacuum on, or run VACUUM (ANALYZE) regularly")
-	}
-	if a.Queue, err = db.OpenQueue(ctx, cfg.DatabaseURL, cfg.DBRole, log, dbOpts...); err != nil {
-		return err
-	}
-	ropts, err := redis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
-	}
-	a.Redis = redis.NewClient(ropts)
-	if a.Tracer != nil {
-		if err := redisotel.InstrumentTracing(a.Redis, redisotel.WithTracerProvider(a.Tracer)); err != nil {
-			return fmt.Errorf("trace Redis: %w", err)
-		}
-	}
-	if err := a.Redis.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("connect to Redis (REDIS_URL): %w", err)
-	}
-	return nil
-}
-
-// identity builds accounts and tenants (auth, tenancy, their mail) and the users' settings.
-func (a *App) identity(keys *auth.Keys) error {
-	cfg := a.Config
-	a.Auth = auth.NewService(a.DB, auth.NewPasswords(cfg.PasswordHashLimit), auth.NewTokens(keys, cfg.JWTIssuer, cfg.JWTAudience, cfg.AccessTokenTTL, nil), a.Log)
-	a.Tenancy = tenancy.NewService(a.DB)
-	sender, err := mailSender(cfg, a.Log)
-	if err != nil {
-		return err
-	}
-	a.UseMail(sender)
-	// A member's role change or removal reaches their open credentials at once.
-	a.Tenancy.OnMemberChange = func(tenantID, userID uuid.UUID) { a.Auth.Changed(context.Background(), tenantID, userID) }
-	a.Settings = settings.NewService(a.DB)
-	a.Auth.OnSignUp = chat.CreateDefaultProject
-	return nil
-}
-
-// services builds the domain services around runs (events go out through pub) and the tools.
-func (a *App) services(pub *events.Publisher) error {
-	cfg, log := a.Config, a.Log
-	a.Runs = run.NewService(a.DB, pub, log, run.WithMetrics(a.Metrics))
-	a.Approvals = approval.NewService(a.DB, a.Runs, cfg.ApprovalTTL, log)
-	pcfg := providerConfig(cfg)
-	a.Models = providers.New(pcfg)
-	a.defModels = models{a.Models, providers.DefaultModel(pcfg)}
-	a.Usage = usage.NewService(a.DB, a.Runs, log, usage.WithMetrics(a.Metrics), usage.WithRunawayFactor(cfg.CostRunawayFactor))
-	a.Chat = chat.NewService(a.DB, a.Runs, a.defModels, log, chat.WithAdmission(a.Usage))
-	a.Tasks = task.NewService(a.DB, a.Runs, a.defModels, log, task.WithAdmission(a.Usage))
-	a.RateLimits = ratelimit.New(ratelimit.Options{
-		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Create: cfg.RateLimitCreate,
-		Account: cfg.RateLimitAccount, Log: log, Metrics: a.Metrics,
-	})
-	a.Tools = tool.NewRegistry()
-	if err := register(a.Tools, tool.MemoryTools(), routine.Tools()); err != nil {
-		return err
-	}
-	a.Memory = memory.NewService(a.DB)
-	a.Context = contextwin.New(contextwin.Options{Models: a.Models, SummaryModel: cfg.SummaryModel, Log: log})
-	a.Workspace = workspace.NewService(a.DB, &workspace.Store{}, a.Runs, a.Approvals)
-	a.Approvals.OnExpire(workspace.KindRollback, a.Workspace.RollbackExpired)
-	a.Subagents = subagent.NewService(a.DB, a.Runs, a.Tools, subagent.Limits{Platform: cfg.SubagentsPlatformMax}, log, subagent.WithAdmission(a.Usage))
-	if err := register(a.Tools, a.Subagents.Tools()); err != nil {
-		return err
-	}
-	a.Routines = routine.NewService(a.DB, a.Runs, routineModels{a.defModels}, a.Tools.Names, log, routine.WithAdmission(a.Usage))
-	a.Teams = team.NewService(a.DB, a.Runs, a.Approvals, a.Workspace, a.defModels, log, team.WithAdmission(a.Usage))
-	return nil
-}
-
-// register adds tools to reg.
-func register(reg *tool.Registry, sets ...[]tool.Tool) error {
-	for _, set := range sets {
-		for _, t := range set {
-			if err := reg.Register(t); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// runKinds builds the executor and wires each kind of run into it and into the run service:
-// what a kind's start, end, cancel and enqueue do.
-func (a *App) runKinds() {
-	execOpts := []agent.Option{
-		agent.WithContextWindow(a.Context), agent.WithMetrics(a.Metrics), agent.WithWaiter(a.Subagents),
-		agent.WithRetryBase(a.Config.RetryBaseDelay), agent.WithApprovals(executorApprovals{svc: a.Approvals}),
-		agent.WithBudgets(team.NewBudgets(a.Runs, a.Usage)),
-	}
-	if a.Tracer != nil {
-		execOpts = append(execOpts, agent.WithTracer(a.Tracer))
-	}
-	a.Executor = agent.New(a.DB, a.Runs, a.Models, registryTools{reg: a.Tools}, a.Log, execOpts...)
-	taskHooks := task.Hooks{}
-	a.Executor.Register(run.KindTask, taskHooks)
-	a.Runs.OnFinish(run.KindTask, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
-		if err := taskHooks.Finished(ctx, tx, fin); err != nil {
-			return err
-		}
-		return a.Workspace.Finished(ctx, tx, fin)
-	})
-	a.Runs.OnFinish(run.KindChatTurn, a.Workspace.Finished)
-	a.Executor.Register(subagent.KindSubagent, a.Subagents)
-	a.Runs.OnFinish(subagent.KindSubagent, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
-		if err := a.Subagents.Finished(ctx, tx, fin); err != nil {
-			return err
-		}
-		return a.Workspace.Finished(ctx, tx, fin)
-	})
-	a.Executor.Register(run.KindRoutine, a.Routines.Hooks())
-	a.Executor.Restrict(routine.GateVerdictTool, routine.CronSignalTool)
-	a.Runs.OnFinish(run.KindRoutine, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
-		if err := a.Workspace.Finished(ctx, tx, fin); err != nil {
-			return err
-		}
-		return a.Routines.StepRunFinished(ctx, tx, fin)
-	})
-	a.Runs.OnCancel(run.KindRoutine, a.Routines.Cancelled)
-	a.Runs.OnEnqueue(run.KindRoutine, a.Routines.Enqueued)
-	a.Tasks.OnReady(a.Routines.TaskReady)
-	// Team runs: the TEAM run moves through its phases' runs (kind TEAM_PHASE).
-	a.Executor.Register(team.KindPhase, team.NewHooks())
-	a.Runs.OnFinish(team.KindPhase, a.Teams.PhaseFinished)
-	a.Runs.OnFinish(run.KindTeam, a.Teams.Finished)
-	a.Runs.OnEnqueue(run.KindTeam, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (bool, error) {
-		return true, a.Teams.Continue(ctx, tx, r)
-	})
-	a.Approvals.OnDecision(approval.KindTeamBlocked, a.Teams.Decided)
-	a.Approvals.OnExpire(approval.KindTeamBlocked, a.Teams.Expired)
-}
-
-// jobs builds the River client (working jobs when mode.Work) and gives it to the services that
-// enqueue jobs.
-func (a *App) jobs(mode Mode) error {
-	cfg := a.Config
-	host, _ := os.Hostname()
-	var middleware []rivertype.Middleware
-	if a.Tracer != nil {
-		// The trace context goes into each job's metadata and comes back around its work,
-		// outside River's otel middleware, whose work span thus joins the enqueuer's trace.
-		middleware = []rivertype.Middleware{&telemetry.JobMiddleware{}, otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
-			TracerProvider: a.Tracer, EnableWorkSpanJobKindSuffix: true,
-		})}
-	}
-	var err error
-	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
-		Middleware: middleware,
-		Work:       mode.Work, Concurrency: cfg.WorkerConcurrency, Log: a.Log, Executor: a.Executor,
-		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue, Metrics: a.Metrics,
-		Queues: map[string]river.QueueConfig{webhook.Queue: {MaxWorkers: 10}},
-		Register: func(w *river.Workers) []*river.PeriodicJob {
-			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
-			river.AddWorker(w, webhook.NewWorker(a.Webhooks))
-			periodic := append([]*river.PeriodicJob{approval.ExpirePeriodicJob()}, a.Usage.Register(w)...)
-			periodic = append(periodic, a.Subagents.Register(w)...)
-			periodic = append(periodic, a.Routines.Register(w)...)
-			return append(periodic, a.Workspace.Register(w, cfg.WorkspaceRetention)...)
-		},
-	}); err != nil {
-		return err
-	}
-	// The client is built from the workers, which need the services: they get it now.
-	a.Runs.SetInserter(a.River)
-	a.Subagents.SetInserter(a.River)
-	a.Routines.SetInserter(a.River)
-	a.Webhooks.SetInserter(a.River)
-	return nil
-}
-
-// serve builds the HTTP handlers: Handler (with /graphql, the web app and the jobs UI when
-// mode.API) and Health.
-func (a *App) serve(mode Mode, pub *events.Publisher) error {
-	cfg, log := a.Config, a.Log
-	opts := server.Options{
-		Log:            log,
-		Registry:       a.Registry,
-		Ready:          a.readiness(mode),
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		AllowedOrigins: cfg.AllowedOrigins,
-		Tracing:        a.Tracer != nil,
-	}
-	if mode.API {
-		var listen context.Context
-		listen, a.stopListening = context.WithCancel(context.Background())
-		if err := a.Auth.ListenForChanges(listen, a.Redis, cfg.RedisPrefix); err != nil {
-			return err
-		}
-		a.Hub = events.NewHub(a.Redis, cfg.RedisPrefix, log)
-		// Runs worked here reach this process's subscribers without the trip through Redis.
-		pub.DeliverLocally(a.Hub)
-		opts.Auth = a.Auth
-		opts.GraphQL = a.graphQL()
-		opts.Web = web.Handler()
-		var err error
-		if opts.AdminJobs, err = a.jobsUI(log); err != nil {
-			return err
-		}
-	}
-	a.Handler = server.New(opts)
-	a.Health = server.Health(opts)
-	return nil
-}
-
-// graphQL is the /graphql handler over the services.
-func (a *App) graphQL() http.Handler {
-	cfg := a.Config
-	var sockets context.Context
-	sockets, a.CloseSockets = context.WithCancel(context.Background())
-	return graph.NewHandler(graph.HandlerOptions{
-		Resolver: &graph.Resolver{
-			Auth: a.Auth, Tenancy: a.Tenancy, Settings: a.Settings, Chat: a.Chat, RunService: a.Runs, Tasks: a.Tasks, Teams: a.Teams, Approvals: a.Approvals, Hub: a.Hub, Memory: a.Memory,
-			Usage: a.Usage, RateLimits: a.RateLimits, Workspaces: a.Workspace, Subagents: a.Subagents, RoutineService: a.Routines, Webhooks: a.Webhooks, Health: a.HealthChecks(), Log: a.Log,
-		},
-		Development:    cfg.IsDevelopment(),
-		AllowedOrigins: cfg.AllowedOrigins,
-		Limits: graph.Limits{
-			WSInitTimeout: cfg.WSInitTimeout, WSSubscriptions: cfg.WSMaxSubscriptions, WSSocketsPerUser: cfg.WSMaxSocketsPerUser,
-		},
-		Sockets: sockets,
-		Metrics: a.Metrics,
-		Tracer:  a.Tracer,
-	})
 }
 
 // UseMail makes s the sender of every email (verification, invitation, password reset).
@@ -549,66 +270,24 @@ func (a *App) Close() {
 	}
 }
 
-// poolCollector exports Postgres and Redis pool statistics.
-type poolCollector struct {
-	db    *db.DB
-	redis *redis.Client
-}
-
-var (
-	pgConns     = prometheus.NewDesc("agentry_pg_pool_connections", "Postgres pool connections by state.", []string{"state"}, nil)
-	pgAcquires  = prometheus.NewDesc("agentry_pg_pool_acquires_total", "Postgres pool acquisitions.", nil, nil)
-	pgWaits     = prometheus.NewDesc("agentry_pg_pool_empty_acquires_total", "Acquisitions that waited for a connection.", nil, nil)
-	pgWaitSecs  = prometheus.NewDesc("agentry_pg_pool_acquire_wait_seconds_total", "Time spent waiting for connections.", nil, nil)
-	redisConns  = prometheus.NewDesc("agentry_redis_pool_connections", "Redis pool connections by state.", []string{"state"}, nil)
-	redisMisses = prometheus.NewDesc("agentry_redis_pool_misses_total", "Redis pool misses (new connections).", nil, nil)
-	redisWaits  = prometheus.NewDesc("agentry_redis_pool_timeouts_total", "Redis pool wait timeouts.", nil, nil)
-)
-
-func (poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{pgConns, pgAcquires, pgWaits, pgWaitSecs, redisConns, redisMisses, redisWaits} {
-		ch <- d
+// jobsUI returns River's UI and its API under JobsUIPrefix, started; server.New puts it behind
+// the platform-admin check.
+func (a *App) jobsUI(log *slog.Logger) (http.Handler, error) {
+	h, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(a.River, nil),
+		Logger:    log.With(slog.String("component", "jobs_ui")),
+		Prefix:    JobsUIPrefix,
+		// Job args hold ids only, but a listing need not show them.
+		JobListHideArgsByDefault: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jobs UI: %w", err)
 	}
-}
-
-func (p poolCollector) Collect(ch chan<- prometheus.Metric) {
-	s := p.db.Pool.Stat()
-	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
-	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
-	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(s.MaxConns()), "max")
-	ch <- prometheus.MustNewConstMetric(pgAcquires, prometheus.CounterValue, float64(s.AcquireCount()))
-	ch <- prometheus.MustNewConstMetric(pgWaits, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
-	ch <- prometheus.MustNewConstMetric(pgWaitSecs, prometheus.CounterValue, s.AcquireDuration().Seconds())
-	r := p.redis.PoolStats()
-	ch <- prometheus.MustNewConstMetric(redisConns, prometheus.GaugeValue, float64(r.TotalConns-r.IdleConns), "in_use")
-	ch <- prometheus.MustNewConstMetric(redisConns, prometheus.GaugeValue, float64(r.IdleConns), "idle")
-	ch <- prometheus.MustNewConstMetric(redisMisses, prometheus.CounterValue, float64(r.Misses))
-	ch <- prometheus.MustNewConstMetric(redisWaits, prometheus.CounterValue, float64(r.Timeouts))
-}
-
-// models is the model registry with the configured default model.
-type models struct {
-	*llm.Registry
-	def string
-}
-
-func (m models) Default() string { return m.def }
-
-// routineModels checks a role's model reference.
-type routineModels struct{ models }
-
-func (m routineModels) Resolve(ref string) error {
-	_, _, err := m.models.Resolve(ref)
-	return err
-}
-
-// providerConfig is what the model registry needs of cfg.
-func providerConfig(cfg *config.Config) providers.Config {
-	return providers.Config{
-		AnthropicAPIKey: cfg.AnthropicAPIKey, AnthropicBaseURL: cfg.AnthropicBaseURL,
-		OpenAIAPIKey: cfg.OpenAIAPIKey, OpenAIBaseURL: cfg.OpenAIBaseURL,
-		DefaultModel: cfg.DefaultModel, SummaryModel: cfg.SummaryModel, Development: cfg.IsDevelopment(),
-		// The demo streams at a readable pace, so `agentry tail` shows tokens arriving.
-		DemoWordDelay: 20 * time.Millisecond,
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := h.Start(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start the jobs UI: %w", err)
 	}
+	a.stopJobsUI = cancel
+	return h, nil
 }
