@@ -30,9 +30,6 @@ type Budgets interface {
 	Release(ctx context.Context, l run.Lease, callIndex int) error
 }
 
-// SetBudgets connects budget enforcement (nil: none).
-func (e *Executor) SetBudgets(b Budgets) { e.budgets = b }
-
 // preReserved is a call's reservation made ahead, with the request it was made for.
 type preReserved struct {
 	callIndex int
@@ -42,83 +39,83 @@ type preReserved struct {
 // reserve holds the budget for a call about to be made with p and req. The first call of a
 // chat turn was usually reserved with the lease already (reserveFirst): when req is the
 // request that reservation was made for, it is used as it is.
-func (t *turn) reserve(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (bool, error) {
-	return t.reserveOn(ctx, llm.Lookup(p.Name(), req.Model), req, callIndex)
+func (a *attempt) reserve(ctx context.Context, p llm.Provider, req llm.Request, callIndex int) (bool, error) {
+	return a.reserveOn(ctx, llm.Lookup(p.Name(), req.Model), req, callIndex)
 }
 
 // reserveOn is the one reservation path of every model call a run makes (its turns, and the
 // context summaries through summaryMeter): req's worst case on model, keyed by callIndex.
-func (t *turn) reserveOn(ctx context.Context, model llm.Model, req llm.Request, callIndex int) (bool, error) {
-	if t.e.budgets == nil {
+func (a *attempt) reserveOn(ctx context.Context, model llm.Model, req llm.Request, callIndex int) (bool, error) {
+	if a.e.budgets == nil {
 		return false, nil
 	}
-	if pre := t.pre; pre != nil && pre.callIndex == callIndex {
-		t.pre = nil
+	if pre := a.pre; pre != nil && pre.callIndex == callIndex {
+		a.pre = nil
 		if reflect.DeepEqual(pre.req, req) {
 			return true, nil
 		}
-		t.release(ctx, callIndex) // the request changed (compacted): reserve it anew
+		a.release(ctx, callIndex) // the request changed (compacted): reserve it anew
 	}
-	return t.e.budgets.Reserve(ctx, t.lease, callIndex, model, req)
+	return a.e.budgets.Reserve(ctx, a.lease, callIndex, model, req)
 }
 
 // reserveFirst reserves, inside tx (the transaction that acquires the run), the first call of
 // an attempt that starts with a model call whose request needs no summary: the reservation
 // then commits with the lease instead of in a transaction of its own.
-func (t *turn) reserveFirst(ctx context.Context, tx *db.Tx, l run.Lease, st state) error {
-	if t.e.budgets == nil || t.e.window == nil || t.built == nil || st.run.MustReflect ||
+func (a *attempt) reserveFirst(ctx context.Context, tx *db.Tx, l run.Lease, st state) error {
+	if a.e.budgets == nil || a.e.window == nil || a.built == nil || st.run.MustReflect ||
 		st.run.StopRequested || st.run.PauseRequested || len(pendingCalls(st.calls)) > 0 {
 		return nil
 	}
-	if _, ok := t.lastReply(st.hist); ok {
+	if _, ok := a.lastReply(st.hist); ok {
 		return nil
 	}
-	p, model, err := t.e.models.Resolve(t.conv.Model)
+	p, model, err := a.e.models.Resolve(a.conv.Model)
 	if err != nil {
 		return nil // the attempt fails on it when it calls
 	}
-	req := t.baseRequest(model, st, false)
-	if *t.built != "" {
-		req.System += "\n\n" + *t.built
+	req := a.baseRequest(model, st, false)
+	if *a.built != "" {
+		req.System += "\n\n" + *a.built
 	}
-	w, fits := t.e.window.Fit(t.windowInput(model, req, st, false))
+	w, fits := a.e.window.Fit(a.windowInput(model, req, st, false))
 	if !fits {
 		return nil // the window manager summarises first: that call is reserved on its own
 	}
 	req.System, req.Messages = w.System, toLLM(w.Messages)
-	callIndex := max(int(st.run.LlmCalls), t.llmCalls(st.hist))
-	held, err := t.e.budgets.ReserveTx(ctx, tx, l, callIndex, llm.Lookup(p.Name(), req.Model), req)
+	callIndex := max(int(st.run.LlmCalls), a.llmCalls(st.hist))
+	held, err := a.e.budgets.ReserveTx(ctx, tx, l, callIndex, llm.Lookup(p.Name(), req.Model), req)
 	if err != nil || !held {
 		return err
 	}
-	t.pre = &preReserved{callIndex: callIndex, req: req}
+	a.pre = &preReserved{callIndex: callIndex, req: req}
 	return nil
 }
 
 // releaseUnused gives back a reservation made ahead that no call used.
-func (t *turn) releaseUnused(ctx context.Context) {
-	if t.pre != nil {
-		t.release(ctx, t.pre.callIndex)
-		t.pre = nil
+func (a *attempt) releaseUnused(ctx context.Context) {
+	if a.pre != nil {
+		a.release(ctx, a.pre.callIndex)
+		a.pre = nil
 	}
 }
 
 // release gives a failed call's reservation back; when that fails the sweeper does it later.
-func (t *turn) release(ctx context.Context, callIndex int) {
-	if t.e.budgets == nil {
+func (a *attempt) release(ctx context.Context, callIndex int) {
+	if a.e.budgets == nil {
 		return
 	}
-	if err := t.e.budgets.Release(context.WithoutCancel(ctx), t.lease, callIndex); err != nil {
-		t.log.WarnContext(ctx, "release budget reservation", slog.Int("call_index", callIndex), slog.Any("error", err))
+	if err := a.e.budgets.Release(context.WithoutCancel(ctx), a.lease, callIndex); err != nil {
+		a.log.WarnContext(ctx, "release budget reservation", slog.Int("call_index", callIndex), slog.Any("error", err))
 	}
 }
 
 // settle records a stored call's usage against the budgets in its transaction.
-func (t *turn) settle(ctx context.Context, tx *db.Tx, callIndex int, u llm.Usage, costMicros int64) error {
-	if t.e.budgets == nil {
+func (a *attempt) settle(ctx context.Context, tx *db.Tx, callIndex int, u llm.Usage, costMicros int64) error {
+	if a.e.budgets == nil {
 		return nil
 	}
-	return t.e.budgets.Settle(ctx, tx, t.lease, callIndex, u, costMicros)
+	return a.e.budgets.Settle(ctx, tx, a.lease, callIndex, u, costMicros)
 }
 
 // budgetOutcome is how a run ends when a budget refused its next call: FAILED, TERMINAL,
@@ -136,15 +133,15 @@ func budgetOutcome(err error) (run.Outcome, bool) {
 // takes the next negative call index, its reservation is settled when the window is persisted
 // (settleSummaries), and a refusal makes the window fall back to truncation.
 type summaryMeter struct {
-	t    *turn
+	a    *attempt
 	next int // the next call index; 0 until read from the run's usage records
 	held map[int]bool
 }
 
 func (m *summaryMeter) Reserve(ctx context.Context, model llm.Model, req llm.Request) (int, error) {
 	if m.next == 0 {
-		r := m.t.lease.Run
-		err := m.t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		r := m.a.lease.Run
+		err := m.a.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
 			var err error
 			m.next, err = contextwin.NextSummaryIndex(ctx, tx, r)
 			return err
@@ -155,7 +152,7 @@ func (m *summaryMeter) Reserve(ctx context.Context, model llm.Model, req llm.Req
 	}
 	idx := m.next
 	m.next--
-	held, err := m.t.reserveOn(ctx, model, req, idx)
+	held, err := m.a.reserveOn(ctx, model, req, idx)
 	if err != nil {
 		return 0, err
 	}
@@ -171,7 +168,7 @@ func (m *summaryMeter) Reserve(ctx context.Context, model llm.Model, req llm.Req
 func (m *summaryMeter) Release(ctx context.Context, callIndex int) {
 	if m.held[callIndex] {
 		delete(m.held, callIndex)
-		m.t.release(ctx, callIndex)
+		m.a.release(ctx, callIndex)
 	}
 }
 
@@ -179,7 +176,7 @@ func (m *summaryMeter) Release(ctx context.Context, callIndex int) {
 // metered; reservations of calls it did not meter stay held for releaseSummaries.
 func (m *summaryMeter) settleSummaries(ctx context.Context, tx *db.Tx, metered []contextwin.Metered) error {
 	for _, c := range metered {
-		if err := m.t.settle(ctx, tx, c.Index, c.Usage, c.CostMicros); err != nil {
+		if err := m.a.settle(ctx, tx, c.Index, c.Usage, c.CostMicros); err != nil {
 			return err
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/run"
-	"github.com/agentry/agentry/internal/settings"
 )
 
 // MaxChatTurns is how many model calls (LLM<->tool turns) one chat message may take.
@@ -60,8 +59,8 @@ type Executor struct {
 	models Models
 	tools  Tools
 	log    *slog.Logger
-	// MaxTurns overrides MaxChatTurns when positive (tests).
-	MaxTurns  int
+	// maxTurns overrides MaxChatTurns when positive (WithMaxTurns).
+	maxTurns  int
 	hooks     map[string]KindHooks
 	approvals Approvals
 	budgets   Budgets
@@ -78,16 +77,9 @@ type Executor struct {
 	tracer trace.Tracer
 }
 
-// SetTracer makes e trace model calls and tool calls with tp. Call it while wiring.
-func (e *Executor) SetTracer(tp trace.TracerProvider) { e.tracer = tp.Tracer("agentry/agent") }
-
-// SetMetrics makes e count model calls, tokens, cost and tool calls. Call it while wiring.
-func (e *Executor) SetMetrics(m *metrics.Metrics) { e.metrics = m }
-
-// SetApprovals connects human-in-the-loop approvals.
-func (e *Executor) SetApprovals(a Approvals) { e.approvals = a }
-
-// SetClock replaces the clock of the duration limit (tests).
+// SetClock replaces the clock of the duration limit while the executor works runs: tests move
+// time for a process that is running already (WithClock sets it at construction). Not safe
+// while a run is being worked.
 func (e *Executor) SetClock(now func() time.Time) { e.now = now }
 
 func (e *Executor) clock() time.Time {
@@ -105,10 +97,52 @@ func (e *Executor) Register(kind string, h KindHooks) {
 	e.hooks[kind] = h
 }
 
-// New returns an executor.
-func New(d *db.DB, runs *run.Service, models Models, tools Tools, log *slog.Logger) *Executor {
-	return &Executor{db: d, runs: runs, pub: runs.Publisher(), models: models, tools: tools, log: log, tracer: noop.NewTracerProvider().Tracer("")}
+// New returns an executor working runs with models and tools; options connect what else it
+// uses (without them: no approvals, budgets, waits, context window, metrics or tracing, and
+// retries without delay).
+func New(d *db.DB, runs *run.Service, models Models, tools Tools, log *slog.Logger, options ...Option) *Executor {
+	e := &Executor{db: d, runs: runs, pub: runs.Publisher(), models: models, tools: tools, log: log, tracer: noop.NewTracerProvider().Tracer("")}
+	for _, o := range options {
+		o(e)
+	}
+	return e
 }
+
+// Option configures an Executor at construction (New).
+type Option func(*Executor)
+
+// WithApprovals connects human-in-the-loop approvals (without: no call waits for a person, and
+// an escalation ends the run FAILED).
+func WithApprovals(a Approvals) Option { return func(e *Executor) { e.approvals = a } }
+
+// WithBudgets connects budget enforcement around every model call (without: none).
+func WithBudgets(b Budgets) Option { return func(e *Executor) { e.budgets = b } }
+
+// WithWaiter connects waiting steps (without: no tool waits).
+func WithWaiter(w Waiter) Option { return func(e *Executor) { e.waiter = w } }
+
+// WithContextWindow connects the context window manager and builder: without one, every
+// request carries the whole history and only the agent's own system prompt.
+func WithContextWindow(m *contextwin.Manager) Option { return func(e *Executor) { e.window = m } }
+
+// WithMetrics counts model calls, tokens, cost and tool calls on m.
+func WithMetrics(m *metrics.Metrics) Option { return func(e *Executor) { e.metrics = m } }
+
+// WithTracer traces model calls and tool calls with tp.
+func WithTracer(tp trace.TracerProvider) Option {
+	return func(e *Executor) { e.tracer = tp.Tracer("agentry/agent") }
+}
+
+// WithRetryBase is the first retry delay of a failed attempt, doubling after (the worker's
+// AGENTRY_RETRY_BASE_DELAY).
+func WithRetryBase(d time.Duration) Option { return func(e *Executor) { e.retryBase = d } }
+
+// WithClock replaces the clock of the duration limit.
+func WithClock(now func() time.Time) Option { return func(e *Executor) { e.now = now } }
+
+// WithMaxTurns overrides MaxChatTurns, the model calls a run without a kind's limits may make,
+// when n is positive.
+func WithMaxTurns(n int) Option { return func(e *Executor) { e.maxTurns = n } }
 
 // Attempt tells the executor about the job attempt it runs in.
 type Attempt struct {
@@ -148,9 +182,6 @@ type Waiter interface {
 	Park(ctx context.Context, tx *db.Tx, l run.Lease, call dbsqlc.ToolCall) (bool, error)
 }
 
-// SetWaiter connects waiting steps (nil: no tool waits).
-func (e *Executor) SetWaiter(w Waiter) { e.waiter = w }
-
 // KindHooks is what a kind of run (a task run, ...) adds to the executor: its limits and what
 // happens when it starts. (Work that commits with the run's end is a run.FinishHook.)
 type KindHooks interface {
@@ -187,6 +218,7 @@ type Retry struct {
 }
 
 func (r *Retry) Error() string { return fmt.Sprintf("retry (%s): %v", r.Class, r.Err) }
+
 func (r *Retry) Unwrap() error { return r.Err }
 
 // ErrCancelled is the context cause the worker sets when the run was cancelled remotely.
@@ -197,72 +229,15 @@ var ErrCancelled = errors.New("run cancelled")
 // or another error for a failure that was recorded as terminal. The attempt acquires the run
 // (its lease commits) before it calls the model.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
-	t := &turn{e: e, at: at}
-	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, t.loadFirst)
+	a := &attempt{e: e, job: at}
+	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, a.loadFirst)
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started
 	}
 	if err != nil {
 		return err
 	}
-	return t.execute(ctx, lease)
-}
-
-// execute works the attempt once the run is acquired (lease).
-func (t *turn) execute(ctx context.Context, lease run.Lease) error {
-	e, at := t.e, t.at
-	tenantID, runID := lease.Run.TenantID, lease.Run.ID
-	workCtx, lose := context.WithCancelCause(ctx)
-	defer lose(nil)
-	log := e.log.With(slog.String("run_id", runID.String()), slog.String("tenant_id", tenantID.String()), slog.Int("attempt", int(lease.Attempt)))
-	hbCtx, stopHB := context.WithCancel(ctx)
-	defer stopHB()
-	go e.runs.Heartbeat(hbCtx, lease, func() { lose(run.ErrFenced) })
-
-	t.lease, t.log = lease, log
-	res := t.work(workCtx)
-	stopHB()
-	if errors.Is(context.Cause(workCtx), run.ErrFenced) || (res.retry != nil && res.retry.Fenced) {
-		log.InfoContext(ctx, "run taken over by another attempt; stopping without writing")
-		return nil
-	}
-	if res.suspended {
-		return nil
-	}
-	retry := res.retry
-	if retry != nil && at.Number < at.Max {
-		if err := e.runs.InFence(context.WithoutCancel(ctx), lease, func(ctx context.Context, tx *db.Tx) error {
-			cls, msg := string(retry.Class), retry.Err.Error()
-			if err := tx.Q.RunSetError(ctx, dbsqlc.RunSetErrorParams{TenantID: tenantID, ID: runID, Attempt: lease.Attempt, FailureClass: &cls, Error: &msg}); err != nil {
-				return err
-			}
-			delay := e.retryDelay(at.Number)
-			if retry.Delay > delay {
-				delay = retry.Delay
-			}
-			_, err := e.pub.Append(ctx, tx, lease.Scope(), events.New{Type: events.TaskRetrying, Data: map[string]any{
-				"failureClass": retry.Class, "error": msg, "attempt": at.Number, "maxAttempts": at.Max,
-				"nextAttemptAt": time.Now().Add(delay).UTC(),
-			}})
-			return err
-		}); err != nil && !errors.Is(err, run.ErrFenced) {
-			return err
-		}
-		return retry
-	}
-	outcome := res.outcome
-	if retry != nil {
-		outcome = run.Outcome{Status: run.StatusFailed, FailureClass: string(retry.Class), Error: retry.Err.Error(), TerminationReason: "retries_exhausted"}
-	}
-	if !res.finished || retry != nil {
-		if _, err := e.runs.Finish(context.WithoutCancel(ctx), lease, outcome); err != nil && !errors.Is(err, run.ErrFenced) {
-			return fmt.Errorf("finish run %s: %w", runID, err)
-		}
-	}
-	if outcome.FailureClass == string(llm.Terminal) {
-		return &Terminal{Err: errors.New(outcome.Error)}
-	}
-	return nil
+	return a.execute(ctx, lease)
 }
 
 // Terminal reports a run that failed for good (no retry): the worker tells River to cancel the
@@ -270,45 +245,9 @@ func (t *turn) execute(ctx context.Context, lease run.Lease) error {
 type Terminal struct{ Err error }
 
 func (t *Terminal) Error() string { return "terminal failure: " + t.Err.Error() }
-func (t *Terminal) Unwrap() error { return t.Err }
 
-// RetryBase is the first retry delay (doubling after); the worker sets it from
-// AGENTRY_RETRY_BASE_DELAY.
-func (e *Executor) SetRetryBase(d time.Duration) { e.retryBase = d }
+func (t *Terminal) Unwrap() error { return t.Err }
 
 func (e *Executor) retryDelay(attempt int) time.Duration {
 	return e.retryBase << max(attempt-1, 0)
-}
-
-// loadFirst reads, in the transaction that acquires the run (run.Service.Acquire), what the
-// attempt needs first: the settings of the run's user, its conversation and, on the first
-// attempt of a kind without hooks (a chat turn), the run's state for the first step and the
-// context builder's text. A chat turn thus starts with one transaction instead of three.
-func (t *turn) loadFirst(ctx context.Context, tx *db.Tx, l run.Lease) error {
-	r := l.Run
-	var err error
-	if t.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID); err != nil {
-		return err
-	}
-	if r.ConversationID.Valid {
-		if t.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
-			return fmt.Errorf("load conversation: %w", err)
-		}
-	}
-	if t.e.hooks[r.Kind] != nil || l.Attempt != 1 {
-		return nil
-	}
-	st, err := readStateOf(ctx, tx, r)
-	if err != nil {
-		return err
-	}
-	t.first = &st
-	if t.e.window != nil {
-		text, err := t.buildContext(ctx, tx, r, st)
-		if err != nil {
-			return err
-		}
-		t.built = &text
-	}
-	return t.reserveFirst(ctx, tx, l, st)
 }

@@ -1,10 +1,14 @@
 package agent
 
 import (
+	"context"
+	"fmt"
 	"regexp"
 	"time"
 
 	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/llm"
+	"github.com/agentry/agentry/internal/run"
 )
 
 // Termination reasons recorded on runs.
@@ -19,6 +23,10 @@ const (
 	ReasonBudget           = "budget_exceeded" // maxTokensPerTask used up, or a budget refused a call
 	ReasonEscalated        = "escalation_declined"
 	ReasonFailedGracefully = "failed_gracefully"
+	ReasonTimeout          = "timeout"           // the attempt's or the run's time limit passed (TIMED_OUT)
+	ReasonStreamFailed     = "stream_failed"     // the model's stream failed after output reached subscribers
+	ReasonError            = "error"             // a failure of its class ended the run
+	ReasonRetriesExhausted = "retries_exhausted" // the job's attempts are used up
 )
 
 // Signal is a reason to end (or pause) the run now.
@@ -78,3 +86,37 @@ var stopIntent = regexp.MustCompile(`(?i)^\s*(please\s+)?(stop|halt|abort|cancel
 // "never mind", "cancel that", ...). Only short, whole-message requests count, so "how do I stop
 // a server?" does not.
 func StopIntent(msg string) bool { return len(msg) <= 60 && stopIntent.MatchString(msg) }
+
+// terminate asks the terminator whether the run ends before its next model call (calls is that
+// call's index) and, when it does, ends it as the signal says: asks the user to confirm going
+// on, completes it, or fails it (with a summary after consecutive failures).
+func (a *attempt) terminate(ctx context.Context, term AdaptiveTerminator, p llm.Provider, m llm.Model, st state, calls int) (result, bool) {
+	confirmed := a.confirmedAt(ctx)
+	if confirmed < 0 {
+		return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: ReasonUserStop, Data: map[string]any{"declined": "continue"}}), true
+	}
+	sig, end := term.Check(st.run, calls, st.newer, confirmed)
+	if !end {
+		return result{}, false
+	}
+	if sig.Confirm {
+		return a.askToContinue(ctx, calls), true
+	}
+	switch sig.Reason {
+	case ReasonMaxTurns, ReasonUserIntent:
+		return done(run.Outcome{Status: run.StatusCompleted, TerminationReason: sig.Reason}), true
+	case ReasonFailures:
+		return a.summarise(ctx, p, m, st, sig.Reason, run.StatusFailed), true
+	case ReasonBudget:
+		msg := "maxTokensPerTask used up"
+		if a.limits.MaxTokens > 0 && st.run.InputTokens+st.run.OutputTokens >= a.limits.MaxTokens {
+			msg = fmt.Sprintf("max tokens used up (%d of %d)", st.run.InputTokens+st.run.OutputTokens, a.limits.MaxTokens)
+		}
+		return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: msg}), true
+	case ReasonMaxDuration:
+		if a.limits.TimesOut {
+			return done(run.Outcome{Status: run.StatusTimedOut, FailureClass: string(llm.Terminal), TerminationReason: ReasonTimeout, Error: "timed out: the run's time limit passed"}), true
+		}
+	}
+	return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(llm.Terminal), TerminationReason: sig.Reason, Error: "stopped: " + sig.Reason}), true
+}

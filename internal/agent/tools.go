@@ -7,63 +7,26 @@ import (
 
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/llm"
-	"github.com/agentry/agentry/internal/tool"
 )
-
-// RegistryTools offers a tool registry's tools to the executor.
-type RegistryTools struct{ Registry *tool.Registry }
-
-// Specs lists every registered tool.
-func (t RegistryTools) Specs() []llm.ToolSpec {
-	specs, err := t.Registry.Specs()
-	if err != nil {
-		return nil
-	}
-	return specs
-}
-
-// Info reports whether the tool exists and only reads.
-func (t RegistryTools) Info(name string) (bool, bool) {
-	tl, err := t.Registry.Get(name)
-	if err != nil {
-		return false, false
-	}
-	return true, tl.ReadOnly()
-}
-
-// Risk scores a call; unknown tools score 100.
-func (t RegistryTools) Risk(name string, args json.RawMessage) int {
-	tl, err := t.Registry.Get(name)
-	if err != nil {
-		return 100
-	}
-	return tl.Risk(args)
-}
-
-// Run validates and runs a call inside tx.
-func (t RegistryTools) Run(ctx context.Context, tx *db.Tx, c ToolCall) (string, error) {
-	res, err := t.Registry.Run(ctx, tool.Env{Tx: tx, TenantID: c.TenantID, ProjectID: c.ProjectID, UserID: c.UserID, RunID: c.RunID}, c.Name, c.Args)
-	return res.Output, err
-}
 
 // tools is what this attempt may call: the executor's tools (or the ones its kind's hooks
 // scoped for the run, ToolScope), narrowed by the run's limits (AllowTool) when they name a set,
 // else without the restricted ones (Restrict).
-func (t *turn) tools() Tools {
-	base := t.e.tools
-	if t.scoped != nil {
-		base = t.scoped
+func (a *attempt) tools() Tools {
+	base := a.e.tools
+	if a.scoped != nil {
+		base = a.scoped
 	}
 	if base == nil {
 		return nil
 	}
-	if t.limits.AllowTool == nil {
-		if len(t.e.restricted) == 0 {
+	if a.limits.AllowTool == nil {
+		if len(a.e.restricted) == 0 {
 			return base
 		}
-		return allowedTools{Tools: base, allow: func(name string) bool { return !t.e.restricted[name] }}
+		return allowedTools{Tools: base, allow: func(name string) bool { return !a.e.restricted[name] }}
 	}
-	return allowedTools{Tools: base, allow: t.limits.AllowTool}
+	return allowedTools{Tools: base, allow: a.limits.AllowTool}
 }
 
 // allowedTools offers only the tools allow names. A call to another fails as unavailable: it

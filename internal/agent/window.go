@@ -10,43 +10,39 @@ import (
 	"github.com/agentry/agentry/internal/llm"
 )
 
-// SetContextWindow connects the context window manager and builder: without one, every
-// request carries the whole history and only the agent's own system prompt.
-func (e *Executor) SetContextWindow(m *contextwin.Manager) { e.window = m }
-
 // request builds a model call for the REACT step: the system prompt (the agent's instructions
 // and the user's preferences, then the context builder's mode, project and memories, then the
 // conversation summary), the history fitted into the model's context by the window manager,
 // and the tools (none during a reflection turn). force compacts to the minimum after the
 // provider refused a request as too long. A window that summarised is persisted (summary,
 // usage, context.window.applied) before the call; applied reports one.
-func (t *turn) request(ctx context.Context, model llm.Model, st state, reflecting, force bool) (req llm.Request, applied bool, err error) {
-	req = t.baseRequest(model, st, reflecting)
-	if t.e.window == nil {
+func (a *attempt) request(ctx context.Context, model llm.Model, st state, reflecting, force bool) (req llm.Request, applied bool, err error) {
+	req = a.baseRequest(model, st, reflecting)
+	if a.e.window == nil {
 		req.Messages = toLLM(st.hist)
 	} else {
-		extra, err := t.contextText(ctx, st)
+		extra, err := a.contextText(ctx, st)
 		if err != nil {
 			return req, false, err
 		}
 		if extra != "" {
 			req.System += "\n\n" + extra
 		}
-		meter := &summaryMeter{t: t}
-		in := t.windowInput(model, req, st, force)
+		meter := &summaryMeter{a: a}
+		in := a.windowInput(model, req, st, force)
 		in.Meter = meter
-		w, err := t.e.window.Apply(ctx, in)
+		w, err := a.e.window.Apply(ctx, in)
 		if err != nil {
 			return req, false, err
 		}
 		if applied = w.Applied != nil; applied {
 			var metered []contextwin.Metered
-			err := t.e.runs.InFence(ctx, t.lease, func(ctx context.Context, tx *db.Tx) error {
-				news, m, err := contextwin.Persist(ctx, tx, t.lease.Run, t.lease.Attempt, t.conv.ID, w.Applied)
+			err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+				news, m, err := contextwin.Persist(ctx, tx, a.lease.Run, a.lease.Attempt, a.conv.ID, w.Applied)
 				if err != nil {
 					return err
 				}
-				if _, err = t.e.pub.Append(ctx, tx, t.lease.Scope(), news...); err != nil {
+				if _, err = a.e.pub.Append(ctx, tx, a.lease.Scope(), news...); err != nil {
 					return err
 				}
 				metered = m
@@ -61,7 +57,7 @@ func (t *turn) request(ctx context.Context, model llm.Model, st state, reflectin
 				return req, false, err
 			}
 			if !w.Applied.Fallback {
-				t.conv.Summary, t.conv.SummarizedThrough.UUID, t.conv.SummarizedThrough.Valid = &w.Applied.Summary, w.Applied.Through, true
+				a.conv.Summary, a.conv.SummarizedThrough.UUID, a.conv.SummarizedThrough.Valid = &w.Applied.Summary, w.Applied.Through, true
 			}
 		}
 		req.System, req.Messages = w.System, toLLM(w.Messages)
@@ -75,44 +71,44 @@ func (t *turn) request(ctx context.Context, model llm.Model, st state, reflectin
 // baseRequest is a call's request before the context builder's text and the history are
 // added: the model, the agent's system prompt, the output cap and the tools (none during a
 // reflection turn).
-func (t *turn) baseRequest(model llm.Model, st state, reflecting bool) llm.Request {
-	req := llm.Request{Model: model.ID, System: t.systemPrompt(st.run), MaxTokens: t.maxTokens(st.run, model)}
-	if t.conv.Agentic && t.e.tools != nil && !reflecting {
-		req.Tools = t.tools().Specs()
+func (a *attempt) baseRequest(model llm.Model, st state, reflecting bool) llm.Request {
+	req := llm.Request{Model: model.ID, System: a.systemPrompt(st.run), MaxTokens: a.maxTokens(st.run, model)}
+	if a.conv.Agentic && a.e.tools != nil && !reflecting {
+		req.Tools = a.tools().Specs()
 	}
 	return req
 }
 
-func (t *turn) windowInput(model llm.Model, req llm.Request, st state, force bool) contextwin.Input {
+func (a *attempt) windowInput(model llm.Model, req llm.Request, st state, force bool) contextwin.Input {
 	return contextwin.Input{
-		Conversation: t.conv, Strategy: t.set.ContextStrategy, Model: model,
+		Conversation: a.conv, Strategy: a.set.ContextStrategy, Model: model,
 		System: req.System, Tools: req.Tools, History: st.hist, Force: force,
 	}
 }
 
 // contextText is the context builder's part of the system prompt, built once per attempt: the
 // conversation's mode, the project and the memories relevant to the message the run answers.
-func (t *turn) contextText(ctx context.Context, st state) (string, error) {
-	if t.built != nil {
-		return *t.built, nil
+func (a *attempt) contextText(ctx context.Context, st state) (string, error) {
+	if a.built != nil {
+		return *a.built, nil
 	}
-	r := t.lease.Run
+	r := a.lease.Run
 	var text string
-	err := t.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+	err := a.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		text, err = t.buildContext(ctx, tx, r, st)
+		text, err = a.buildContext(ctx, tx, r, st)
 		return err
 	})
 	if err != nil {
 		return "", err
 	}
-	t.built = &text
+	a.built = &text
 	return text, nil
 }
 
 // buildContext runs the context builder for run r at state st inside tx (the first attempt of
 // a chat turn does it in the transaction that acquires the run: loadFirst).
-func (t *turn) buildContext(ctx context.Context, tx *db.Tx, r dbsqlc.Run, st state) (string, error) {
+func (a *attempt) buildContext(ctx context.Context, tx *db.Tx, r dbsqlc.Run, st state) (string, error) {
 	query := ""
 	for i := len(st.hist) - 1; i >= 0; i-- {
 		if m := st.hist[i]; m.Role == "USER" {
@@ -126,7 +122,7 @@ func (t *turn) buildContext(ctx context.Context, tx *db.Tx, r dbsqlc.Run, st sta
 		}
 	}
 	return contextwin.Build(ctx, tx, contextwin.BuildInput{
-		TenantID: r.TenantID, UserID: r.UserID, ProjectID: t.conv.ProjectID, Mode: t.conv.Mode, Query: query,
+		TenantID: r.TenantID, UserID: r.UserID, ProjectID: a.conv.ProjectID, Mode: a.conv.Mode, Query: query,
 	})
 }
 

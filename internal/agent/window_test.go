@@ -126,8 +126,8 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, owner.Close(ctx))
 
-	e := New(d, run.NewService(d, nil, slog.New(slog.DiscardHandler)), nil, nil, slog.New(slog.DiscardHandler))
-	e.SetContextWindow(contextwin.New(contextwin.Options{}))
+	e := New(d, run.NewService(d, nil, slog.New(slog.DiscardHandler)), nil, nil, slog.New(slog.DiscardHandler),
+		WithContextWindow(contextwin.New(contextwin.Options{})))
 	model := llm.Lookup("openai", "gpt-4o")
 
 	var req llm.Request
@@ -143,7 +143,7 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 			return err
 		}
 		lease := run.Lease{Run: r, Attempt: 1}
-		tr := &turn{e: e}
+		tr := &attempt{e: e}
 		// A backend's counts not yet reported (its earlier transactions') show in these views
 		// too: what the request reads is the difference.
 		var before int64

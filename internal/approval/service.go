@@ -81,7 +81,8 @@ func NewService(d *db.DB, runs *run.Service, ttl time.Duration, log *slog.Logger
 }
 
 // SetClock replaces the clock every deadline is set and compared with (tests move it instead of
-// waiting for an approval to expire).
+// waiting for an approval to expire). Safe while the service runs, so tests move the clock of a
+// running process.
 func (s *Service) SetClock(now func() time.Time) { s.clock.Store(&now) }
 
 // now is the service's clock.

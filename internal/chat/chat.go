@@ -60,12 +60,19 @@ type Admission interface {
 	Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
 }
 
-// SetAdmission connects budget admission (nil: every run is admitted).
-func (s *Service) SetAdmission(a Admission) { s.admit = a }
+// Option configures the Service at construction (NewService).
+type Option func(*Service)
+
+// WithAdmission connects budget admission (without: every run is admitted).
+func WithAdmission(a Admission) Option { return func(s *Service) { s.admit = a } }
 
 // NewService returns the chat service.
-func NewService(d *db.DB, runs *run.Service, models Models, log *slog.Logger) *Service {
-	return &Service{db: d, runs: runs, models: models, log: log}
+func NewService(d *db.DB, runs *run.Service, models Models, log *slog.Logger, options ...Option) *Service {
+	s := &Service{db: d, runs: runs, models: models, log: log}
+	for _, o := range options {
+		o(s)
+	}
+	return s
 }
 
 // CreateDefaultProject makes a tenant's default project (inside the sign-up transaction).
@@ -213,25 +220,12 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	if err != nil {
 		return Sent{}, err
 	}
-	if strings.TrimSpace(in.Content) == "" {
-		return Sent{}, apperr.Invalid("content", "must not be empty")
-	}
-	if len(in.Content) > MaxMessageBytes {
-		return Sent{}, apperr.Invalid("content", "must be at most %d bytes", MaxMessageBytes)
-	}
-	if !utf8.ValidString(in.Content) {
-		return Sent{}, apperr.Invalid("content", "must be valid UTF-8")
-	}
-	if len(in.IdempotencyKey) > 200 {
-		return Sent{}, apperr.Invalid("idempotencyKey", "must be at most 200 characters")
+	if err := in.check(); err != nil {
+		return Sent{}, err
 	}
 	attached, images, err := attachmentBlocks(ctx, s.extract, in.Attachments)
 	if err != nil {
 		return Sent{}, err
-	}
-	policy := in.IfBusy
-	if policy == "" {
-		policy = BusyEnqueue
 	}
 	var out Sent
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
@@ -242,101 +236,142 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		if err != nil {
 			return err
 		}
-		if in.IdempotencyKey != "" {
-			prev, err := tx.Q.RunGetByIdempotencyKey(ctx, dbsqlc.RunGetByIdempotencyKeyParams{TenantID: a.TenantID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, IdempotencyKey: &in.IdempotencyKey})
-			if err == nil {
-				msg, err := tx.Q.MessageGet(ctx, dbsqlc.MessageGetParams{TenantID: a.TenantID, ID: prev.TriggerMessageID.UUID})
-				if err == nil && msg.Content != in.Content {
-					return apperr.New(apperr.Conflict, "idempotencyKey was already used for another message in this conversation: use a new key for new content").With("runId", prev.ID)
-				}
-				out = Sent{Message: msg, Run: prev}
-				return err
-			}
-			if !db.IsNoRows(err) {
-				return err
-			}
+		if prev, found, err := sentBefore(ctx, tx, a.TenantID, conv, in); found || err != nil {
+			out = prev
+			return err
 		}
 		if images {
 			if _, m, err := s.models.Resolve(conv.Model); err == nil && !m.Vision {
 				return apperr.Invalid("attachments", "the conversation's model %s does not accept images; send text files or PDFs, or use a model with vision", conv.Model)
 			}
 		}
-		busy := conv.ActiveRunID.Valid
-		if busy {
-			switch policy {
-			case BusyReject:
-				return apperr.New(apperr.Conflict, "a run is already active in this conversation").With("activeRunId", conv.ActiveRunID.UUID.String())
-			case BusyInterrupt:
-				// Under the conversation's lock: the runs before this message end, and this one
-				// waits for a RUNNING one's worker to record its end.
-				if busy, err = s.runs.Interrupt(ctx, tx, a, conv, "interrupted by a new message"); err != nil {
-					return err
-				}
-			}
+		busy, err := s.makeWay(ctx, tx, a, conv, in.IfBusy)
+		if err != nil {
+			return err
 		}
 		if s.admit != nil {
 			if err := s.admit.Admit(ctx, tx, a.TenantID, a.UserID); err != nil {
 				return err
 			}
 		}
-		set, err := settings.ForUser(ctx, tx, a)
-		if err != nil {
-			return err
-		}
-		runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
-		maxAttempts := int32(set.MaxRetries + 1)
-		// A run that starts now becomes the conversation's active one with the positions, and
-		// its job is inserted before it, so the run row names its job from the start.
-		pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
-			ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
-		if err != nil {
-			return err
-		}
-		var jobID *int64
-		if !busy {
-			id, err := s.runs.InsertJob(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts)
-			if err != nil {
-				return err
-			}
-			jobID = &id
-		}
-		var key *string
-		if in.IdempotencyKey != "" {
-			key = &in.IdempotencyKey
-		}
-		// task.queued is stored by the statement that inserts the run.
-		scope := events.Scope{TenantID: a.TenantID, RunID: runID, ConversationID: conv.ID}
-		queued, err := events.Encode(scope, time.Now(), events.New{Type: events.TaskQueued, Data: map[string]any{
-			"kind": run.KindChatTurn, "messageId": msgID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
-		}})
-		if err != nil {
-			return err
-		}
-		r, err := tx.Q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
-			TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
-			ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
-			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
-			Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
-		})
-		if err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		out.Run = dbsqlc.Run(r)
-		s.runs.Publisher().Stored(ctx, tx, queued, r.LastSeq)
-		blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
-		parts, _ := json.Marshal(blocks)
-		out.Message, err = tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
-			RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
-			TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
-			AuthorID:      uuid.NullUUID{UUID: a.UserID, Valid: true},
-		})
-		if err != nil {
-			return fmt.Errorf("insert message: %w", err)
-		}
-		return nil
+		out, err = s.insertSent(ctx, tx, a, conv, in, busy, attached)
+		return err
 	})
 	return out, err
+}
+
+// check refuses a message SendMessage cannot take: empty, too long, not UTF-8, or with an
+// idempotency key that is too long.
+func (in Send) check() error {
+	switch {
+	case strings.TrimSpace(in.Content) == "":
+		return apperr.Invalid("content", "must not be empty")
+	case len(in.Content) > MaxMessageBytes:
+		return apperr.Invalid("content", "must be at most %d bytes", MaxMessageBytes)
+	case !utf8.ValidString(in.Content):
+		return apperr.Invalid("content", "must be valid UTF-8")
+	case len(in.IdempotencyKey) > 200:
+		return apperr.Invalid("idempotencyKey", "must be at most 200 characters")
+	}
+	return nil
+}
+
+// sentBefore finds the message and run an earlier SendMessage with the same idempotency key made
+// in conv (found); the key used for other content is CONFLICT.
+func sentBefore(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, conv dbsqlc.Conversation, in Send) (Sent, bool, error) {
+	if in.IdempotencyKey == "" {
+		return Sent{}, false, nil
+	}
+	prev, err := tx.Q.RunGetByIdempotencyKey(ctx, dbsqlc.RunGetByIdempotencyKeyParams{TenantID: tenantID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, IdempotencyKey: &in.IdempotencyKey})
+	if db.IsNoRows(err) {
+		return Sent{}, false, nil
+	}
+	if err != nil {
+		return Sent{}, false, err
+	}
+	msg, err := tx.Q.MessageGet(ctx, dbsqlc.MessageGetParams{TenantID: tenantID, ID: prev.TriggerMessageID.UUID})
+	if err == nil && msg.Content != in.Content {
+		return Sent{}, true, apperr.New(apperr.Conflict, "idempotencyKey was already used for another message in this conversation: use a new key for new content").With("runId", prev.ID)
+	}
+	return Sent{Message: msg, Run: prev}, true, err
+}
+
+// makeWay applies the busy policy (ENQUEUE when empty) to conv's active run and reports whether
+// the new run must queue behind one: REJECT refuses (CONFLICT); INTERRUPT ends the runs before
+// the new message, under the conversation's lock, and a RUNNING one's worker records its end
+// while the new run waits.
+func (s *Service) makeWay(ctx context.Context, tx *db.Tx, a auth.Actor, conv dbsqlc.Conversation, policy string) (bool, error) {
+	if !conv.ActiveRunID.Valid {
+		return false, nil
+	}
+	switch policy {
+	case BusyReject:
+		return true, apperr.New(apperr.Conflict, "a run is already active in this conversation").With("activeRunId", conv.ActiveRunID.UUID.String())
+	case BusyInterrupt:
+		return s.runs.Interrupt(ctx, tx, a, conv, "interrupted by a new message")
+	}
+	return true, nil
+}
+
+// insertSent stores the run (with its task.queued event and, unless busy, its job) and the user's
+// message in conv, at the conversation's next positions.
+func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, conv dbsqlc.Conversation, in Send, busy bool, attached []llm.Block) (Sent, error) {
+	set, err := settings.ForUser(ctx, tx, a)
+	if err != nil {
+		return Sent{}, err
+	}
+	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	maxAttempts := int32(set.MaxRetries + 1)
+	// A run that starts now becomes the conversation's active one with the positions, and
+	// its job is inserted before it, so the run row names its job from the start.
+	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
+		ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
+	if err != nil {
+		return Sent{}, err
+	}
+	var jobID *int64
+	if !busy {
+		id, err := s.runs.InsertJob(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts)
+		if err != nil {
+			return Sent{}, err
+		}
+		jobID = &id
+	}
+	var key *string
+	if in.IdempotencyKey != "" {
+		key = &in.IdempotencyKey
+	}
+	// task.queued is stored by the statement that inserts the run.
+	scope := events.Scope{TenantID: a.TenantID, RunID: runID, ConversationID: conv.ID}
+	queued, err := events.Encode(scope, time.Now(), events.New{Type: events.TaskQueued, Data: map[string]any{
+		"kind": run.KindChatTurn, "messageId": msgID, "queuedBehind": nullableRun(busy, conv.ActiveRunID),
+	}})
+	if err != nil {
+		return Sent{}, err
+	}
+	r, err := tx.Q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
+		TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
+		ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
+		TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
+		Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
+	})
+	if err != nil {
+		return Sent{}, fmt.Errorf("insert run: %w", err)
+	}
+	out := Sent{Run: dbsqlc.Run(r)}
+	s.runs.Publisher().Stored(ctx, tx, queued, r.LastSeq)
+	blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
+	parts, _ := json.Marshal(blocks)
+	out.Message, err = tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+		TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
+		RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
+		TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
+		AuthorID:      uuid.NullUUID{UUID: a.UserID, Valid: true},
+	})
+	if err != nil {
+		return Sent{}, fmt.Errorf("insert message: %w", err)
+	}
+	return out, nil
 }
 
 func nullableRun(busy bool, id uuid.NullUUID) any {

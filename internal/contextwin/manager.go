@@ -147,7 +147,7 @@ func New(o Options) *Manager {
 
 // SetContextTokens overrides the catalogue's context limit of a model ("provider:model"):
 // models served with a smaller window than the catalogue says, and tests. 0 removes the
-// override.
+// override. Safe while the manager works (tests and the bench change it on a running process).
 func (m *Manager) SetContextTokens(ref string, tokens int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -158,7 +158,7 @@ func (m *Manager) SetContextTokens(ref string, tokens int) {
 	m.limits[ref] = tokens
 }
 
-// SetSummaryTimeout changes the bound of one summarisation call.
+// SetSummaryTimeout changes the bound of one summarisation call. Safe while the manager works.
 func (m *Manager) SetSummaryTimeout(d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

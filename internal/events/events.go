@@ -131,8 +131,14 @@ type Publisher struct {
 // TapFunc is given events inside the transaction that stores them; an error fails it.
 type TapFunc func(ctx context.Context, tx *db.Tx, evs []Event) error
 
-// SetTap sets the function that sees the events p appends. Call it while wiring.
-func (p *Publisher) SetTap(f TapFunc) { p.tap = f }
+// PublisherOption configures a Publisher at construction (NewPublisher).
+type PublisherOption func(*Publisher)
+
+// WithTap sets the function that sees the events the publisher appends.
+func WithTap(f TapFunc) PublisherOption { return func(p *Publisher) { p.tap = f } }
+
+// WithMetrics makes the publisher count the messages it could not publish.
+func WithMetrics(m *metrics.Metrics) PublisherOption { return func(p *Publisher) { p.metrics = m } }
 
 // Tap gives evs (events of one tenant made inside tx without Append, such as budget events) to
 // the tap.
@@ -142,9 +148,6 @@ func (p *Publisher) Tap(ctx context.Context, tx *db.Tx, evs []Event) error {
 	}
 	return p.tap(ctx, tx, evs)
 }
-
-// SetMetrics makes p count the messages it could not publish. Call it while wiring.
-func (p *Publisher) SetMetrics(m *metrics.Metrics) { p.metrics = m }
 
 // outgoing is one queued message.
 type outgoing struct {
@@ -162,9 +165,12 @@ type outgoing struct {
 const MaxQueued = 10000
 
 // NewPublisher returns a publisher. prefix namespaces the channels (tests use one per test).
-func NewPublisher(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Publisher {
+func NewPublisher(rdb redis.UniversalClient, prefix string, log *slog.Logger, options ...PublisherOption) *Publisher {
 	p := &Publisher{rdb: rdb, prefix: prefix, log: log}
 	p.sentCond = sync.NewCond(&p.mu)
+	for _, o := range options {
+		o(p)
+	}
 	return p
 }
 

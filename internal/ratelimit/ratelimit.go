@@ -87,6 +87,8 @@ type Options struct {
 	// Account overrides DefaultAccountLimit; nil keeps it.
 	Account *config.RateLimit
 	Log     *slog.Logger
+	// Metrics counts the requests the limiter refuses (nil: not counted).
+	Metrics *metrics.Metrics
 }
 
 // Limiter applies GCRA rate limits (go-redis/redis_rate) to the mutations that spend, per
@@ -110,9 +112,6 @@ type Limiter struct {
 	plans map[uuid.UUID]planEntry
 }
 
-// SetMetrics makes l count the requests it refuses. Call it while wiring.
-func (l *Limiter) SetMetrics(m *metrics.Metrics) { l.metrics = m }
-
 type planEntry struct {
 	plan    string
 	expires time.Time
@@ -120,7 +119,7 @@ type planEntry struct {
 
 // New returns a limiter.
 func New(o Options) *Limiter {
-	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, create: DefaultCreateLimit, acct: DefaultAccountLimit, log: o.Log,
+	l := &Limiter{prefix: o.Prefix + "agentry:rl:", db: o.DB, spend: o.Spend, auth: DefaultAuthLimit, create: DefaultCreateLimit, acct: DefaultAccountLimit, log: o.Log, metrics: o.Metrics,
 		plans: map[uuid.UUID]planEntry{}}
 	if o.Account != nil {
 		l.acct = *o.Account

@@ -63,7 +63,8 @@ type Inserter interface {
 	Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 }
 
-// SetInserter connects River's client (it needs the workers, which need this service).
+// SetInserter connects River's client. It stays a setter: the client is built from the workers,
+// which need this service, so it exists only after NewService.
 func (s *Service) SetInserter(jobs Inserter) { s.jobs = jobs }
 
 // definition is the routine as a run sees it: a copy taken when the run starts, roles included,
@@ -421,7 +422,7 @@ func (s *Service) transition(ctx context.Context, tx *db.Tx, st *state, pre *pre
 		return advanced{stop: true}, nil
 	}
 	if r.CancelRequested {
-		return advanced{stop: true}, s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: "user_cancel", Error: "cancelled by the user"})
+		return advanced{stop: true}, s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: run.ReasonUserCancel, Error: "cancelled by the user"})
 	}
 	if r.Status == run.StatusPaused {
 		return advanced{stop: true}, nil // resumeRun enqueues the run's job again
@@ -1007,7 +1008,7 @@ func (s *Service) Cancelled(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error 
 	if err != nil {
 		return err
 	}
-	return s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: "user_cancel", Error: "cancelled by the user"})
+	return s.finish(ctx, tx, st, run.Outcome{Status: run.StatusCancelled, TerminationReason: run.ReasonUserCancel, Error: "cancelled by the user"})
 }
 
 // Enqueued is the routine's enqueue hook (run.OnEnqueue for kind ROUTINE): a routine run made

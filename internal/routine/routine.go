@@ -143,8 +143,12 @@ type Service struct {
 }
 
 // NewService returns the routine service.
-func NewService(d *db.DB, runs *run.Service, models Models, toolNames func() []string, log *slog.Logger) *Service {
-	return &Service{db: d, runs: runs, models: models, toolNames: toolNames, log: log}
+func NewService(d *db.DB, runs *run.Service, models Models, toolNames func() []string, log *slog.Logger, options ...Option) *Service {
+	s := &Service{db: d, runs: runs, models: models, toolNames: toolNames, log: log}
+	for _, o := range options {
+		o(s)
+	}
+	return s
 }
 
 // Admission refuses a new run that no budget can pay for (usage.Service implements it).
@@ -152,14 +156,18 @@ type Admission interface {
 	Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
 }
 
-// SetAdmission connects budget admission (nil: every run is admitted).
-func (s *Service) SetAdmission(a Admission) { s.admit = a }
+// Option configures the Service at construction (NewService).
+type Option func(*Service)
 
-// SetClock replaces the clock of the cron scheduler (tests).
+// WithAdmission connects budget admission (without: every run is admitted).
+func WithAdmission(a Admission) Option { return func(s *Service) { s.admit = a } }
+
+// WithLambda replaces the lambda runner's limits.
+func WithLambda(l Lambda) Option { return func(s *Service) { s.lambda = l } }
+
+// SetClock replaces the clock of the cron scheduler of a running process: tests move time while
+// the scheduler runs, which a constructor option cannot do.
 func (s *Service) SetClock(now func() time.Time) { s.now = now }
-
-// SetLambda replaces the lambda runner's limits (tests).
-func (s *Service) SetLambda(l Lambda) { s.lambda = l }
 
 func (s *Service) clock() time.Time {
 	if s.now != nil {

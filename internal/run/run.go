@@ -47,6 +47,9 @@ const (
 	StatusTimedOut  = "TIMED_OUT"
 )
 
+// ReasonUserCancel is the termination reason of a run the user cancelled.
+const ReasonUserCancel = "user_cancel"
+
 // Statuses of a tool call: PENDING when the model asked for it, RUNNING while it runs, then
 // COMPLETED, FAILED, REJECTED (not run: a person or a policy refused it) or CANCELLED (its
 // run was cancelled first).
@@ -146,8 +149,11 @@ func (s *Service) OnEnqueue(kind string, h EnqueueHook) {
 	s.onEnqueue[kind] = h
 }
 
-// SetMetrics makes s count finished runs and reaper takeovers. Call it while wiring.
-func (s *Service) SetMetrics(m *metrics.Metrics) { s.metrics = m }
+// Option configures the Service at construction (NewService).
+type Option func(*Service)
+
+// WithMetrics makes the service count finished runs and reaper takeovers.
+func WithMetrics(m *metrics.Metrics) Option { return func(s *Service) { s.metrics = m } }
 
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
 type FinishHook func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
@@ -162,11 +168,16 @@ func (s *Service) OnFinish(kind string, h FinishHook) {
 
 // NewService returns the run service. jobs may be set later with SetInserter (the River client
 // needs the workers, which need this service).
-func NewService(d *db.DB, pub *events.Publisher, log *slog.Logger) *Service {
-	return &Service{db: d, pub: pub, log: log}
+func NewService(d *db.DB, pub *events.Publisher, log *slog.Logger, options ...Option) *Service {
+	s := &Service{db: d, pub: pub, log: log}
+	for _, o := range options {
+		o(s)
+	}
+	return s
 }
 
-// SetInserter sets the job inserter.
+// SetInserter sets the job inserter. It stays a setter: the River client is built from the
+// workers, which need this service, so it exists only after NewService.
 func (s *Service) SetInserter(jobs Inserter) { s.jobs = jobs }
 
 // Publisher returns the event publisher.
@@ -371,7 +382,7 @@ func (s *Service) finish(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt i
 	}
 	if fin.Status != o.Status {
 		// Its cancel was requested while it finished: it ends CANCELLED (RunFinish).
-		o.Status, o.TerminationReason = fin.Status, "user_cancel"
+		o.Status, o.TerminationReason = fin.Status, ReasonUserCancel
 	}
 	tx.AfterCommit(func() { s.metrics.RunFinished(fin.Kind, fin.Status, time.Since(fin.CreatedAt)) })
 	data := map[string]any{"status": o.Status}
@@ -515,7 +526,7 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 	}
 	// Nobody works the run (queued, parked, or a team run, RUNNING through its phases with no
 	// lease of its own): end it here.
-	_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: "user_cancel", Error: reason}, next, false)
+	_, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCancelled, TerminationReason: ReasonUserCancel, Error: reason}, next, false)
 	return err
 }
 

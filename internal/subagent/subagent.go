@@ -77,7 +77,7 @@ type Service struct {
 
 // NewService returns the service. Its tools (Tools) must be registered in reg, and its jobs
 // inserter set (SetInserter) before it spawns.
-func NewService(d *db.DB, runs *run.Service, reg *tool.Registry, limits Limits, log *slog.Logger) *Service {
+func NewService(d *db.DB, runs *run.Service, reg *tool.Registry, limits Limits, log *slog.Logger, options ...Option) *Service {
 	if limits.Platform <= 0 {
 		limits.Platform = DefaultLimits.Platform
 	}
@@ -87,14 +87,22 @@ func NewService(d *db.DB, runs *run.Service, reg *tool.Registry, limits Limits, 
 	if limits.Parent <= 0 {
 		limits.Parent = DefaultLimits.Parent
 	}
-	return &Service{db: d, runs: runs, tools: reg, limits: limits, log: log}
+	s := &Service{db: d, runs: runs, tools: reg, limits: limits, log: log}
+	for _, o := range options {
+		o(s)
+	}
+	return s
 }
 
-// SetInserter sets River's client.
-func (s *Service) SetInserter(jobs run.Inserter) { s.jobs = jobs }
+// Option configures the Service at construction (NewService).
+type Option func(*Service)
 
-// SetAdmission connects budget admission (nil: every spawn is admitted).
-func (s *Service) SetAdmission(a Admission) { s.admit = a }
+// WithAdmission connects budget admission (without: every spawn is admitted).
+func WithAdmission(a Admission) Option { return func(s *Service) { s.admit = a } }
+
+// SetInserter sets River's client. It stays a setter: the client is built from the workers,
+// which need this service, so it exists only after NewService.
+func (s *Service) SetInserter(jobs run.Inserter) { s.jobs = jobs }
 
 // Spawn is what a sub-agent is started with. Zero numbers take the defaults (maxTokens under
 // a sub-agent: half of what that one has left, at most the default).

@@ -96,12 +96,19 @@ type Admission interface {
 	Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
 }
 
-// SetAdmission connects budget admission (nil: every run is admitted).
-func (s *Service) SetAdmission(a Admission) { s.admit = a }
+// Option configures the Service at construction (NewService).
+type Option func(*Service)
+
+// WithAdmission connects budget admission (without: every run is admitted).
+func WithAdmission(a Admission) Option { return func(s *Service) { s.admit = a } }
 
 // NewService returns the task service.
-func NewService(d *db.DB, runs *run.Service, models Models, log *slog.Logger) *Service {
-	return &Service{db: d, runs: runs, models: models, log: log}
+func NewService(d *db.DB, runs *run.Service, models Models, log *slog.Logger, options ...Option) *Service {
+	s := &Service{db: d, runs: runs, models: models, log: log}
+	for _, o := range options {
+		o(s)
+	}
+	return s
 }
 
 // NewTask is the input of Create. Empty strings take the defaults (no description, MEDIUM,

@@ -26,7 +26,7 @@ func (s *Service) PhaseFinished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) 
 	if err != nil {
 		return fmt.Errorf("load phase of run %s: %w", fin.ID, err)
 	}
-	if ph.Status != "RUNNING" {
+	if ph.Status != run.StatusRunning {
 		return nil
 	}
 	if err := settleTeam(ctx, tx, fin, 0); err != nil {
@@ -196,7 +196,7 @@ func (s *Service) Finished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
 	}
 	cancelled := false
 	for _, ph := range phases {
-		if ph.Status != "RUNNING" {
+		if ph.Status != run.StatusRunning {
 			continue
 		}
 		pr, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: fin.TenantID, ID: ph.RunID})
@@ -299,7 +299,7 @@ func (s *Service) Continue(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 			return s.startReview(ctx, tx, tr, teamRun, it, 1)
 		}
 	}
-	if last.Phase == PhaseExecutor && last.Status == "COMPLETED" {
+	if last.Phase == PhaseExecutor && last.Status == run.StatusCompleted {
 		return s.startReview(ctx, tx, tr, teamRun, it, 1)
 	}
 	if last.Phase == PhaseArchitect {

@@ -103,16 +103,23 @@ type Service struct {
 }
 
 // NewService returns the team service.
-func NewService(d *db.DB, runs *run.Service, approvals *approval.Service, ws *workspace.Service, models Models, log *slog.Logger) *Service {
+func NewService(d *db.DB, runs *run.Service, approvals *approval.Service, ws *workspace.Service, models Models, log *slog.Logger, options ...Option) *Service {
 	s := &Service{db: d, runs: runs, approvals: approvals, workspace: ws, models: models, log: log}
 	s.minute.Store(int64(time.Minute))
+	for _, o := range options {
+		o(s)
+	}
 	return s
 }
 
-// SetAdmission connects budget admission (nil: every team run is admitted).
-func (s *Service) SetAdmission(a Admission) { s.admit = a }
+// Option configures the Service at construction (NewService).
+type Option func(*Service)
 
-// SetMinute sets how long one minute of a team's timeout lasts (tests: milliseconds).
+// WithAdmission connects budget admission (without: every team run is admitted).
+func WithAdmission(a Admission) Option { return func(s *Service) { s.admit = a } }
+
+// SetMinute sets how long one minute of a team's timeout lasts (tests: milliseconds). It stays a
+// setter: tests shorten it on a process that runs already.
 func (s *Service) SetMinute(d time.Duration) { s.minute.Store(int64(d)) }
 
 func (s *Service) minutes(n int) time.Duration {

@@ -31,9 +31,6 @@ var Thresholds = []int{50, 80, 100}
 // over the hour before it.
 const RunawayWindow = 10 * time.Minute
 
-// SetRunawayFactor sets the runaway-cost alert's factor (0 turns it off). Call it while wiring.
-func (s *Service) SetRunawayFactor(n int) { s.runaway = n }
-
 // AlertInterval is the least time between two alert checks of one tenant: a settlement made
 // meanwhile is checked when it has passed, so a busy tenant costs one check a second.
 const AlertInterval = time.Second

@@ -66,8 +66,14 @@ type Service struct {
 	presence map[uuid.UUID]presenceEntry
 }
 
-// SetMetrics makes s count budget refusals and cost alerts. Call it while wiring.
-func (s *Service) SetMetrics(m *metrics.Metrics) { s.metrics = m }
+// Option configures the Service at construction (NewService).
+type Option func(*Service)
+
+// WithMetrics makes the service count budget refusals and cost alerts.
+func WithMetrics(m *metrics.Metrics) Option { return func(s *Service) { s.metrics = m } }
+
+// WithRunawayFactor sets the runaway-cost alert's factor (0, the default, turns it off).
+func WithRunawayFactor(n int) Option { return func(s *Service) { s.runaway = n } }
 
 type presenceEntry struct {
 	has     bool
@@ -76,8 +82,12 @@ type presenceEntry struct {
 
 // NewService returns the usage service. runs fences the executor's reservations and gives the
 // event publisher.
-func NewService(d *db.DB, runs *run.Service, log *slog.Logger) *Service {
-	return &Service{db: d, runs: runs, pub: runs.Publisher(), log: log, presence: map[uuid.UUID]presenceEntry{}}
+func NewService(d *db.DB, runs *run.Service, log *slog.Logger, options ...Option) *Service {
+	s := &Service{db: d, runs: runs, pub: runs.Publisher(), log: log, presence: map[uuid.UUID]presenceEntry{}}
+	for _, o := range options {
+		o(s)
+	}
+	return s
 }
 
 // hasBudgets reports whether the tenant has any budget, from a short-lived cache. When in doubt

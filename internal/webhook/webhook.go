@@ -94,7 +94,8 @@ func NewService(o Options) *Service {
 	return &Service{o: o, cache: map[uuid.UUID]cached{}}
 }
 
-// SetInserter sets the job inserter (the River client, which needs the workers first).
+// SetInserter sets the job inserter. It stays a setter: the River client is built from the
+// workers, which need this service, so it exists only after NewService.
 func (s *Service) SetInserter(j Inserter) { s.jobs = j }
 
 // Webhook is a webhook without its secret.
