@@ -249,6 +249,9 @@ const runTreeUsage = `-- name: RunTreeUsage :one
 WITH RECURSIVE tree AS (
     SELECT r.id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid
     UNION ALL
+    SELECT p.run_id FROM team_phases p JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
+    WHERE t.tenant_id = $1::uuid AND t.run_id = $2::uuid
+    UNION ALL
     SELECT c.id FROM runs c JOIN tree ON c.tenant_id = $1::uuid AND c.parent_run_id = tree.id
 )
 SELECT coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens, coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens,
@@ -268,7 +271,8 @@ type RunTreeUsageRow struct {
 	CostMicros   int64
 }
 
-// A run's usage with its descendants': the sum of their usage records.
+// A run's usage with its descendants' (and a team run's with its phases' runs, which are linked
+// through team_phases): the sum of their usage records.
 func (q *Queries) RunTreeUsage(ctx context.Context, arg RunTreeUsageParams) (RunTreeUsageRow, error) {
 	row := q.db.QueryRow(ctx, runTreeUsage, arg.TenantID, arg.ID)
 	var i RunTreeUsageRow

@@ -124,9 +124,13 @@ ORDER BY r.depth DESC, r.id
 FOR UPDATE OF r;
 
 -- name: RunTreeUsage :one
--- A run's usage with its descendants': the sum of their usage records.
+-- A run's usage with its descendants' (and a team run's with its phases' runs, which are linked
+-- through team_phases): the sum of their usage records.
 WITH RECURSIVE tree AS (
     SELECT r.id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(id)::uuid
+    UNION ALL
+    SELECT p.run_id FROM team_phases p JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
+    WHERE t.tenant_id = sqlc.arg(tenant_id)::uuid AND t.run_id = sqlc.arg(id)::uuid
     UNION ALL
     SELECT c.id FROM runs c JOIN tree ON c.tenant_id = sqlc.arg(tenant_id)::uuid AND c.parent_run_id = tree.id
 )
