@@ -324,6 +324,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	a.Executor.Register(team.KindPhase, team.NewHooks())
 	a.Runs.OnFinish(team.KindPhase, a.Teams.PhaseFinished)
 	a.Runs.OnFinish(run.KindTeam, a.Teams.Finished)
+	a.Runs.OnWorkers(run.KindTeam, a.Teams.LockPhases)
 	a.Runs.OnEnqueue(run.KindTeam, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (bool, error) {
 		return true, a.Teams.Continue(ctx, tx, r)
 	})

@@ -56,6 +56,7 @@ const (
 	ReasonTimeout       = "timeout"
 	ReasonPhaseFailed   = "phase_failed"
 	ReasonCancelled     = "cancelled"
+	ReasonStopped       = "user_stop" // stopRun on the team run, as for any run
 )
 
 // Event types of a team run (on the TEAM run's events).
@@ -381,6 +382,10 @@ func (s *Service) startPhase(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, 
 		"kind": r.Kind, "messageId": msgID, "teamRunId": tr.ID, "phase": phase, "queuedBehind": nil,
 	}}); err != nil {
 		return err
+	}
+	if teamRun.PauseRequested {
+		// The team run is paused: its next phase waits, parked, for resumeRun.
+		return s.runs.Park(ctx, tx, r, "the team run is paused")
 	}
 	return s.runs.Enqueue(ctx, tx, r)
 }
