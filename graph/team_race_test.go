@@ -103,3 +103,109 @@ func TestTeamPhaseEndRacesCancel(t *testing.T) {
 		require.Zero(t, c.count(t, `SELECT count(*) FROM conversations WHERE active_run_id IS NOT NULL`), "round %d: a conversation is left busy", i)
 	}
 }
+
+// TestTeamStop: stopRun on a team run stops its phase in flight after its step (the phase
+// summarises and ends user_stop) and ends the team run COMPLETED with terminationReason
+// user_stop and the phase's reply as its partial result; no further phase starts.
+func TestTeamStop(t *testing.T) {
+	t.Parallel()
+	c, conv, s := newTeamEnv(t)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	s.install(c.llm, func(phase string, nth, turn int, req llmtest.Request) llmtest.Reply {
+		switch {
+		case phase == "ARCHITECT" && turn == 0:
+			arrived <- struct{}{}
+			<-release
+			return llmtest.Stream(llmtest.ToolCall("l", "list_files", `{}`))
+		case phase == "ARCHITECT":
+			return llmtest.Stream(llmtest.Text("Partial plan: 1. write the file."))
+		}
+		return llmtest.Stream(llmtest.Text("unexpected " + phase))
+	})
+	tv, res := c.startTeam(t, teamInput(conv, "Stop me", nil))
+	require.Empty(t, res.Errors, "%s", res.Body)
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the architect never called the model")
+	}
+	sres := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { stopRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
+	require.Empty(t, sres.Errors, "%s", sres.Body)
+	close(release)
+
+	fin := c.waitRun(t, tv.Run.ID, 30*time.Second)
+	require.Equal(t, "COMPLETED", fin.Status, "%+v", fin)
+	require.Equal(t, "user_stop", *fin.TerminationReason)
+	got := c.team(t, tv.ID)
+	require.Len(t, got.Phases, 1, "nothing started after the stop")
+	require.Equal(t, "COMPLETED", got.Phases[0].Status)
+	require.Equal(t, "user_stop", *got.Phases[0].TerminationReason, "the phase stopped after its step")
+	require.Len(t, s.requests("ARCHITECT"), 2, "the step, then the stop's summary")
+	evs := c.teamEvents(t, tv.Run.ID)
+	require.Equal(t, "team.run.completed", evs[len(evs)-1])
+	var summary string
+	for _, e := range c.eventsOf(t, tv.Run.ID) {
+		if e.Type == "team.run.completed" {
+			summary = string(e.Data)
+		}
+	}
+	require.Contains(t, summary, "user_stop")
+	require.Contains(t, summary, "Partial plan: 1. write the file.", "the partial result")
+	require.Zero(t, c.count(t, `SELECT count(*) FROM conversations WHERE active_run_id IS NOT NULL`))
+}
+
+// TestTeamPauseResume: pauseRun on a team run pauses its phase in flight after its step (the
+// team run stays RUNNING, no further phase starts); resumeRun resumes it and the team goes on
+// to the reviewer's approval.
+func TestTeamPauseResume(t *testing.T) {
+	t.Parallel()
+	c, conv, s := newTeamEnv(t)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	s.install(c.llm, func(phase string, nth, turn int, req llmtest.Request) llmtest.Reply {
+		switch {
+		case phase == "ARCHITECT" && turn == 0:
+			arrived <- struct{}{}
+			<-release
+			return llmtest.Stream(llmtest.ToolCall("l", "list_files", `{}`))
+		case phase == "ARCHITECT":
+			return llmtest.Stream(llmtest.Text("1. Do it."))
+		case phase == "EXECUTOR":
+			return llmtest.Stream(llmtest.Text("done"))
+		case phase == "REVIEWER" && turn == 0:
+			return review("APPROVE", "fine")
+		}
+		return llmtest.Stream(llmtest.Text("review given"))
+	})
+	tv, res := c.startTeam(t, teamInput(conv, "Pause me", nil))
+	require.Empty(t, res.Errors, "%s", res.Body)
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the architect never called the model")
+	}
+	pres := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { pauseRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
+	require.Empty(t, pres.Errors, "%s", pres.Body)
+	close(release)
+
+	phaseRun := c.team(t, tv.ID).Phases[0].Run.ID
+	deadline := time.Now().Add(30 * time.Second)
+	for c.run(t, phaseRun).Status != "PAUSED" {
+		require.True(t, time.Now().Before(deadline), "the architect never paused (%s)", c.run(t, phaseRun).Status)
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, "RUNNING", c.run(t, tv.Run.ID).Status)
+	require.Len(t, c.team(t, tv.ID).Phases, 1)
+	require.Len(t, s.requests("ARCHITECT"), 1, "no model call while paused")
+
+	rres := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { resumeRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
+	require.Empty(t, rres.Errors, "%s", rres.Body)
+	fin := c.waitRun(t, tv.Run.ID, 60*time.Second)
+	require.Equal(t, "COMPLETED", fin.Status, "%+v", fin)
+	require.Equal(t, "approved", *fin.TerminationReason)
+	got := c.team(t, tv.ID)
+	require.Len(t, got.Phases, 3)
+	require.Equal(t, "COMPLETED", got.Phases[0].Status)
+	// A second pause answers CONFLICT now that the team run has ended.
+	again := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { pauseRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
+	require.Equal(t, "CONFLICT", again.Code())
+}
