@@ -104,34 +104,45 @@ func TestTeamPhaseEndRacesCancel(t *testing.T) {
 	}
 }
 
-// TestTeamStop: stopRun on a team run stops its phase in flight after its step (the phase
-// summarises and ends user_stop) and ends the team run COMPLETED with terminationReason
-// user_stop and the phase's reply as its partial result; no further phase starts.
-func TestTeamStop(t *testing.T) {
-	t.Parallel()
+// startHeldTeam starts a team run whose architect's first model call waits until the returned
+// release is called, then calls list_files (a step); other calls are answered by rest. It
+// returns once the architect's first call arrived.
+func startHeldTeam(t *testing.T, goal string, rest func(phase string, turn int) llmtest.Reply) (*chatEnv, teamView, *teamScript, func()) {
+	t.Helper()
 	c, conv, s := newTeamEnv(t)
 	arrived, release := make(chan struct{}, 1), make(chan struct{})
 	s.install(c.llm, func(phase string, nth, turn int, req llmtest.Request) llmtest.Reply {
-		switch {
-		case phase == "ARCHITECT" && turn == 0:
+		if phase == "ARCHITECT" && turn == 0 {
 			arrived <- struct{}{}
 			<-release
 			return llmtest.Stream(llmtest.ToolCall("l", "list_files", `{}`))
-		case phase == "ARCHITECT":
-			return llmtest.Stream(llmtest.Text("Partial plan: 1. write the file."))
 		}
-		return llmtest.Stream(llmtest.Text("unexpected " + phase))
+		return rest(phase, turn)
 	})
-	tv, res := c.startTeam(t, teamInput(conv, "Stop me", nil))
+	tv, res := c.startTeam(t, teamInput(conv, goal, nil))
 	require.Empty(t, res.Errors, "%s", res.Body)
 	select {
 	case <-arrived:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the architect never called the model")
 	}
+	return c, tv, s, func() { close(release) }
+}
+
+// TestTeamStop: stopRun on a team run stops its phase in flight after its step (the phase
+// summarises and ends user_stop) and ends the team run COMPLETED with terminationReason
+// user_stop and the phase's reply as its partial result; no further phase starts.
+func TestTeamStop(t *testing.T) {
+	t.Parallel()
+	c, tv, s, release := startHeldTeam(t, "Stop me", func(phase string, turn int) llmtest.Reply {
+		if phase == "ARCHITECT" {
+			return llmtest.Stream(llmtest.Text("Partial plan: 1. write the file."))
+		}
+		return llmtest.Stream(llmtest.Text("unexpected " + phase))
+	})
 	sres := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { stopRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
 	require.Empty(t, sres.Errors, "%s", sres.Body)
-	close(release)
+	release()
 
 	fin := c.waitRun(t, tv.Run.ID, 30*time.Second)
 	require.Equal(t, "COMPLETED", fin.Status, "%+v", fin)
@@ -159,14 +170,8 @@ func TestTeamStop(t *testing.T) {
 // to the reviewer's approval.
 func TestTeamPauseResume(t *testing.T) {
 	t.Parallel()
-	c, conv, s := newTeamEnv(t)
-	arrived, release := make(chan struct{}, 1), make(chan struct{})
-	s.install(c.llm, func(phase string, nth, turn int, req llmtest.Request) llmtest.Reply {
+	c, tv, s, release := startHeldTeam(t, "Pause me", func(phase string, turn int) llmtest.Reply {
 		switch {
-		case phase == "ARCHITECT" && turn == 0:
-			arrived <- struct{}{}
-			<-release
-			return llmtest.Stream(llmtest.ToolCall("l", "list_files", `{}`))
 		case phase == "ARCHITECT":
 			return llmtest.Stream(llmtest.Text("1. Do it."))
 		case phase == "EXECUTOR":
@@ -176,16 +181,9 @@ func TestTeamPauseResume(t *testing.T) {
 		}
 		return llmtest.Stream(llmtest.Text("review given"))
 	})
-	tv, res := c.startTeam(t, teamInput(conv, "Pause me", nil))
-	require.Empty(t, res.Errors, "%s", res.Body)
-	select {
-	case <-arrived:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the architect never called the model")
-	}
 	pres := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { pauseRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
 	require.Empty(t, pres.Errors, "%s", pres.Body)
-	close(release)
+	release()
 
 	phaseRun := c.team(t, tv.ID).Phases[0].Run.ID
 	deadline := time.Now().Add(30 * time.Second)

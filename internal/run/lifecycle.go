@@ -234,18 +234,28 @@ func (s *Service) stopOne(ctx context.Context, tx *db.Tx, w dbsqlc.Run) error {
 // run is parked at once. A run worked through other runs (a team run) stays RUNNING with its
 // pause requested, and passes the pause on to them.
 func (s *Service) RequestPause(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
+	return s.controlWithWorkers(ctx, runID, s.pauseOne, func(w dbsqlc.Run) bool {
+		return w.Status == StatusRunning || w.Status == StatusQueued
+	})
+}
+
+// controlWithWorkers is controlAfter applying one to the run, then to each of its workers
+// (locked first) that want accepts.
+func (s *Service) controlWithWorkers(ctx context.Context, runID uuid.UUID, one func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error, want func(dbsqlc.Run) bool) (dbsqlc.Run, error) {
 	var workers []dbsqlc.Run
 	return s.controlAfter(ctx, runID, func(ctx context.Context, tx *db.Tx, tenantID uuid.UUID) error {
 		var err error
 		workers, err = s.lockWorkers(ctx, tx, tenantID, runID)
 		return err
 	}, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
-		if err := s.pauseOne(ctx, tx, r); err != nil {
+		if err := one(ctx, tx, r); err != nil {
 			return err
 		}
 		for _, w := range workers {
-			if err := s.pauseOne(ctx, tx, w); err != nil {
-				return err
+			if want(w) {
+				if err := one(ctx, tx, w); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -285,23 +295,8 @@ func (s *Service) Park(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason stri
 // ResumePaused resumes a paused run (execution.resumed), and the runs that work it (a team
 // run's phase).
 func (s *Service) ResumePaused(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
-	var workers []dbsqlc.Run
-	return s.controlAfter(ctx, runID, func(ctx context.Context, tx *db.Tx, tenantID uuid.UUID) error {
-		var err error
-		workers, err = s.lockWorkers(ctx, tx, tenantID, runID)
-		return err
-	}, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
-		if err := s.resumeOne(ctx, tx, r); err != nil {
-			return err
-		}
-		for _, w := range workers {
-			if w.Status == StatusPaused || w.PauseRequested {
-				if err := s.resumeOne(ctx, tx, w); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	return s.controlWithWorkers(ctx, runID, s.resumeOne, func(w dbsqlc.Run) bool {
+		return w.Status == StatusPaused || (w.Status == StatusRunning && w.PauseRequested)
 	})
 }
 
