@@ -117,9 +117,10 @@ func (s *Service) advance(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, tea
 		reason = *fin.TerminationReason
 	}
 	iteration := int(ph.Iteration)
-	if teamRun.StopRequested && fin.Status != run.StatusCancelled {
+	if teamRun.StopRequested && fin.Status == run.StatusCompleted {
 		// stopRun on the team run: its phase finished its step; the team ends with what it has
-		// (the plan, the workspace changes, this phase's last reply).
+		// (the plan, the workspace changes, this phase's last reply). A phase that failed fails
+		// the team as below.
 		summary := "stopped by the user after the " + phaseName(ph.Phase) + " phase"
 		if ph.Output != nil {
 			summary += ": " + *ph.Output
