@@ -481,6 +481,8 @@ await scenario("a team run's phases show as a timeline on its run page", async (
   // The header counts the phases' usage (the team run makes no model call of its own).
   const input = await page.locator('.card.stat', { hasText: 'Input tokens' }).locator('.value').innerText();
   assert(input !== '0', `the header counts the phases' input tokens (${input})`);
+  const turns = await page.locator('.card.stat', { hasText: 'Turns' }).locator('.value').innerText();
+  assert(turns === '4', `the header counts the phases' turns (${turns})`);
   await shot(page, 'team-run');
 });
 
