@@ -4845,7 +4845,7 @@ extend type Run {
   subagents: [Subagent!]!
   "0 for a run a person started; a sub-agent's depth below it."
   depth: Int!
-  "Usage of the run and all its descendants (the sum of their usage records)."
+  "Usage of the run and all its descendants, and of a team run's phases (the sum of their usage records)."
   totalInputTokens: Int64!
   totalOutputTokens: Int64!
   totalCostMicros: Int64!
