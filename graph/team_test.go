@@ -304,6 +304,14 @@ func TestTeamRequestChangesThenApprove(t *testing.T) {
 		sum += p.Tokens
 	}
 	require.Equal(t, sum, got.TokensUsed, "the team budget counted every phase's tokens")
+	// The TEAM run's totals (its page's header) roll its phases' usage up.
+	var tot struct {
+		Run struct{ TotalInputTokens, TotalOutputTokens, TotalCostMicros int64 }
+	}
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { totalInputTokens totalOutputTokens totalCostMicros } }`,
+		map[string]any{"id": tv.Run.ID}).Decode(t, &tot)
+	require.Equal(t, sum, tot.Run.TotalInputTokens+tot.Run.TotalOutputTokens, "the team run's totals hold its phases' usage")
+	require.Positive(t, tot.Run.TotalCostMicros)
 	require.Equal(t, "anthropic:claude-opus-4-5", got.Phases[0].Model)
 	require.Equal(t, "REQUEST_CHANGES", got.Phases[2].Verdict.Verdict)
 	require.Equal(t, "greeting.txt", got.Phases[2].Verdict.Issues[0].File)

@@ -4620,11 +4620,11 @@ extend type Query {
 extend type Mutation {
   "Stops a queued or running run now: the model stream and tools stop, the run ends CANCELLED. A run that has ended is CONFLICT (\"run already COMPLETED\", runStatus in the extensions), as for pauseRun, resumeRun and stopRun."
   cancelRun(id: ID!): Run
-  "Pauses a run after its current step (execution.paused); no worker holds it while paused."
+  "Pauses a run after its current step (execution.paused); no worker holds it while paused. A team run stays RUNNING and pauses its phase in flight."
   pauseRun(id: ID!): Run
   "Resumes a paused run (execution.resumed)."
   resumeRun(id: ID!): Run
-  "Stops a run gracefully: it finishes its current step, summarises, and ends with terminationReason user_stop."
+  "Stops a run gracefully: it finishes its current step, summarises, and ends with terminationReason user_stop. A team run stops its phase in flight so, then ends COMPLETED with user_stop."
   stopRun(id: ID!): Run
 }
 
@@ -4845,7 +4845,7 @@ extend type Run {
   subagents: [Subagent!]!
   "0 for a run a person started; a sub-agent's depth below it."
   depth: Int!
-  "Usage of the run and all its descendants (the sum of their usage records)."
+  "Usage of the run and all its descendants, and of a team run's phases (the sum of their usage records)."
   totalInputTokens: Int64!
   totalOutputTokens: Int64!
   totalCostMicros: Int64!

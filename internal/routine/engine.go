@@ -782,46 +782,20 @@ func (s *Service) startStepRun(ctx context.Context, tx *db.Tx, st *state, step S
 	if len(title) > 400 {
 		title = title[:400]
 	}
-	conv, err := tx.Q.RoutineConversationInsert(ctx, dbsqlc.RoutineConversationInsertParams{
-		TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: st.def.ProjectID, UserID: r.UserID,
-		Title: &title, Model: model, SystemPrompt: system,
+	own, err := s.runs.CreateOwn(ctx, tx, run.Own{
+		TenantID: r.TenantID, UserID: r.UserID, ProjectID: st.def.ProjectID, ConversationKind: "ROUTINE",
+		Title: title, Model: model, SystemPrompt: system, Kind: run.KindRoutine,
+		MaxAttempts: int32(DefaultMaxRetries + 1), Prompt: prompt, Queued: map[string]any{"routineRunId": r.ID},
 	})
-	if err != nil {
-		return advanced{}, fmt.Errorf("insert step conversation: %w", err)
-	}
-	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: r.TenantID, ID: conv.ID, N: 1, NewRun: true})
 	if err != nil {
 		return advanced{}, err
 	}
-	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
-	sr, err := tx.Q.RoutineStepRunInsert(ctx, dbsqlc.RoutineStepRunInsertParams{
-		TenantID: r.TenantID, ID: runID, UserID: r.UserID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true},
-		ConversationSeq: pos.RunCount, TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, MaxAttempts: int32(DefaultMaxRetries + 1),
-	})
-	if err != nil {
-		return advanced{}, fmt.Errorf("insert step run: %w", err)
-	}
-	parts, err := json.Marshal([]llm.Block{{Type: llm.BlockText, Text: prompt}})
-	if err != nil {
-		return advanced{}, err
-	}
-	if _, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-		TenantID: r.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
-		RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: prompt, Parts: parts,
-		TokenEstimate: int32((len(prompt) + 3) / 4),
-	}); err != nil {
-		return advanced{}, fmt.Errorf("insert step prompt: %w", err)
-	}
+	sr, runID := own.Run, own.Run.ID
 	if err := tx.Q.RoutineStepRunInsertLink(ctx, dbsqlc.RoutineStepRunInsertLinkParams{
 		TenantID: r.TenantID, StepRunID: runID, RoutineRunID: r.ID, StepKey: step.Key, StepType: step.Type,
 		Execution: st.row.Execution, Evaluation: st.row.Evaluation,
 	}); err != nil {
 		return advanced{}, fmt.Errorf("link step run: %w", err)
-	}
-	if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(sr), events.New{Type: events.TaskQueued, Data: map[string]any{
-		"kind": sr.Kind, "messageId": msgID, "routineRunId": r.ID, "queuedBehind": nil,
-	}}); err != nil {
-		return advanced{}, err
 	}
 	if err := s.runs.Enqueue(ctx, tx, sr); err != nil {
 		return advanced{}, err

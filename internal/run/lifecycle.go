@@ -178,11 +178,16 @@ func (s *Service) orphans(ctx context.Context) ([]runRef, error) {
 
 // RequestStop asks a run to stop gracefully: it finishes its current step, summarises what it
 // did and ends COMPLETED (terminationReason user_stop). A queued or parked run stops at once.
-// Stopping a run cancels its descendants (sub-agents) at once.
+// Stopping a run cancels its descendants (sub-agents) at once. A run worked through other runs
+// (a team run) passes the stop on to them: each finishes its step and ends so, and the run's
+// kind ends the run when they have (its hook reads the run's stop request).
 func (s *Service) RequestStop(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
-	var desc []dbsqlc.Run
+	var workers, desc []dbsqlc.Run
 	return s.controlAfter(ctx, runID, func(ctx context.Context, tx *db.Tx, tenantID uuid.UUID) error {
 		var err error
+		if workers, err = s.lockWorkers(ctx, tx, tenantID, runID); err != nil {
+			return err
+		}
 		desc, err = s.lockDescendants(ctx, tx, tenantID, runID)
 		return err
 	}, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
@@ -193,63 +198,128 @@ func (s *Service) RequestStop(ctx context.Context, runID uuid.UUID) (dbsqlc.Run,
 		} else if _, err := s.finish(ctx, tx, r, r.Attempt, Outcome{Status: StatusCompleted, TerminationReason: "user_stop"}, true, false); err != nil {
 			return err
 		}
+		for _, w := range workers {
+			if err := s.stopOne(ctx, tx, w); err != nil {
+				return err
+			}
+		}
 		return s.cancelDescendants(ctx, tx, desc)
 	})
 }
 
+// stopOne asks w (locked), a worker of a run being stopped, to stop: a running one after its
+// step, any other that has not ended at once.
+func (s *Service) stopOne(ctx context.Context, tx *db.Tx, w dbsqlc.Run) error {
+	w, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: w.TenantID, ID: w.ID})
+	if err != nil {
+		return fmt.Errorf("reload run %s: %w", w.ID, err)
+	}
+	switch {
+	case IsTerminal(w.Status):
+		return nil
+	case w.Status == StatusRunning:
+		_, err = tx.Q.RunSetStopRequested(ctx, dbsqlc.RunSetStopRequestedParams{TenantID: w.TenantID, ID: w.ID})
+		return err
+	}
+	if w.JobID != nil {
+		if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, *w.JobID); err != nil && !errors.Is(err, errNotFound) {
+			return fmt.Errorf("cancel job of run %s: %w", w.ID, err)
+		}
+	}
+	_, err = s.finish(ctx, tx, w, w.Attempt, Outcome{Status: StatusCompleted, TerminationReason: "user_stop"}, true, false)
+	return err
+}
+
 // RequestPause asks a running run to pause after its current step (execution.paused); a queued
-// run is parked at once.
+// run is parked at once. A run worked through other runs (a team run) stays RUNNING with its
+// pause requested, and passes the pause on to them.
 func (s *Service) RequestPause(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
-	return s.control(ctx, runID, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
-		switch r.Status {
-		case StatusRunning:
-			_, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: true})
+	return s.controlWithWorkers(ctx, runID, s.pauseOne, func(w dbsqlc.Run) bool {
+		return w.Status == StatusRunning || w.Status == StatusQueued
+	})
+}
+
+// controlWithWorkers is controlAfter applying one to the run, then to each of its workers
+// (locked first) that want accepts.
+func (s *Service) controlWithWorkers(ctx context.Context, runID uuid.UUID, one func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error, want func(dbsqlc.Run) bool) (dbsqlc.Run, error) {
+	var workers []dbsqlc.Run
+	return s.controlAfter(ctx, runID, func(ctx context.Context, tx *db.Tx, tenantID uuid.UUID) error {
+		var err error
+		workers, err = s.lockWorkers(ctx, tx, tenantID, runID)
+		return err
+	}, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+		if err := one(ctx, tx, r); err != nil {
 			return err
-		case StatusQueued:
-			if r.JobID != nil {
-				if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, *r.JobID); err != nil && !errors.Is(err, errNotFound) {
+		}
+		for _, w := range workers {
+			if want(w) {
+				if err := one(ctx, tx, w); err != nil {
 					return err
 				}
 			}
-			p, err := tx.Q.RunSuspendQueued(ctx, dbsqlc.RunSuspendQueuedParams{TenantID: r.TenantID, ID: r.ID})
-			if err != nil {
-				return err
-			}
-			_, err = s.pub.Append(ctx, tx, ScopeOf(p), events.New{Type: events.ExecutionPaused, Data: map[string]any{"reason": "paused by the user"}})
-			return err
-		case StatusPaused:
-			return nil
 		}
-		return apperr.New(apperr.Conflict, "a %s run cannot be paused", r.Status)
+		return nil
 	})
 }
 
-// ResumePaused resumes a paused run (execution.resumed).
-func (s *Service) ResumePaused(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
-	return s.control(ctx, runID, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
-		if r.Status == StatusRunning && r.PauseRequested {
-			_, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: false})
-			return err
-		}
-		if r.Status != StatusPaused {
-			return apperr.New(apperr.Conflict, "only a paused run can be resumed (this one is %s)", r.Status)
-		}
-		if _, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: false}); err != nil {
-			return err
-		}
-		_, err := s.Resume(ctx, tx, r.TenantID, r.ID, []string{StatusPaused}, events.New{Type: events.ExecutionResumed, Data: map[string]any{"reason": "resumed by the user"}})
+// pauseOne pauses r (locked): a running run after its current step, a queued one at once.
+func (s *Service) pauseOne(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	switch r.Status {
+	case StatusRunning:
+		_, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: true})
 		return err
+	case StatusQueued:
+		return s.Park(ctx, tx, r, "paused by the user")
+	case StatusPaused:
+		return nil
+	}
+	return apperr.New(apperr.Conflict, "a %s run cannot be paused", r.Status)
+}
+
+// Park pauses queued run r (locked) inside tx: its job, if any, is cancelled, and it is PAUSED
+// until ResumePaused (execution.paused, with reason).
+func (s *Service) Park(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason string) error {
+	if r.JobID != nil {
+		if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, *r.JobID); err != nil && !errors.Is(err, errNotFound) {
+			return err
+		}
+	}
+	p, err := tx.Q.RunSuspendQueued(ctx, dbsqlc.RunSuspendQueuedParams{TenantID: r.TenantID, ID: r.ID})
+	if err != nil {
+		return err
+	}
+	_, err = s.pub.Append(ctx, tx, ScopeOf(p), events.New{Type: events.ExecutionPaused, Data: map[string]any{"reason": reason}})
+	return err
+}
+
+// ResumePaused resumes a paused run (execution.resumed), and the runs that work it (a team
+// run's phase).
+func (s *Service) ResumePaused(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
+	return s.controlWithWorkers(ctx, runID, s.resumeOne, func(w dbsqlc.Run) bool {
+		return w.Status == StatusPaused || (w.Status == StatusRunning && w.PauseRequested)
 	})
 }
 
-// control runs fn on a locked run the caller may control (MayControl; MEMBER or higher) and
-// returns the run afterwards. A run that has ended is CONFLICT.
-func (s *Service) control(ctx context.Context, runID uuid.UUID, fn func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error) (dbsqlc.Run, error) {
-	return s.controlAfter(ctx, runID, nil, fn)
+// resumeOne resumes r (locked): a running run whose pause was requested keeps running, a paused
+// one is requeued.
+func (s *Service) resumeOne(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	if r.Status == StatusRunning && r.PauseRequested {
+		_, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: false})
+		return err
+	}
+	if r.Status != StatusPaused {
+		return apperr.New(apperr.Conflict, "only a paused run can be resumed (this one is %s)", r.Status)
+	}
+	if _, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: false}); err != nil {
+		return err
+	}
+	_, err := s.Resume(ctx, tx, r.TenantID, r.ID, []string{StatusPaused}, events.New{Type: events.ExecutionResumed, Data: map[string]any{"reason": "resumed by the user"}})
+	return err
 }
 
-// controlAfter is control with first, when set, run in the transaction before the run is
-// locked (to lock its descendants first).
+// controlAfter runs fn on a locked run the caller may control (MayControl; MEMBER or higher)
+// and returns the run afterwards; first, when set, runs in the transaction before the run is
+// locked (to lock its workers and descendants first). A run that has ended is CONFLICT.
 func (s *Service) controlAfter(ctx context.Context, runID uuid.UUID, first func(ctx context.Context, tx *db.Tx, tenantID uuid.UUID) error, fn func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error) (dbsqlc.Run, error) {
 	a, err := auth.Require(ctx, auth.RoleMember)
 	if err != nil {

@@ -126,6 +126,47 @@ type Service struct {
 	// onEnqueue holds, per run kind, a job of the kind's own for runs that are not the
 	// executor's (a routine run resumed after a pause; a team run, worked through its phases' runs).
 	onEnqueue map[string]EnqueueHook
+	// workers holds, per run kind, how to lock the runs that work a run of the kind without
+	// being its descendants (a team run's phase in flight).
+	workers map[string]WorkersHook
+}
+
+// WorkersHook locks in tx, with RunGetForUpdate, the runs that work run r without being its
+// descendants (a team run's phase in flight), and returns them as locked. A transaction that
+// controls r (cancel, stop, pause, resume, interrupt) calls it before it locks r: the order in
+// which such a run's own end locks r (child, then parent), so the two never wait for each other.
+type WorkersHook func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) ([]dbsqlc.Run, error)
+
+// OnWorkers registers the workers hook of a run kind. Stop, pause and resume of a run of the
+// kind are passed on to its workers. Call it while wiring, before runs start.
+func (s *Service) OnWorkers(kind string, h WorkersHook) {
+	if s.workers == nil {
+		s.workers = map[string]WorkersHook{}
+	}
+	s.workers[kind] = h
+}
+
+// lockWorkers locks the workers of run id when its kind has a workers hook (none: nil).
+func (s *Service) lockWorkers(ctx context.Context, tx *db.Tx, tenantID, id uuid.UUID) ([]dbsqlc.Run, error) {
+	if len(s.workers) == 0 {
+		return nil, nil
+	}
+	r, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: tenantID, ID: id})
+	if db.IsNoRows(err) {
+		return nil, nil // the caller answers NOT_FOUND when it locks the run
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load run %s: %w", id, err)
+	}
+	h := s.workers[r.Kind]
+	if h == nil {
+		return nil, nil
+	}
+	w, err := h(ctx, tx, r)
+	if err != nil {
+		return nil, fmt.Errorf("lock the runs that work run %s: %w", id, err)
+	}
+	return w, nil
 }
 
 // OnCancel registers what cancelling a RUNNING run of a kind adds, in the cancel's transaction
@@ -470,6 +511,11 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, erro
 	}
 	var out dbsqlc.Run
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		// A run worked through other runs (a team run) has them locked first; its finish hook
+		// cancels them.
+		if _, err := s.lockWorkers(ctx, tx, a.TenantID, runID); err != nil {
+			return err
+		}
 		desc, err := s.lockDescendants(ctx, tx, a.TenantID, runID)
 		if err != nil {
 			return err
@@ -555,6 +601,9 @@ func nilIfEmpty(s string) *string {
 func (s *Service) Interrupt(ctx context.Context, tx *db.Tx, a auth.Actor, conv dbsqlc.Conversation, reason string) (busy bool, err error) {
 	if !conv.ActiveRunID.Valid {
 		return false, nil
+	}
+	if _, err := s.lockWorkers(ctx, tx, conv.TenantID, conv.ActiveRunID.UUID); err != nil {
+		return false, err
 	}
 	desc, err := s.lockDescendants(ctx, tx, conv.TenantID, conv.ActiveRunID.UUID)
 	if err != nil {

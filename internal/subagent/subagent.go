@@ -7,7 +7,6 @@ package subagent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -23,7 +22,6 @@ import (
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
-	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
 	"github.com/agentry/agentry/internal/tool"
@@ -228,39 +226,17 @@ func (s *Service) spawn(ctx context.Context, tx *db.Tx, parent dbsqlc.Run, in Sp
 		return dbsqlc.Subagent{}, err
 	}
 	tools := toolsFor(s.tools, in.Role, parentTools)
-	title := in.Role + ": " + truncate(in.Goal, 200)
-	child, err := tx.Q.SubagentConversationInsert(ctx, dbsqlc.SubagentConversationInsertParams{
-		TenantID: parent.TenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: conv.ProjectID, UserID: parent.UserID,
-		Title: &title, Model: conv.Model, SystemPrompt: Prompt(in.Role),
+	// Its run is QUEUED without a job until the dispatcher gives it a slot.
+	own, err := s.runs.CreateOwn(ctx, tx, run.Own{
+		TenantID: parent.TenantID, UserID: parent.UserID, ProjectID: conv.ProjectID, ConversationKind: "TASK",
+		Title: in.Role + ": " + truncate(in.Goal, 200), Model: conv.Model, SystemPrompt: Prompt(in.Role),
+		Kind: KindSubagent, ParentRunID: uuid.NullUUID{UUID: parent.ID, Valid: true}, Depth: int32(depth),
+		MaxAttempts: int32(set.MaxRetries + 1), Prompt: in.Goal, Queued: map[string]any{"parentRunId": parent.ID},
 	})
-	if err != nil {
-		return dbsqlc.Subagent{}, fmt.Errorf("insert sub-agent conversation: %w", err)
-	}
-	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: parent.TenantID, ID: child.ID, N: 1, NewRun: true})
 	if err != nil {
 		return dbsqlc.Subagent{}, err
 	}
-	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
-	r, err := tx.Q.SubagentRunInsert(ctx, dbsqlc.SubagentRunInsertParams{
-		TenantID: parent.TenantID, ID: runID, UserID: parent.UserID, ParentRunID: uuid.NullUUID{UUID: parent.ID, Valid: true},
-		Depth: int32(depth), ConversationID: uuid.NullUUID{UUID: child.ID, Valid: true}, ConversationSeq: pos.RunCount,
-		TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, MaxAttempts: int32(set.MaxRetries + 1),
-	})
-	if err != nil {
-		return dbsqlc.Subagent{}, fmt.Errorf("insert sub-agent run: %w", err)
-	}
-	text := in.Goal
-	parts, err := json.Marshal([]llm.Block{{Type: llm.BlockText, Text: text}})
-	if err != nil {
-		return dbsqlc.Subagent{}, err
-	}
-	if _, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-		TenantID: parent.TenantID, ID: msgID, ConversationID: child.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
-		RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: text, Parts: parts,
-		TokenEstimate: int32((len(text) + 3) / 4),
-	}); err != nil {
-		return dbsqlc.Subagent{}, fmt.Errorf("insert goal message: %w", err)
-	}
+	runID := own.Run.ID
 	sa, err := tx.Q.SubagentInsert(ctx, dbsqlc.SubagentInsertParams{
 		TenantID: parent.TenantID, ID: runID, ParentRunID: parent.ID, Role: in.Role, Goal: in.Goal, Status: StatusPending,
 		Priority: int32(in.Priority), Depth: int32(depth), MaxTurns: int32(in.MaxTurns), MaxTokens: int32(in.MaxTokens),
@@ -269,13 +245,7 @@ func (s *Service) spawn(ctx context.Context, tx *db.Tx, parent dbsqlc.Run, in Sp
 	if err != nil {
 		return dbsqlc.Subagent{}, fmt.Errorf("insert sub-agent: %w", err)
 	}
-	pub := s.runs.Publisher()
-	if _, err := pub.Append(ctx, tx, run.ScopeOf(r), events.New{Type: events.TaskQueued, Data: map[string]any{
-		"kind": r.Kind, "messageId": msgID, "parentRunId": parent.ID, "queuedBehind": nil,
-	}}); err != nil {
-		return dbsqlc.Subagent{}, err
-	}
-	if _, err := pub.Append(ctx, tx, run.ScopeOf(parent), events.New{Type: events.SubagentSpawned, Data: eventData(sa, map[string]any{
+	if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(parent), events.New{Type: events.SubagentSpawned, Data: eventData(sa, map[string]any{
 		"goal": truncate(in.Goal, 500), "tools": tools, "by": by, "maxTurns": in.MaxTurns, "maxTokens": in.MaxTokens, "timeoutMinutes": in.TimeoutMinutes,
 	})}); err != nil {
 		return dbsqlc.Subagent{}, err

@@ -2,7 +2,6 @@ package task
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -16,8 +15,6 @@ import (
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
-	"github.com/agentry/agentry/internal/events"
-	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
 )
@@ -381,46 +378,17 @@ func (s *Service) Run(ctx context.Context, id uuid.UUID) (dbsqlc.Run, error) {
 		if err != nil {
 			return err
 		}
-		title := "Task: " + t.Title // at most 306 characters: within a conversation title's 500
-		conv, err := tx.Q.TaskConversationInsert(ctx, dbsqlc.TaskConversationInsertParams{
-			TenantID: a.TenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: t.ProjectID, UserID: a.UserID,
-			Title: &title, Model: s.models.Default(),
+		own, err := s.runs.CreateOwn(ctx, tx, run.Own{
+			TenantID: a.TenantID, UserID: a.UserID, ProjectID: t.ProjectID, ConversationKind: "TASK",
+			Title: "Task: " + t.Title, // at most 306 characters: within a conversation title's 500
+			Model: s.models.Default(), Kind: run.KindTask, TaskID: uuid.NullUUID{UUID: t.ID, Valid: true},
+			MaxAttempts: int32(set.MaxRetries + 1), Prompt: Prompt(t), AuthorID: uuid.NullUUID{UUID: a.UserID, Valid: true},
+			Queued: map[string]any{"taskId": t.ID},
 		})
-		if err != nil {
-			return fmt.Errorf("insert task conversation: %w", err)
-		}
-		pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true})
 		if err != nil {
 			return err
 		}
-		runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
-		r, err := tx.Q.TaskRunInsert(ctx, dbsqlc.TaskRunInsertParams{
-			TenantID: a.TenantID, ID: runID, UserID: a.UserID, TaskID: uuid.NullUUID{UUID: t.ID, Valid: true},
-			ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
-			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, MaxAttempts: int32(set.MaxRetries + 1),
-		})
-		if err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		text := Prompt(t)
-		parts, err := json.Marshal([]llm.Block{{Type: llm.BlockText, Text: text}})
-		if err != nil {
-			return err
-		}
-		msg, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
-			RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: text, Parts: parts,
-			TokenEstimate: int32((len(text) + 3) / 4),
-			AuthorID:      uuid.NullUUID{UUID: a.UserID, Valid: true},
-		})
-		if err != nil {
-			return fmt.Errorf("insert message: %w", err)
-		}
-		if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), events.New{Type: events.TaskQueued, Data: map[string]any{
-			"kind": r.Kind, "messageId": msg.ID, "taskId": t.ID, "queuedBehind": nil,
-		}}); err != nil {
-			return err
-		}
+		r := own.Run
 		if t.Status == StatusOpen {
 			if _, err := tx.Q.TaskSetStatus(ctx, dbsqlc.TaskSetStatusParams{TenantID: a.TenantID, ID: t.ID, Status: StatusReady}); err != nil {
 				return fmt.Errorf("set task status: %w", err)

@@ -72,6 +72,44 @@ func (s *Service) PhaseFinished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) 
 	return s.advance(ctx, tx, tr, teamRun, ph, fin)
 }
 
+// LockPhases is the run.WorkersHook of TEAM runs: it locks the runs of team run teamRun's
+// phases in flight, before a control of the team run (cancel, stop, pause, resume) locks the
+// team run itself. A phase's end locks its own run first and the team run after it, so both
+// take the two in one order. A phase that ends while its run is being waited for starts the next
+// one, which is locked in turn; none can start once the phase in flight is locked.
+func (s *Service) LockPhases(ctx context.Context, tx *db.Tx, teamRun dbsqlc.Run) ([]dbsqlc.Run, error) {
+	tr, err := tx.Q.TeamRunByRun(ctx, dbsqlc.TeamRunByRunParams{TenantID: teamRun.TenantID, RunID: teamRun.ID})
+	if db.IsNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load team of run %s: %w", teamRun.ID, err)
+	}
+	locked := map[uuid.UUID]bool{}
+	var out []dbsqlc.Run
+	for {
+		phases, err := tx.Q.TeamPhaseList(ctx, dbsqlc.TeamPhaseListParams{TenantID: tr.TenantID, TeamRunID: tr.ID})
+		if err != nil {
+			return nil, err
+		}
+		more := false
+		for _, ph := range phases {
+			if ph.Status != run.StatusRunning || locked[ph.RunID] {
+				continue
+			}
+			r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: tr.TenantID, ID: ph.RunID})
+			if err != nil {
+				return nil, fmt.Errorf("lock phase run %s: %w", ph.RunID, err)
+			}
+			locked[ph.RunID], more = true, true
+			out = append(out, r)
+		}
+		if !more {
+			return out, nil
+		}
+	}
+}
+
 // advance moves the team on after phase ph (its run fin) ended.
 func (s *Service) advance(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, teamRun dbsqlc.Run, ph dbsqlc.TeamPhase, fin dbsqlc.Run) error {
 	reason := ""
@@ -79,6 +117,16 @@ func (s *Service) advance(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, tea
 		reason = *fin.TerminationReason
 	}
 	iteration := int(ph.Iteration)
+	if teamRun.StopRequested && fin.Status == run.StatusCompleted {
+		// stopRun on the team run: its phase finished its step; the team ends with what it has
+		// (the plan, the workspace changes, this phase's last reply). A phase that failed fails
+		// the team as below.
+		summary := "stopped by the user after the " + phaseName(ph.Phase) + " phase"
+		if ph.Output != nil {
+			summary += ": " + *ph.Output
+		}
+		return s.finishTeam(ctx, tx, tr, teamRun, run.StatusCompleted, ReasonStopped, summary, nil)
+	}
 	switch {
 	case reason == agent.ReasonBudget:
 		return s.finishTeam(ctx, tx, tr, teamRun, run.StatusFailed, ReasonBudget, "the token budget was used up in the "+phaseName(ph.Phase)+" phase", nil)
@@ -182,7 +230,7 @@ func (s *Service) finishTeam(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, 
 }
 
 // Finished is the run.FinishHook of TEAM runs: a phase still in flight is cancelled (the team
-// run was cancelled or stopped), and the workspace question of an ended run is asked (a
+// run was cancelled), and the workspace question of an ended run is asked (a
 // completed team commits its snapshot; a failed one asks roll back, keep or continue), except
 // after a block, whose team_blocked question comes first.
 func (s *Service) Finished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {

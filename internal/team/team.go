@@ -56,6 +56,7 @@ const (
 	ReasonTimeout       = "timeout"
 	ReasonPhaseFailed   = "phase_failed"
 	ReasonCancelled     = "cancelled"
+	ReasonStopped       = "user_stop" // stopRun on the team run, as for any run
 )
 
 // Event types of a team run (on the TEAM run's events).
@@ -247,8 +248,9 @@ func (s *Service) Start(ctx context.Context, in StartInput) (Team, error) {
 				goal = task.Prompt(t)
 			}
 			title := "Team: " + t.Title
-			conv, err = tx.Q.TaskConversationInsert(ctx, dbsqlc.TaskConversationInsertParams{
-				TenantID: a.TenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: t.ProjectID, UserID: a.UserID, Title: &title, Model: s.models.Default(),
+			conv, err = tx.Q.ConversationInsertOwn(ctx, dbsqlc.ConversationInsertOwnParams{
+				TenantID: a.TenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: t.ProjectID, UserID: a.UserID, Title: &title,
+				Kind: "TASK", Model: s.models.Default(),
 			})
 			if err != nil {
 				return fmt.Errorf("insert team conversation: %w", err)
@@ -342,36 +344,16 @@ func (s *Service) startPhase(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, 
 	if err != nil {
 		return err
 	}
-	title := fmt.Sprintf("Team %s, iteration %d", strings.ToLower(phase), iteration)
-	conv, err := tx.Q.TeamConversationInsert(ctx, dbsqlc.TeamConversationInsertParams{
-		TenantID: tr.TenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: tr.ProjectID, UserID: tr.UserID, Title: &title,
-		Model: model, SystemPrompt: systemPrompt(phase),
+	own, err := s.runs.CreateOwn(ctx, tx, run.Own{
+		TenantID: tr.TenantID, UserID: tr.UserID, ProjectID: tr.ProjectID, ConversationKind: "TASK",
+		Title: fmt.Sprintf("Team %s, iteration %d", strings.ToLower(phase), iteration), Model: model, SystemPrompt: systemPrompt(phase),
+		Kind: KindPhase, TaskID: tr.TaskID, MaxAttempts: int32(set.MaxRetries + 1), Prompt: prompt,
+		Queued: map[string]any{"teamRunId": tr.ID, "phase": phase},
 	})
-	if err != nil {
-		return fmt.Errorf("insert phase conversation: %w", err)
-	}
-	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: tr.TenantID, ID: conv.ID, N: 1, NewRun: true})
 	if err != nil {
 		return err
 	}
-	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
-	r, err := tx.Q.TeamPhaseRunInsert(ctx, dbsqlc.TeamPhaseRunInsertParams{
-		TenantID: tr.TenantID, ID: runID, UserID: tr.UserID, TaskID: tr.TaskID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true},
-		ConversationSeq: pos.RunCount, TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, MaxAttempts: int32(set.MaxRetries + 1),
-	})
-	if err != nil {
-		return fmt.Errorf("insert phase run: %w", err)
-	}
-	parts, err := json.Marshal([]llm.Block{{Type: llm.BlockText, Text: prompt}})
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-		TenantID: tr.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
-		RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: prompt, Parts: parts, TokenEstimate: int32((len(prompt) + 3) / 4),
-	}); err != nil {
-		return fmt.Errorf("insert phase prompt: %w", err)
-	}
+	r, runID := own.Run, own.Run.ID
 	ph, err := tx.Q.TeamPhaseInsert(ctx, dbsqlc.TeamPhaseInsertParams{
 		TenantID: tr.TenantID, ID: uuid.Must(uuid.NewV7()), TeamRunID: tr.ID, Phase: phase, Iteration: int32(iteration),
 		Attempt: int32(attempt), Model: model, MaxTurns: maxTurns, RunID: runID,
@@ -384,10 +366,9 @@ func (s *Service) startPhase(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, 
 	}}); err != nil {
 		return err
 	}
-	if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), events.New{Type: events.TaskQueued, Data: map[string]any{
-		"kind": r.Kind, "messageId": msgID, "teamRunId": tr.ID, "phase": phase, "queuedBehind": nil,
-	}}); err != nil {
-		return err
+	if teamRun.PauseRequested {
+		// The team run is paused: its next phase waits, parked, for resumeRun.
+		return s.runs.Park(ctx, tx, r, "the team run is paused")
 	}
 	return s.runs.Enqueue(ctx, tx, r)
 }

@@ -478,6 +478,11 @@ await scenario("a team run's phases show as a timeline on its run page", async (
   assert(phases.length === 3, `three phases: ${phases.length}`);
   assert(phases[0].startsWith('Architect') && phases[1].startsWith('Executor') && phases[2].startsWith('Reviewer'), `in order: ${phases.join(' | ')}`);
   await page.getByText('The plan is followed; looks good.').waitFor();
+  // The header counts the phases' usage (the team run makes no model call of its own).
+  const input = await page.locator('.card.stat', { hasText: 'Input tokens' }).locator('.value').innerText();
+  assert(input !== '0', `the header counts the phases' input tokens (${input})`);
+  const turns = await page.locator('.card.stat', { hasText: 'Turns' }).locator('.value').innerText();
+  assert(turns === '4', `the header counts the phases' turns (${turns})`);
   await shot(page, 'team-run');
 });
 

@@ -254,58 +254,6 @@ func (q *Queries) RoleUsedBy(ctx context.Context, arg RoleUsedByParams) ([]strin
 	return items, nil
 }
 
-const routineConversationInsert = `-- name: RoutineConversationInsert :one
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
-VALUES ($1, $2, $3, $4, $5, 'ROUTINE', $6, true, $7)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
-`
-
-type RoutineConversationInsertParams struct {
-	TenantID     uuid.UUID
-	ID           uuid.UUID
-	ProjectID    uuid.UUID
-	UserID       uuid.UUID
-	Title        *string
-	Model        string
-	SystemPrompt string
-}
-
-// A step run's own conversation (kind ROUTINE: not listed among the user's chats): the role's
-// prompts and model.
-func (q *Queries) RoutineConversationInsert(ctx context.Context, arg RoutineConversationInsertParams) (Conversation, error) {
-	row := q.db.QueryRow(ctx, routineConversationInsert,
-		arg.TenantID,
-		arg.ID,
-		arg.ProjectID,
-		arg.UserID,
-		arg.Title,
-		arg.Model,
-		arg.SystemPrompt,
-	)
-	var i Conversation
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.ProjectID,
-		&i.UserID,
-		&i.Title,
-		&i.Mode,
-		&i.Model,
-		&i.SystemPrompt,
-		&i.Agentic,
-		&i.Summary,
-		&i.SummarizedThrough,
-		&i.ActiveRunID,
-		&i.MessageCount,
-		&i.RunCount,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.Kind,
-		&i.Visibility,
-	)
-	return i, err
-}
-
 const routineDelete = `-- name: RoutineDelete :execrows
 DELETE FROM routines WHERE tenant_id = $1 AND id = $2
 `
@@ -1184,76 +1132,6 @@ func (q *Queries) RoutineStepRunGet(ctx context.Context, arg RoutineStepRunGetPa
 		arg.StepKey,
 		arg.Execution,
 		arg.Evaluation,
-	)
-	var i Run
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.UserID,
-		&i.Kind,
-		&i.Status,
-		&i.ConversationID,
-		&i.ConversationSeq,
-		&i.TriggerMessageID,
-		&i.IdempotencyKey,
-		&i.Attempt,
-		&i.MaxAttempts,
-		&i.Turns,
-		&i.LlmCalls,
-		&i.FailureClass,
-		&i.Error,
-		&i.TerminationReason,
-		&i.InputTokens,
-		&i.OutputTokens,
-		&i.CostMicros,
-		&i.LastSeq,
-		&i.JobID,
-		&i.LeaseOwner,
-		&i.LeaseExpiresAt,
-		&i.CancelRequested,
-		&i.CreatedAt,
-		&i.StartedAt,
-		&i.FinishedAt,
-		&i.StopRequested,
-		&i.PauseRequested,
-		&i.ConsecutiveFailures,
-		&i.Backtracks,
-		&i.MustReflect,
-		&i.TaskID,
-		&i.ParentRunID,
-		&i.Depth,
-		&i.WaitUntil,
-		&i.WaitFor,
-	)
-	return i, err
-}
-
-const routineStepRunInsert = `-- name: RoutineStepRunInsert :one
-INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, max_attempts)
-VALUES ($1, $2, $3, 'ROUTINE', 'QUEUED', $4, $5, $6, $7)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
-`
-
-type RoutineStepRunInsertParams struct {
-	TenantID         uuid.UUID
-	ID               uuid.UUID
-	UserID           uuid.UUID
-	ConversationID   uuid.NullUUID
-	ConversationSeq  int64
-	TriggerMessageID uuid.NullUUID
-	MaxAttempts      int32
-}
-
-// The run of one step execution (kind ROUTINE, in its own conversation).
-func (q *Queries) RoutineStepRunInsert(ctx context.Context, arg RoutineStepRunInsertParams) (Run, error) {
-	row := q.db.QueryRow(ctx, routineStepRunInsert,
-		arg.TenantID,
-		arg.ID,
-		arg.UserID,
-		arg.ConversationID,
-		arg.ConversationSeq,
-		arg.TriggerMessageID,
-		arg.MaxAttempts,
 	)
 	var i Run
 	err := row.Scan(

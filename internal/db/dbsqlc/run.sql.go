@@ -12,6 +12,60 @@ import (
 	"github.com/google/uuid"
 )
 
+const conversationInsertOwn = `-- name: ConversationInsertOwn :one
+INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
+VALUES ($1, $2, $3, $4, $5, $6, $7, true, $8)
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+`
+
+type ConversationInsertOwnParams struct {
+	TenantID     uuid.UUID
+	ID           uuid.UUID
+	ProjectID    uuid.UUID
+	UserID       uuid.UUID
+	Title        *string
+	Kind         string
+	Model        string
+	SystemPrompt string
+}
+
+// The conversation of a run of its own (a task's run, a sub-agent, a routine step, a team phase;
+// kind TASK or ROUTINE: not listed among the user's chats).
+func (q *Queries) ConversationInsertOwn(ctx context.Context, arg ConversationInsertOwnParams) (Conversation, error) {
+	row := q.db.QueryRow(ctx, conversationInsertOwn,
+		arg.TenantID,
+		arg.ID,
+		arg.ProjectID,
+		arg.UserID,
+		arg.Title,
+		arg.Kind,
+		arg.Model,
+		arg.SystemPrompt,
+	)
+	var i Conversation
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ProjectID,
+		&i.UserID,
+		&i.Title,
+		&i.Mode,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Agentic,
+		&i.Summary,
+		&i.SummarizedThrough,
+		&i.ActiveRunID,
+		&i.MessageCount,
+		&i.RunCount,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Kind,
+		&i.Visibility,
+	)
+	return i, err
+}
+
 const messageExclude = `-- name: MessageExclude :exec
 UPDATE messages SET excluded = true WHERE tenant_id = $1 AND id = ANY($2::uuid[])
 `
@@ -580,6 +634,84 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (Run, erro
 		arg.IdempotencyKey,
 		arg.MaxAttempts,
 		arg.JobID,
+	)
+	var i Run
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.UserID,
+		&i.Kind,
+		&i.Status,
+		&i.ConversationID,
+		&i.ConversationSeq,
+		&i.TriggerMessageID,
+		&i.IdempotencyKey,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Turns,
+		&i.LlmCalls,
+		&i.FailureClass,
+		&i.Error,
+		&i.TerminationReason,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CostMicros,
+		&i.LastSeq,
+		&i.JobID,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.StopRequested,
+		&i.PauseRequested,
+		&i.ConsecutiveFailures,
+		&i.Backtracks,
+		&i.MustReflect,
+		&i.TaskID,
+		&i.ParentRunID,
+		&i.Depth,
+		&i.WaitUntil,
+		&i.WaitFor,
+	)
+	return i, err
+}
+
+const runInsertOwn = `-- name: RunInsertOwn :one
+INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, parent_run_id, depth, conversation_id, conversation_seq, trigger_message_id, max_attempts)
+VALUES ($1, $2, $3, $4, 'QUEUED', $5, $6, $7, $8, $9, $10, $11)
+RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
+`
+
+type RunInsertOwnParams struct {
+	TenantID         uuid.UUID
+	ID               uuid.UUID
+	UserID           uuid.UUID
+	Kind             string
+	TaskID           uuid.NullUUID
+	ParentRunID      uuid.NullUUID
+	Depth            int32
+	ConversationID   uuid.NullUUID
+	ConversationSeq  int64
+	TriggerMessageID uuid.NullUUID
+	MaxAttempts      int32
+}
+
+// A QUEUED run in a conversation of its own (ConversationInsertOwn), with no job yet.
+func (q *Queries) RunInsertOwn(ctx context.Context, arg RunInsertOwnParams) (Run, error) {
+	row := q.db.QueryRow(ctx, runInsertOwn,
+		arg.TenantID,
+		arg.ID,
+		arg.UserID,
+		arg.Kind,
+		arg.TaskID,
+		arg.ParentRunID,
+		arg.Depth,
+		arg.ConversationID,
+		arg.ConversationSeq,
+		arg.TriggerMessageID,
+		arg.MaxAttempts,
 	)
 	var i Run
 	err := row.Scan(

@@ -249,6 +249,9 @@ const runTreeUsage = `-- name: RunTreeUsage :one
 WITH RECURSIVE tree AS (
     SELECT r.id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid
     UNION ALL
+    SELECT p.run_id FROM team_phases p JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
+    WHERE t.tenant_id = $1::uuid AND t.run_id = $2::uuid
+    UNION ALL
     SELECT c.id FROM runs c JOIN tree ON c.tenant_id = $1::uuid AND c.parent_run_id = tree.id
 )
 SELECT coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens, coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens,
@@ -268,7 +271,8 @@ type RunTreeUsageRow struct {
 	CostMicros   int64
 }
 
-// A run's usage with its descendants': the sum of their usage records.
+// A run's usage with its descendants' (and a team run's with its phases' runs, which are linked
+// through team_phases): the sum of their usage records.
 func (q *Queries) RunTreeUsage(ctx context.Context, arg RunTreeUsageParams) (RunTreeUsageRow, error) {
 	row := q.db.QueryRow(ctx, runTreeUsage, arg.TenantID, arg.ID)
 	var i RunTreeUsageRow
@@ -295,58 +299,6 @@ func (q *Queries) SubagentAllowanceUsed(ctx context.Context, arg SubagentAllowan
 	var used int64
 	err := row.Scan(&used)
 	return used, err
-}
-
-const subagentConversationInsert = `-- name: SubagentConversationInsert :one
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
-VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true, $7)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
-`
-
-type SubagentConversationInsertParams struct {
-	TenantID     uuid.UUID
-	ID           uuid.UUID
-	ProjectID    uuid.UUID
-	UserID       uuid.UUID
-	Title        *string
-	Model        string
-	SystemPrompt string
-}
-
-// A sub-agent's own conversation (kind TASK: a run's own, not listed among the user's chats),
-// its role's prompt as the system prompt.
-func (q *Queries) SubagentConversationInsert(ctx context.Context, arg SubagentConversationInsertParams) (Conversation, error) {
-	row := q.db.QueryRow(ctx, subagentConversationInsert,
-		arg.TenantID,
-		arg.ID,
-		arg.ProjectID,
-		arg.UserID,
-		arg.Title,
-		arg.Model,
-		arg.SystemPrompt,
-	)
-	var i Conversation
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.ProjectID,
-		&i.UserID,
-		&i.Title,
-		&i.Mode,
-		&i.Model,
-		&i.SystemPrompt,
-		&i.Agentic,
-		&i.Summary,
-		&i.SummarizedThrough,
-		&i.ActiveRunID,
-		&i.MessageCount,
-		&i.RunCount,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.Kind,
-		&i.Visibility,
-	)
-	return i, err
 }
 
 const subagentDispatchCandidates = `-- name: SubagentDispatchCandidates :many
@@ -895,80 +847,6 @@ func (q *Queries) SubagentPlatformActive(ctx context.Context) (int64, error) {
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
-}
-
-const subagentRunInsert = `-- name: SubagentRunInsert :one
-INSERT INTO runs (tenant_id, id, user_id, kind, status, parent_run_id, depth, conversation_id, conversation_seq, trigger_message_id, max_attempts)
-VALUES ($1, $2, $3, 'SUBAGENT', 'QUEUED', $4, $5, $6, $7, $8, $9)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
-`
-
-type SubagentRunInsertParams struct {
-	TenantID         uuid.UUID
-	ID               uuid.UUID
-	UserID           uuid.UUID
-	ParentRunID      uuid.NullUUID
-	Depth            int32
-	ConversationID   uuid.NullUUID
-	ConversationSeq  int64
-	TriggerMessageID uuid.NullUUID
-	MaxAttempts      int32
-}
-
-// The run of a sub-agent: QUEUED without a job until the dispatcher gives it a slot.
-func (q *Queries) SubagentRunInsert(ctx context.Context, arg SubagentRunInsertParams) (Run, error) {
-	row := q.db.QueryRow(ctx, subagentRunInsert,
-		arg.TenantID,
-		arg.ID,
-		arg.UserID,
-		arg.ParentRunID,
-		arg.Depth,
-		arg.ConversationID,
-		arg.ConversationSeq,
-		arg.TriggerMessageID,
-		arg.MaxAttempts,
-	)
-	var i Run
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.UserID,
-		&i.Kind,
-		&i.Status,
-		&i.ConversationID,
-		&i.ConversationSeq,
-		&i.TriggerMessageID,
-		&i.IdempotencyKey,
-		&i.Attempt,
-		&i.MaxAttempts,
-		&i.Turns,
-		&i.LlmCalls,
-		&i.FailureClass,
-		&i.Error,
-		&i.TerminationReason,
-		&i.InputTokens,
-		&i.OutputTokens,
-		&i.CostMicros,
-		&i.LastSeq,
-		&i.JobID,
-		&i.LeaseOwner,
-		&i.LeaseExpiresAt,
-		&i.CancelRequested,
-		&i.CreatedAt,
-		&i.StartedAt,
-		&i.FinishedAt,
-		&i.StopRequested,
-		&i.PauseRequested,
-		&i.ConsecutiveFailures,
-		&i.Backtracks,
-		&i.MustReflect,
-		&i.TaskID,
-		&i.ParentRunID,
-		&i.Depth,
-		&i.WaitUntil,
-		&i.WaitFor,
-	)
-	return i, err
 }
 
 const subagentSetStatus = `-- name: SubagentSetStatus :one

@@ -69,55 +69,6 @@ func (q *Queries) TaskActiveRun(ctx context.Context, arg TaskActiveRunParams) (R
 	return i, err
 }
 
-const taskConversationInsert = `-- name: TaskConversationInsert :one
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic)
-VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
-`
-
-type TaskConversationInsertParams struct {
-	TenantID  uuid.UUID
-	ID        uuid.UUID
-	ProjectID uuid.UUID
-	UserID    uuid.UUID
-	Title     *string
-	Model     string
-}
-
-// A task run's own conversation (kind TASK: not listed among the user's chats).
-func (q *Queries) TaskConversationInsert(ctx context.Context, arg TaskConversationInsertParams) (Conversation, error) {
-	row := q.db.QueryRow(ctx, taskConversationInsert,
-		arg.TenantID,
-		arg.ID,
-		arg.ProjectID,
-		arg.UserID,
-		arg.Title,
-		arg.Model,
-	)
-	var i Conversation
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.ProjectID,
-		&i.UserID,
-		&i.Title,
-		&i.Mode,
-		&i.Model,
-		&i.SystemPrompt,
-		&i.Agentic,
-		&i.Summary,
-		&i.SummarizedThrough,
-		&i.ActiveRunID,
-		&i.MessageCount,
-		&i.RunCount,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.Kind,
-		&i.Visibility,
-	)
-	return i, err
-}
-
 const taskGet = `-- name: TaskGet :one
 SELECT tenant_id, id, project_id, title, description, acceptance_criteria, tags, source, status, priority, type, slug, complexity, created_by, created_at, updated_at FROM tasks WHERE tenant_id = $1 AND id = $2
 `
@@ -372,77 +323,6 @@ func (q *Queries) TaskProjectLock(ctx context.Context, arg TaskProjectLockParams
 		&i.Description,
 		&i.IsDefault,
 		&i.CreatedAt,
-	)
-	return i, err
-}
-
-const taskRunInsert = `-- name: TaskRunInsert :one
-INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, conversation_id, conversation_seq, trigger_message_id, max_attempts)
-VALUES ($1, $2, $3, 'TASK', 'QUEUED', $4, $5, $6, $7, $8)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
-`
-
-type TaskRunInsertParams struct {
-	TenantID         uuid.UUID
-	ID               uuid.UUID
-	UserID           uuid.UUID
-	TaskID           uuid.NullUUID
-	ConversationID   uuid.NullUUID
-	ConversationSeq  int64
-	TriggerMessageID uuid.NullUUID
-	MaxAttempts      int32
-}
-
-func (q *Queries) TaskRunInsert(ctx context.Context, arg TaskRunInsertParams) (Run, error) {
-	row := q.db.QueryRow(ctx, taskRunInsert,
-		arg.TenantID,
-		arg.ID,
-		arg.UserID,
-		arg.TaskID,
-		arg.ConversationID,
-		arg.ConversationSeq,
-		arg.TriggerMessageID,
-		arg.MaxAttempts,
-	)
-	var i Run
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.UserID,
-		&i.Kind,
-		&i.Status,
-		&i.ConversationID,
-		&i.ConversationSeq,
-		&i.TriggerMessageID,
-		&i.IdempotencyKey,
-		&i.Attempt,
-		&i.MaxAttempts,
-		&i.Turns,
-		&i.LlmCalls,
-		&i.FailureClass,
-		&i.Error,
-		&i.TerminationReason,
-		&i.InputTokens,
-		&i.OutputTokens,
-		&i.CostMicros,
-		&i.LastSeq,
-		&i.JobID,
-		&i.LeaseOwner,
-		&i.LeaseExpiresAt,
-		&i.CancelRequested,
-		&i.CreatedAt,
-		&i.StartedAt,
-		&i.FinishedAt,
-		&i.StopRequested,
-		&i.PauseRequested,
-		&i.ConsecutiveFailures,
-		&i.Backtracks,
-		&i.MustReflect,
-		&i.TaskID,
-		&i.ParentRunID,
-		&i.Depth,
-		&i.WaitUntil,
-		&i.WaitFor,
 	)
 	return i, err
 }

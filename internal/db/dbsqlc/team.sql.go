@@ -111,58 +111,6 @@ func (q *Queries) TeamBudgetSettle(ctx context.Context, arg TeamBudgetSettlePara
 	return i, err
 }
 
-const teamConversationInsert = `-- name: TeamConversationInsert :one
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, model, system_prompt, agentic, kind)
-VALUES ($1, $2, $3, $4, $5, $6, $7, true, 'TASK')
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
-`
-
-type TeamConversationInsertParams struct {
-	TenantID     uuid.UUID
-	ID           uuid.UUID
-	ProjectID    uuid.UUID
-	UserID       uuid.UUID
-	Title        *string
-	Model        string
-	SystemPrompt string
-}
-
-// A phase's own conversation (kind TASK: not listed among the user's chats), with the phase's
-// model and system prompt.
-func (q *Queries) TeamConversationInsert(ctx context.Context, arg TeamConversationInsertParams) (Conversation, error) {
-	row := q.db.QueryRow(ctx, teamConversationInsert,
-		arg.TenantID,
-		arg.ID,
-		arg.ProjectID,
-		arg.UserID,
-		arg.Title,
-		arg.Model,
-		arg.SystemPrompt,
-	)
-	var i Conversation
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.ProjectID,
-		&i.UserID,
-		&i.Title,
-		&i.Mode,
-		&i.Model,
-		&i.SystemPrompt,
-		&i.Agentic,
-		&i.Summary,
-		&i.SummarizedThrough,
-		&i.ActiveRunID,
-		&i.MessageCount,
-		&i.RunCount,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.Kind,
-		&i.Visibility,
-	)
-	return i, err
-}
-
 const teamPhaseByRun = `-- name: TeamPhaseByRun :one
 SELECT tenant_id, id, team_run_id, phase, iteration, attempt, model, max_turns, status, run_id, turns, input_tokens, output_tokens, reserved_tokens, output, verdict, termination_reason, started_at, finished_at FROM team_phases WHERE tenant_id = $1 AND run_id = $2
 `
@@ -443,77 +391,6 @@ func (q *Queries) TeamPhaseListByTeams(ctx context.Context, arg TeamPhaseListByT
 		return nil, err
 	}
 	return items, nil
-}
-
-const teamPhaseRunInsert = `-- name: TeamPhaseRunInsert :one
-INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, conversation_id, conversation_seq, trigger_message_id, max_attempts)
-VALUES ($1, $2, $3, 'TEAM_PHASE', 'QUEUED', $4, $5, $6, $7, $8)
-RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
-`
-
-type TeamPhaseRunInsertParams struct {
-	TenantID         uuid.UUID
-	ID               uuid.UUID
-	UserID           uuid.UUID
-	TaskID           uuid.NullUUID
-	ConversationID   uuid.NullUUID
-	ConversationSeq  int64
-	TriggerMessageID uuid.NullUUID
-	MaxAttempts      int32
-}
-
-func (q *Queries) TeamPhaseRunInsert(ctx context.Context, arg TeamPhaseRunInsertParams) (Run, error) {
-	row := q.db.QueryRow(ctx, teamPhaseRunInsert,
-		arg.TenantID,
-		arg.ID,
-		arg.UserID,
-		arg.TaskID,
-		arg.ConversationID,
-		arg.ConversationSeq,
-		arg.TriggerMessageID,
-		arg.MaxAttempts,
-	)
-	var i Run
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.UserID,
-		&i.Kind,
-		&i.Status,
-		&i.ConversationID,
-		&i.ConversationSeq,
-		&i.TriggerMessageID,
-		&i.IdempotencyKey,
-		&i.Attempt,
-		&i.MaxAttempts,
-		&i.Turns,
-		&i.LlmCalls,
-		&i.FailureClass,
-		&i.Error,
-		&i.TerminationReason,
-		&i.InputTokens,
-		&i.OutputTokens,
-		&i.CostMicros,
-		&i.LastSeq,
-		&i.JobID,
-		&i.LeaseOwner,
-		&i.LeaseExpiresAt,
-		&i.CancelRequested,
-		&i.CreatedAt,
-		&i.StartedAt,
-		&i.FinishedAt,
-		&i.StopRequested,
-		&i.PauseRequested,
-		&i.ConsecutiveFailures,
-		&i.Backtracks,
-		&i.MustReflect,
-		&i.TaskID,
-		&i.ParentRunID,
-		&i.Depth,
-		&i.WaitUntil,
-		&i.WaitFor,
-	)
-	return i, err
 }
 
 const teamPhaseSetReserved = `-- name: TeamPhaseSetReserved :exec

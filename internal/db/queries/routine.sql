@@ -70,23 +70,10 @@ LIMIT 500;
 UPDATE routines SET next_fire_at = sqlc.arg(next_fire_at)::timestamptz
 WHERE tenant_id = $1 AND id = $2 AND next_fire_at = sqlc.arg(fired)::timestamptz;
 
--- name: RoutineConversationInsert :one
--- A step run's own conversation (kind ROUTINE: not listed among the user's chats): the role's
--- prompts and model.
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
-VALUES ($1, $2, $3, $4, $5, 'ROUTINE', $6, true, $7)
-RETURNING *;
-
 -- name: RoutineRunInsert :one
 -- A run of kind ROUTINE (no conversation: its steps' runs have theirs).
 INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, max_attempts)
 VALUES ($1, $2, $3, 'ROUTINE', 'QUEUED', $4, 1)
-RETURNING *;
-
--- name: RoutineStepRunInsert :one
--- The run of one step execution (kind ROUTINE, in its own conversation).
-INSERT INTO runs (tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, max_attempts)
-VALUES ($1, $2, $3, 'ROUTINE', 'QUEUED', $4, $5, $6, $7)
 RETURNING *;
 
 -- name: RoutineRunStateInsert :one

@@ -243,3 +243,16 @@ WHERE tenant_id = sqlc.arg(tenant_id)::uuid
   AND role = 'USER'
   AND run_seq > (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
 ORDER BY position;
+
+-- name: ConversationInsertOwn :one
+-- The conversation of a run of its own (a task's run, a sub-agent, a routine step, a team phase;
+-- kind TASK or ROUTINE: not listed among the user's chats).
+INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
+VALUES ($1, $2, $3, $4, $5, $6, $7, true, $8)
+RETURNING *;
+
+-- name: RunInsertOwn :one
+-- A QUEUED run in a conversation of its own (ConversationInsertOwn), with no job yet.
+INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, parent_run_id, depth, conversation_id, conversation_seq, trigger_message_id, max_attempts)
+VALUES ($1, $2, $3, $4, 'QUEUED', $5, $6, $7, $8, $9, $10, $11)
+RETURNING *;

@@ -1,9 +1,3 @@
--- name: SubagentRunInsert :one
--- The run of a sub-agent: QUEUED without a job until the dispatcher gives it a slot.
-INSERT INTO runs (tenant_id, id, user_id, kind, status, parent_run_id, depth, conversation_id, conversation_seq, trigger_message_id, max_attempts)
-VALUES ($1, $2, $3, 'SUBAGENT', 'QUEUED', $4, $5, $6, $7, $8, $9)
-RETURNING *;
-
 -- name: SubagentInsert :one
 INSERT INTO subagents (tenant_id, id, parent_run_id, role, goal, status, priority, depth, max_turns, max_tokens, timeout_minutes, tools)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -124,9 +118,13 @@ ORDER BY r.depth DESC, r.id
 FOR UPDATE OF r;
 
 -- name: RunTreeUsage :one
--- A run's usage with its descendants': the sum of their usage records.
+-- A run's usage with its descendants' (and a team run's with its phases' runs, which are linked
+-- through team_phases): the sum of their usage records.
 WITH RECURSIVE tree AS (
     SELECT r.id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(id)::uuid
+    UNION ALL
+    SELECT p.run_id FROM team_phases p JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
+    WHERE t.tenant_id = sqlc.arg(tenant_id)::uuid AND t.run_id = sqlc.arg(id)::uuid
     UNION ALL
     SELECT c.id FROM runs c JOIN tree ON c.tenant_id = sqlc.arg(tenant_id)::uuid AND c.parent_run_id = tree.id
 )
@@ -141,13 +139,6 @@ SELECT content FROM messages
 WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT'
 ORDER BY position DESC
 LIMIT 1;
-
--- name: SubagentConversationInsert :one
--- A sub-agent's own conversation (kind TASK: a run's own, not listed among the user's chats),
--- its role's prompt as the system prompt.
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
-VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true, $7)
-RETURNING *;
 
 -- name: RunGetForUpdateSkipLocked :one
 SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE SKIP LOCKED;

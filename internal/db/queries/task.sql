@@ -66,14 +66,3 @@ WHERE tenant_id = $1 AND task_id = $2
   AND (sqlc.arg(after)::uuid = '00000000-0000-0000-0000-000000000000' OR id < sqlc.arg(after)::uuid)
 ORDER BY id DESC
 LIMIT sqlc.arg(lim);
-
--- name: TaskConversationInsert :one
--- A task run's own conversation (kind TASK: not listed among the user's chats).
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic)
-VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true)
-RETURNING *;
-
--- name: TaskRunInsert :one
-INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, conversation_id, conversation_seq, trigger_message_id, max_attempts)
-VALUES ($1, $2, $3, 'TASK', 'QUEUED', $4, $5, $6, $7, $8)
-RETURNING *;

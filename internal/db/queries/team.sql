@@ -33,21 +33,9 @@ UPDATE runs SET status = 'RUNNING', started_at = coalesce(started_at, now())
 WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED'
 RETURNING *;
 
--- name: TeamPhaseRunInsert :one
-INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, conversation_id, conversation_seq, trigger_message_id, max_attempts)
-VALUES ($1, $2, $3, 'TEAM_PHASE', 'QUEUED', $4, $5, $6, $7, $8)
-RETURNING *;
-
 -- name: TeamRunRowInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, conversation_id, conversation_seq, trigger_message_id, max_attempts)
 VALUES ($1, $2, $3, 'TEAM', 'QUEUED', $4, $5, $6, $7, 1)
-RETURNING *;
-
--- name: TeamConversationInsert :one
--- A phase's own conversation (kind TASK: not listed among the user's chats), with the phase's
--- model and system prompt.
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, model, system_prompt, agentic, kind)
-VALUES ($1, $2, $3, $4, $5, $6, $7, true, 'TASK')
 RETURNING *;
 
 -- name: TeamPhaseInsert :one

@@ -157,10 +157,11 @@ export function RunPage() {
         </div>
       )}
       <div className="grid cols-4">
-        <Stat label="Turns" value={String(run.turns)} />
-        <Stat label="Input tokens" value={tokens(run.inputTokens)} />
-        <Stat label="Output tokens" value={tokens(run.outputTokens)} />
-        <Stat label="Cost" value={money(run.costMicros)} />
+        {/* A team run's turns and usage are its phases' (their runs make the model calls). */}
+        <Stat label="Turns" value={String(run.team ? run.team.phases.reduce((n, p) => n + p.turns, 0) : run.turns)} />
+        <Stat label="Input tokens" value={tokens(run.kind === 'TEAM' ? run.totalInputTokens : run.inputTokens)} />
+        <Stat label="Output tokens" value={tokens(run.kind === 'TEAM' ? run.totalOutputTokens : run.outputTokens)} />
+        <Stat label="Cost" value={money(run.kind === 'TEAM' ? run.totalCostMicros : run.costMicros)} />
       </div>
       {run.parentRun && (
         <p className="small">
