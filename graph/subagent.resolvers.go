@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/agentry/agentry/graph/generated"
+	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/subagent"
 	"github.com/google/uuid"
@@ -50,6 +51,41 @@ func (r *mutationResolver) CancelSubagent(ctx context.Context, id string) (*mode
 		return nil, err
 	}
 	return &model.Subagent{Row: sa}, nil
+}
+
+// SetPlan is the resolver for the setPlan field.
+func (r *mutationResolver) SetPlan(ctx context.Context, input model.SetPlanInput) (*model.Plan, error) {
+	p, err := r.Tenancy.SetPlan(ctx, input.Name, input.SubagentsRunningMax)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Plan{Row: p}, nil
+}
+
+// SetTenantPlan is the resolver for the setTenantPlan field.
+func (r *mutationResolver) SetTenantPlan(ctx context.Context, tenantID string, plan string) (*model.Tenant, error) {
+	tid, err := model.DecodeID("Tenant", tenantID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.Tenancy.SetTenantPlan(ctx, tid, plan)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Tenant{TenantID: t.ID, Row: &t}, nil
+}
+
+// Plans is the resolver for the plans field.
+func (r *queryResolver) Plans(ctx context.Context) ([]*model.Plan, error) {
+	rows, err := r.Tenancy.Plans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Plan, len(rows))
+	for i := range rows {
+		out[i] = &model.Plan{Row: rows[i]}
+	}
+	return out, nil
 }
 
 // ParentRun is the resolver for the parentRun field.
@@ -111,6 +147,18 @@ func (r *subagentResolver) Run(ctx context.Context, obj *model.Subagent) (*model
 		return nil, err
 	}
 	return &model.Run{Row: row}, nil
+}
+
+// Plan is the resolver for the plan field.
+func (r *tenantResolver) Plan(ctx context.Context, obj *model.Tenant) (string, error) {
+	if obj.Row == nil {
+		t, err := loader.From(ctx).Tenant(ctx, obj.TenantID)
+		if err != nil {
+			return "", err
+		}
+		obj.Row = &t
+	}
+	return obj.Row.Plan, nil
 }
 
 // Subagent returns generated.SubagentResolver implementation.

@@ -292,6 +292,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, mode Mode, o
 	a.Runs.OnFinish(run.KindChatTurn, a.Workspace.Finished)
 	a.Subagents = subagent.NewService(a.DB, a.Runs, a.Tools, subagent.Limits{Platform: cfg.SubagentsPlatformMax}, log)
 	a.Subagents.SetAdmission(a.Usage)
+	a.Subagents.SetApprovals(a.Approvals)
+	a.Approvals.OnDecision(approval.KindSubagent, a.Subagents.Decided)
+	a.Approvals.OnExpire(approval.KindSubagent, a.Subagents.Expired)
 	for _, t := range a.Subagents.Tools() {
 		if err := a.Tools.Register(t); err != nil {
 			return nil, err

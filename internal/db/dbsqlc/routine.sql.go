@@ -257,7 +257,7 @@ func (q *Queries) RoleUsedBy(ctx context.Context, arg RoleUsedByParams) ([]strin
 const routineConversationInsert = `-- name: RoutineConversationInsert :one
 INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
 VALUES ($1, $2, $3, $4, $5, 'ROUTINE', $6, true, $7)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id
 `
 
 type RoutineConversationInsertParams struct {
@@ -302,6 +302,7 @@ func (q *Queries) RoutineConversationInsert(ctx context.Context, arg RoutineConv
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }

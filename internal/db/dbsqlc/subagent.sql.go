@@ -276,6 +276,56 @@ func (q *Queries) RunTreeUsage(ctx context.Context, arg RunTreeUsageParams) (Run
 	return i, err
 }
 
+const runTreeUsageByIDs = `-- name: RunTreeUsageByIDs :many
+WITH RECURSIVE tree AS (
+    SELECT r.id AS root, r.id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = ANY($2::uuid[])
+    UNION ALL
+    SELECT tree.root, c.id FROM runs c JOIN tree ON c.tenant_id = $1::uuid AND c.parent_run_id = tree.id
+)
+SELECT tree.root::uuid AS run_id, coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens,
+       coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens, coalesce(sum(u.cost_micros), 0)::bigint AS cost_micros
+FROM tree LEFT JOIN usage_records u ON u.tenant_id = $1::uuid AND u.run_id = tree.id
+GROUP BY tree.root
+`
+
+type RunTreeUsageByIDsParams struct {
+	TenantID uuid.UUID
+	Ids      []uuid.UUID
+}
+
+type RunTreeUsageByIDsRow struct {
+	RunID        uuid.UUID
+	InputTokens  int64
+	OutputTokens int64
+	CostMicros   int64
+}
+
+// RunTreeUsage of several runs of a tenant at once (the Run.total* fields of a page of runs).
+func (q *Queries) RunTreeUsageByIDs(ctx context.Context, arg RunTreeUsageByIDsParams) ([]RunTreeUsageByIDsRow, error) {
+	rows, err := q.db.Query(ctx, runTreeUsageByIDs, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RunTreeUsageByIDsRow{}
+	for rows.Next() {
+		var i RunTreeUsageByIDsRow
+		if err := rows.Scan(
+			&i.RunID,
+			&i.InputTokens,
+			&i.OutputTokens,
+			&i.CostMicros,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const subagentAllowanceUsed = `-- name: SubagentAllowanceUsed :one
 SELECT coalesce(sum(CASE WHEN r.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
                          THEN r.input_tokens + r.output_tokens ELSE s.max_tokens END), 0)::bigint AS used
@@ -297,10 +347,50 @@ func (q *Queries) SubagentAllowanceUsed(ctx context.Context, arg SubagentAllowan
 	return used, err
 }
 
+const subagentApproved = `-- name: SubagentApproved :one
+UPDATE subagents SET status = 'PENDING'
+WHERE tenant_id = $1 AND id = $2 AND status = 'AWAITING_APPROVAL'
+RETURNING tenant_id, id, parent_run_id, role, goal, status, priority, depth, max_turns, max_tokens, timeout_minutes, tools, end_reported, result, error, failure_class, created_at, dispatched_at, started_at, finished_at
+`
+
+type SubagentApprovedParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// A person approved a sub-agent that waited for it: PENDING, the dispatcher's to start.
+func (q *Queries) SubagentApproved(ctx context.Context, arg SubagentApprovedParams) (Subagent, error) {
+	row := q.db.QueryRow(ctx, subagentApproved, arg.TenantID, arg.ID)
+	var i Subagent
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ParentRunID,
+		&i.Role,
+		&i.Goal,
+		&i.Status,
+		&i.Priority,
+		&i.Depth,
+		&i.MaxTurns,
+		&i.MaxTokens,
+		&i.TimeoutMinutes,
+		&i.Tools,
+		&i.EndReported,
+		&i.Result,
+		&i.Error,
+		&i.FailureClass,
+		&i.CreatedAt,
+		&i.DispatchedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+	)
+	return i, err
+}
+
 const subagentConversationInsert = `-- name: SubagentConversationInsert :one
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
-VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true, $7)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt, owner_run_id)
+VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true, $7, $8::uuid)
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id
 `
 
 type SubagentConversationInsertParams struct {
@@ -311,10 +401,12 @@ type SubagentConversationInsertParams struct {
 	Title        *string
 	Model        string
 	SystemPrompt string
+	OwnerRunID   uuid.UUID
 }
 
 // A sub-agent's own conversation (kind TASK: a run's own, not listed among the user's chats),
-// its role's prompt as the system prompt.
+// its role's prompt as the system prompt, owned by its run (owner_run_id: it is deleted with it;
+// the run is inserted after it in the same transaction, the foreign key is checked at commit).
 func (q *Queries) SubagentConversationInsert(ctx context.Context, arg SubagentConversationInsertParams) (Conversation, error) {
 	row := q.db.QueryRow(ctx, subagentConversationInsert,
 		arg.TenantID,
@@ -324,6 +416,7 @@ func (q *Queries) SubagentConversationInsert(ctx context.Context, arg SubagentCo
 		arg.Title,
 		arg.Model,
 		arg.SystemPrompt,
+		arg.OwnerRunID,
 	)
 	var i Conversation
 	err := row.Scan(
@@ -345,6 +438,7 @@ func (q *Queries) SubagentConversationInsert(ctx context.Context, arg SubagentCo
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }
@@ -372,7 +466,8 @@ WITH active AS (
 )
 SELECT f.tenant_id, f.id, f.parent_run_id, f.priority, f.tenant_rank
 FROM fit f LEFT JOIN tenant_active t ON t.tenant_id = f.tenant_id LEFT JOIN last_served l ON l.tenant_id = f.tenant_id
-WHERE f.tenant_rank <= $1::bigint - coalesce(t.n, 0)
+LEFT JOIN tenants tn ON tn.id = f.tenant_id LEFT JOIN plans pl ON pl.name = tn.plan
+WHERE f.tenant_rank <= coalesce(pl.subagents_running_max, $1::bigint) - coalesce(t.n, 0)
 ORDER BY f.tenant_rank, l.at NULLS FIRST, f.tenant_id
 LIMIT $2::int
 `
@@ -392,8 +487,8 @@ type SubagentDispatchCandidatesRow struct {
 }
 
 // The pending sub-agents that may start now (run in a system transaction under the dispatcher's
-// lock): at most parent_max - running under each parent and tenant_max - running in each
-// tenant, each in priority order then age, the tenants interleaved round robin (each tenant's
+// lock): at most parent_max - running under each parent and the tenant's plan's
+// subagents_running_max (tenant_max when the plan is missing) - running in each tenant, each in priority order then age, the tenants interleaved round robin (each tenant's
 // first, then each one's second, ...; the tenant served least recently first). The caller stops
 // at the platform's free slots.
 func (q *Queries) SubagentDispatchCandidates(ctx context.Context, arg SubagentDispatchCandidatesParams) ([]SubagentDispatchCandidatesRow, error) {
@@ -895,6 +990,47 @@ func (q *Queries) SubagentPlatformActive(ctx context.Context) (int64, error) {
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const subagentRequeue = `-- name: SubagentRequeue :one
+UPDATE subagents SET status = 'PENDING'
+WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
+RETURNING tenant_id, id, parent_run_id, role, goal, status, priority, depth, max_turns, max_tokens, timeout_minutes, tools, end_reported, result, error, failure_class, created_at, dispatched_at, started_at, finished_at
+`
+
+type SubagentRequeueParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// A sub-agent that waited for its own sub-agents is workable again: it asks the dispatcher for a
+// slot again (PENDING; its run is QUEUED without a job).
+func (q *Queries) SubagentRequeue(ctx context.Context, arg SubagentRequeueParams) (Subagent, error) {
+	row := q.db.QueryRow(ctx, subagentRequeue, arg.TenantID, arg.ID)
+	var i Subagent
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ParentRunID,
+		&i.Role,
+		&i.Goal,
+		&i.Status,
+		&i.Priority,
+		&i.Depth,
+		&i.MaxTurns,
+		&i.MaxTokens,
+		&i.TimeoutMinutes,
+		&i.Tools,
+		&i.EndReported,
+		&i.Result,
+		&i.Error,
+		&i.FailureClass,
+		&i.CreatedAt,
+		&i.DispatchedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+	)
+	return i, err
 }
 
 const subagentRunInsert = `-- name: SubagentRunInsert :one

@@ -72,7 +72,7 @@ func (q *Queries) TaskActiveRun(ctx context.Context, arg TaskActiveRunParams) (R
 const taskConversationInsert = `-- name: TaskConversationInsert :one
 INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic)
 VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id
 `
 
 type TaskConversationInsertParams struct {
@@ -114,6 +114,7 @@ func (q *Queries) TaskConversationInsert(ctx context.Context, arg TaskConversati
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }

@@ -114,7 +114,7 @@ func (q *Queries) TeamBudgetSettle(ctx context.Context, arg TeamBudgetSettlePara
 const teamConversationInsert = `-- name: TeamConversationInsert :one
 INSERT INTO conversations (tenant_id, id, project_id, user_id, title, model, system_prompt, agentic, kind)
 VALUES ($1, $2, $3, $4, $5, $6, $7, true, 'TASK')
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id
 `
 
 type TeamConversationInsertParams struct {
@@ -159,6 +159,7 @@ func (q *Queries) TeamConversationInsert(ctx context.Context, arg TeamConversati
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }

@@ -52,8 +52,8 @@ RETURNING *;
 
 -- name: SubagentDispatchCandidates :many
 -- The pending sub-agents that may start now (run in a system transaction under the dispatcher's
--- lock): at most parent_max - running under each parent and tenant_max - running in each
--- tenant, each in priority order then age, the tenants interleaved round robin (each tenant's
+-- lock): at most parent_max - running under each parent and the tenant's plan's
+-- subagents_running_max (tenant_max when the plan is missing) - running in each tenant, each in priority order then age, the tenants interleaved round robin (each tenant's
 -- first, then each one's second, ...; the tenant served least recently first). The caller stops
 -- at the platform's free slots.
 WITH active AS (
@@ -78,7 +78,8 @@ WITH active AS (
 )
 SELECT f.tenant_id, f.id, f.parent_run_id, f.priority, f.tenant_rank
 FROM fit f LEFT JOIN tenant_active t ON t.tenant_id = f.tenant_id LEFT JOIN last_served l ON l.tenant_id = f.tenant_id
-WHERE f.tenant_rank <= sqlc.arg(tenant_max)::bigint - coalesce(t.n, 0)
+LEFT JOIN tenants tn ON tn.id = f.tenant_id LEFT JOIN plans pl ON pl.name = tn.plan
+WHERE f.tenant_rank <= coalesce(pl.subagents_running_max, sqlc.arg(tenant_max)::bigint) - coalesce(t.n, 0)
 ORDER BY f.tenant_rank, l.at NULLS FIRST, f.tenant_id
 LIMIT sqlc.arg(lim)::int;
 
@@ -144,9 +145,10 @@ LIMIT 1;
 
 -- name: SubagentConversationInsert :one
 -- A sub-agent's own conversation (kind TASK: a run's own, not listed among the user's chats),
--- its role's prompt as the system prompt.
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
-VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true, $7)
+-- its role's prompt as the system prompt, owned by its run (owner_run_id: it is deleted with it;
+-- the run is inserted after it in the same transaction, the foreign key is checked at commit).
+INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt, owner_run_id)
+VALUES ($1, $2, $3, $4, $5, 'TASK', $6, true, $7, sqlc.arg(owner_run_id)::uuid)
 RETURNING *;
 
 -- name: RunGetForUpdateSkipLocked :one
@@ -164,3 +166,28 @@ LIMIT 100;
 -- The dispatcher's lock: one pass at a time across every process, so the counts it decides on
 -- do not change under it (held until the pass commits).
 SELECT pg_advisory_xact_lock(7215830264017731);
+
+-- name: SubagentApproved :one
+-- A person approved a sub-agent that waited for it: PENDING, the dispatcher's to start.
+UPDATE subagents SET status = 'PENDING'
+WHERE tenant_id = $1 AND id = $2 AND status = 'AWAITING_APPROVAL'
+RETURNING *;
+
+-- name: SubagentRequeue :one
+-- A sub-agent that waited for its own sub-agents is workable again: it asks the dispatcher for a
+-- slot again (PENDING; its run is QUEUED without a job).
+UPDATE subagents SET status = 'PENDING'
+WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
+RETURNING *;
+
+-- name: RunTreeUsageByIDs :many
+-- RunTreeUsage of several runs of a tenant at once (the Run.total* fields of a page of runs).
+WITH RECURSIVE tree AS (
+    SELECT r.id AS root, r.id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = ANY(sqlc.arg(ids)::uuid[])
+    UNION ALL
+    SELECT tree.root, c.id FROM runs c JOIN tree ON c.tenant_id = sqlc.arg(tenant_id)::uuid AND c.parent_run_id = tree.id
+)
+SELECT tree.root::uuid AS run_id, coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens,
+       coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens, coalesce(sum(u.cost_micros), 0)::bigint AS cost_micros
+FROM tree LEFT JOIN usage_records u ON u.tenant_id = sqlc.arg(tenant_id)::uuid AND u.run_id = tree.id
+GROUP BY tree.root;
