@@ -4,6 +4,8 @@
 -- (REQUIRED: it is AWAITING_APPROVAL with a `subagent` approval until someone decides).
 ALTER TABLE agent_settings
     ADD COLUMN subagent_approval text NOT NULL DEFAULT 'NOT_REQUIRED' CHECK (subagent_approval IN ('NOT_REQUIRED', 'REQUIRED'));
+ALTER TABLE approvals DROP CONSTRAINT approvals_kind_check;
+ALTER TABLE approvals ADD CONSTRAINT approvals_kind_check CHECK (kind IN ('tool_call', 'continue', 'rollback', 'escalation', 'team_blocked', 'subagent'));
 
 -- Plans: what a tenant on a plan may use at once. Platform-wide (no tenant owns a plan); a
 -- platform admin sets them (setPlan) and puts tenants on them (setTenantPlan). Every tenant is on
@@ -35,4 +37,7 @@ ALTER TABLE conversations DROP CONSTRAINT conversations_owner_run_fkey;
 ALTER TABLE conversations DROP COLUMN owner_run_id;
 ALTER TABLE tenants DROP CONSTRAINT tenants_plan_fkey;
 DROP TABLE plans;
+DELETE FROM approvals WHERE kind = 'subagent';
+ALTER TABLE approvals DROP CONSTRAINT approvals_kind_check;
+ALTER TABLE approvals ADD CONSTRAINT approvals_kind_check CHECK (kind IN ('tool_call', 'continue', 'rollback', 'escalation', 'team_blocked'));
 ALTER TABLE agent_settings DROP COLUMN subagent_approval;
