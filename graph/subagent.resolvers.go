@@ -12,7 +12,6 @@ import (
 	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/subagent"
-	"github.com/google/uuid"
 )
 
 // SpawnSubagent is the resolver for the spawnSubagent field.
@@ -102,12 +101,12 @@ func (r *runResolver) ParentRun(ctx context.Context, obj *model.Run) (*model.Run
 
 // Subagents is the resolver for the subagents field.
 func (r *runResolver) Subagents(ctx context.Context, obj *model.Run) ([]*model.Subagent, error) {
-	m, err := r.Resolver.Subagents.ListByParents(ctx, obj.Row.TenantID, []uuid.UUID{obj.Row.ID})
+	rows, err := loader.From(ctx).Subagents(ctx, obj.Row.ID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*model.Subagent, 0, len(m[obj.Row.ID]))
-	for _, sa := range m[obj.Row.ID] {
+	out := make([]*model.Subagent, 0, len(rows))
+	for _, sa := range rows {
 		out = append(out, &model.Subagent{Row: sa})
 	}
 	return out, nil
@@ -115,19 +114,19 @@ func (r *runResolver) Subagents(ctx context.Context, obj *model.Run) ([]*model.S
 
 // TotalInputTokens is the resolver for the totalInputTokens field.
 func (r *runResolver) TotalInputTokens(ctx context.Context, obj *model.Run) (int64, error) {
-	u, err := r.Resolver.Subagents.TreeUsage(ctx, obj.Row.TenantID, obj.Row.ID)
+	u, err := loader.From(ctx).TreeUsage(ctx, obj.Row.ID)
 	return u.InputTokens, err
 }
 
 // TotalOutputTokens is the resolver for the totalOutputTokens field.
 func (r *runResolver) TotalOutputTokens(ctx context.Context, obj *model.Run) (int64, error) {
-	u, err := r.Resolver.Subagents.TreeUsage(ctx, obj.Row.TenantID, obj.Row.ID)
+	u, err := loader.From(ctx).TreeUsage(ctx, obj.Row.ID)
 	return u.OutputTokens, err
 }
 
 // TotalCostMicros is the resolver for the totalCostMicros field.
 func (r *runResolver) TotalCostMicros(ctx context.Context, obj *model.Run) (int64, error) {
-	u, err := r.Resolver.Subagents.TreeUsage(ctx, obj.Row.TenantID, obj.Row.ID)
+	u, err := loader.From(ctx).TreeUsage(ctx, obj.Row.ID)
 	return u.CostMicros, err
 }
 

@@ -447,15 +447,33 @@ func (s *Service) ListByParents(ctx context.Context, tenantID uuid.UUID, parents
 	return out, err
 }
 
-// TreeUsage is a run's usage with its descendants' (the sum of their usage records).
-func (s *Service) TreeUsage(ctx context.Context, tenantID, runID uuid.UUID) (dbsqlc.RunTreeUsageRow, error) {
-	var u dbsqlc.RunTreeUsageRow
-	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		var err error
-		u, err = tx.Q.RunTreeUsage(ctx, dbsqlc.RunTreeUsageParams{TenantID: tenantID, ID: runID})
+// ByParents returns the sub-agents of each of the caller's tenant's runs among parents, oldest
+// first (the Run.subagents loader; the caller's access to each parent was checked when it was
+// read).
+func (s *Service) ByParents(ctx context.Context, parents []uuid.UUID) (map[uuid.UUID][]dbsqlc.Subagent, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return nil, err
+	}
+	return s.ListByParents(ctx, a.TenantID, parents)
+}
+
+// TreeUsageByRuns is TreeUsage of each of the caller's tenant's runs among ids, in one query
+// (the Run.total* loader). A run missing from the map has no usage the caller may see.
+func (s *Service) TreeUsageByRuns(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]dbsqlc.RunTreeUsageByIDsRow, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID]dbsqlc.RunTreeUsageByIDsRow, len(ids))
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		rows, err := tx.Q.RunTreeUsageByIDs(ctx, dbsqlc.RunTreeUsageByIDsParams{TenantID: a.TenantID, Ids: ids})
+		for _, r := range rows {
+			out[r.RunID] = r
+		}
 		return err
 	})
-	return u, err
+	return out, err
 }
 
 // resumeParent makes a WAITING parent workable again in tx (which holds its row lock): QUEUED

@@ -245,37 +245,6 @@ func (q *Queries) RunSuspendWaiting(ctx context.Context, arg RunSuspendWaitingPa
 	return i, err
 }
 
-const runTreeUsage = `-- name: RunTreeUsage :one
-WITH RECURSIVE tree AS (
-    SELECT r.id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid
-    UNION ALL
-    SELECT c.id FROM runs c JOIN tree ON c.tenant_id = $1::uuid AND c.parent_run_id = tree.id
-)
-SELECT coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens, coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens,
-       coalesce(sum(u.cost_micros), 0)::bigint AS cost_micros
-FROM usage_records u JOIN tree ON u.run_id = tree.id
-WHERE u.tenant_id = $1::uuid
-`
-
-type RunTreeUsageParams struct {
-	TenantID uuid.UUID
-	ID       uuid.UUID
-}
-
-type RunTreeUsageRow struct {
-	InputTokens  int64
-	OutputTokens int64
-	CostMicros   int64
-}
-
-// A run's usage with its descendants': the sum of their usage records.
-func (q *Queries) RunTreeUsage(ctx context.Context, arg RunTreeUsageParams) (RunTreeUsageRow, error) {
-	row := q.db.QueryRow(ctx, runTreeUsage, arg.TenantID, arg.ID)
-	var i RunTreeUsageRow
-	err := row.Scan(&i.InputTokens, &i.OutputTokens, &i.CostMicros)
-	return i, err
-}
-
 const runTreeUsageByIDs = `-- name: RunTreeUsageByIDs :many
 WITH RECURSIVE tree AS (
     SELECT r.id AS root, r.id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = ANY($2::uuid[])
@@ -300,7 +269,8 @@ type RunTreeUsageByIDsRow struct {
 	CostMicros   int64
 }
 
-// RunTreeUsage of several runs of a tenant at once (the Run.total* fields of a page of runs).
+// The usage of each of several runs of a tenant with its descendants' (the sum of their usage
+// records): the Run.total* fields of a page of runs, in one query.
 func (q *Queries) RunTreeUsageByIDs(ctx context.Context, arg RunTreeUsageByIDsParams) ([]RunTreeUsageByIDsRow, error) {
 	rows, err := q.db.Query(ctx, runTreeUsageByIDs, arg.TenantID, arg.Ids)
 	if err != nil {

@@ -124,18 +124,6 @@ WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid
 ORDER BY r.depth DESC, r.id
 FOR UPDATE OF r;
 
--- name: RunTreeUsage :one
--- A run's usage with its descendants': the sum of their usage records.
-WITH RECURSIVE tree AS (
-    SELECT r.id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(id)::uuid
-    UNION ALL
-    SELECT c.id FROM runs c JOIN tree ON c.tenant_id = sqlc.arg(tenant_id)::uuid AND c.parent_run_id = tree.id
-)
-SELECT coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens, coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens,
-       coalesce(sum(u.cost_micros), 0)::bigint AS cost_micros
-FROM usage_records u JOIN tree ON u.run_id = tree.id
-WHERE u.tenant_id = sqlc.arg(tenant_id)::uuid;
-
 -- name: RunLastAnswer :one
 -- The text of a run's last model reply.
 SELECT content FROM messages
@@ -181,7 +169,8 @@ WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
 RETURNING *;
 
 -- name: RunTreeUsageByIDs :many
--- RunTreeUsage of several runs of a tenant at once (the Run.total* fields of a page of runs).
+-- The usage of each of several runs of a tenant with its descendants' (the sum of their usage
+-- records): the Run.total* fields of a page of runs, in one query.
 WITH RECURSIVE tree AS (
     SELECT r.id AS root, r.id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = ANY(sqlc.arg(ids)::uuid[])
     UNION ALL
