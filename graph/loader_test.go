@@ -175,7 +175,9 @@ func TestLoadersRunSubagentsAndTotals(t *testing.T) {
 	for i := range 20 {
 		var conv struct{ CreateConversation struct{ ID string } }
 		e.Do(t, s.AccessToken, `mutation { createConversation(input: {title: "page"}) { id } }`, nil).Decode(t, &conv)
-		var sent struct{ SendMessage struct{ Run struct{ ID string } } }
+		var sent struct {
+			SendMessage struct{ Run struct{ ID string } }
+		}
 		e.Do(t, s.AccessToken, `mutation($c: ID!, $m: String!) { sendMessage(input: {conversationId: $c, content: $m}) { run { id } } }`,
 			map[string]any{"c": conv.CreateConversation.ID, "m": fmt.Sprintf("message %d", i)}).Decode(t, &sent)
 		res := e.Do(t, s.AccessToken, `mutation($in: SpawnSubagentInput!) { spawnSubagent(input: $in) { id } }`,
