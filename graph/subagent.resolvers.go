@@ -148,6 +148,20 @@ func (r *subagentResolver) Run(ctx context.Context, obj *model.Subagent) (*model
 	return &model.Run{Row: row}, nil
 }
 
+// Approval is the resolver for the approval field.
+func (r *subagentResolver) Approval(ctx context.Context, obj *model.Subagent) (*model.Approval, error) {
+	rows, err := loader.From(ctx).Approvals(ctx, obj.Row.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(rows) - 1; i >= 0; i-- {
+		if rows[i].Kind == subagent.ApprovalKind {
+			return &model.Approval{Row: rows[i]}, nil
+		}
+	}
+	return nil, nil
+}
+
 // Plan is the resolver for the plan field.
 func (r *tenantResolver) Plan(ctx context.Context, obj *model.Tenant) (string, error) {
 	if obj.Row == nil {

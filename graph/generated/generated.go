@@ -477,6 +477,7 @@ type ComplexityRoot struct {
 	}
 
 	Subagent struct {
+		Approval       func(childComplexity int) int
 		CreatedAt      func(childComplexity int) int
 		Depth          func(childComplexity int) int
 		Error          func(childComplexity int) int
@@ -785,6 +786,8 @@ type SnapshotResolver interface {
 type SubagentResolver interface {
 	Parent(ctx context.Context, obj *model.Subagent) (*model.Run, error)
 	Run(ctx context.Context, obj *model.Subagent) (*model.Run, error)
+
+	Approval(ctx context.Context, obj *model.Subagent) (*model.Approval, error)
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, afterSeq *int) (<-chan *model.RunEvent, error)
@@ -3040,6 +3043,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.StepResult.StepType(childComplexity), true
 
+	case "Subagent.approval":
+		if e.ComplexityRoot.Subagent.Approval == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Approval(childComplexity), true
 	case "Subagent.createdAt":
 		if e.ComplexityRoot.Subagent.CreatedAt == nil {
 			break
@@ -4855,9 +4864,11 @@ input AgentSettingsInput {
 }
 
 """
-PENDING: waiting for a slot (the dispatcher starts it when the tenant, its parent and the
-platform have room, in priority order then age). QUEUED: given its slot, its job waits for a
-worker. RUNNING, then its run's end.
+AWAITING_APPROVAL: its user's subagentApproval is REQUIRED and nobody has approved its start yet
+(Subagent.approval). PENDING: waiting for a slot (the dispatcher starts it when the tenant's
+plan, its parent and the platform have room, in priority order then age); a sub-agent that
+waited for its own sub-agents is PENDING again until it gets a slot back. QUEUED: given its
+slot, its job waits for a worker. RUNNING, then its run's end.
 """
 enum SubagentStatus {
   PENDING
@@ -4897,6 +4908,8 @@ type Subagent implements Node {
   createdAt: Time!
   startedAt: Time
   finishedAt: Time
+  "The approval its start waits or waited on (kind subagent: its user's subagentApproval is REQUIRED); null when none was asked."
+  approval: Approval
 }
 
 input SpawnSubagentInput {
@@ -6137,6 +6150,8 @@ func (ec *executionContext) childFields_Subagent(ctx context.Context, field grap
 		return ec.fieldContext_Subagent_startedAt(ctx, field)
 	case "finishedAt":
 		return ec.fieldContext_Subagent_finishedAt(ctx, field)
+	case "approval":
+		return ec.fieldContext_Subagent_approval(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Subagent", field.Name)
 }
@@ -17470,6 +17485,38 @@ func (ec *executionContext) fieldContext_Subagent_finishedAt(_ context.Context, 
 	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Time does not have child fields"))
 }
 
+func (ec *executionContext) _Subagent_approval(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_approval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subagent().Approval(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalOApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_approval(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subagent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Subscription_runEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
 	return graphql.ResolveFieldStream(
 		ctx,
@@ -27043,6 +27090,44 @@ func (ec *executionContext) _Subagent(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "approval":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Subagent_approval(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

@@ -1947,9 +1947,11 @@ func (e SubagentRole) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// PENDING: waiting for a slot (the dispatcher starts it when the tenant, its parent and the
-// platform have room, in priority order then age). QUEUED: given its slot, its job waits for a
-// worker. RUNNING, then its run's end.
+// AWAITING_APPROVAL: its user's subagentApproval is REQUIRED and nobody has approved its start yet
+// (Subagent.approval). PENDING: waiting for a slot (the dispatcher starts it when the tenant's
+// plan, its parent and the platform have room, in priority order then age); a sub-agent that
+// waited for its own sub-agents is PENDING again until it gets a slot back. QUEUED: given its
+// slot, its job waits for a worker. RUNNING, then its run's end.
 type SubagentStatus string
 
 const (

@@ -225,6 +225,7 @@ export const SubagentFields = graphql(`
   fragment SubagentFields on Subagent {
     id role goal status priority depth result error failureClass createdAt startedAt finishedAt
     run { id inputTokens outputTokens }
+    approval { id status expiresAt }
   }
 `);
 
