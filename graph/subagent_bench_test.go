@@ -16,7 +16,8 @@ import (
 
 // BenchmarkSubagentDispatch is the dispatcher's throughput (QUALITY.md's DISPATCH): 1,000
 // sub-agents pending across 20 tenants (5 parents of 10 each per tenant), started by dispatcher
-// passes under the Postgres-decided limits (8 per tenant, 5 per parent, 200 on the platform).
+// passes under the Postgres-decided limits (the default plan's 8 per tenant, 5 per parent, 200 on
+// the platform).
 // Only the passes are timed: between two, the sub-agents a pass started are ended (untimed) so
 // that the next pass has slots to give. It reports sub-agents started per second of passes.
 // One iteration sets up and dispatches 1,000: run it with -benchtime=1x (or 3x).

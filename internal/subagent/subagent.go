@@ -56,8 +56,9 @@ type Limits struct {
 	Platform, Tenant, Parent int
 }
 
-// DefaultLimits: 200 on the platform (AGENTRY_SUBAGENTS_PLATFORM_MAX), 8 per tenant, 5 per
-// parent run.
+// DefaultLimits: 200 on the platform (AGENTRY_SUBAGENTS_PLATFORM_MAX), 8 per tenant (used only
+// for a tenant whose plan row is missing: a tenant's limit is its plan's subagents_running_max,
+// 8 on the default plan), 5 per parent run.
 var DefaultLimits = Limits{Platform: 200, Tenant: 8, Parent: 5}
 
 // Asker asks a person about a run without suspending it (approval.Service implements it): the
