@@ -321,13 +321,13 @@ export const RestoreSnapshot = graphql(`
 
 export const Settings = graphql(`
   query Settings {
-    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
+    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
   }
 `);
 
 export const UpdateSettings = graphql(`
   mutation UpdateSettings($input: AgentSettingsInput!) {
-    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
+    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
   }
 `);
 
