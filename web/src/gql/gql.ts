@@ -78,6 +78,9 @@ type Documents = {
     "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": typeof types.DeleteWebhookDocument,
     "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": typeof types.TestWebhookDocument,
     "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": typeof types.PlatformHealthDocument,
+    "\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n": typeof types.PlansDocument,
+    "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n": typeof types.SetPlanDocument,
+    "\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n": typeof types.SetTenantPlanDocument,
 };
 const documents: Documents = {
     "\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": types.AuthPayloadFieldsFragmentDoc,
@@ -144,6 +147,9 @@ const documents: Documents = {
     "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": types.DeleteWebhookDocument,
     "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": types.TestWebhookDocument,
     "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": types.PlatformHealthDocument,
+    "\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n": types.PlansDocument,
+    "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n": types.SetPlanDocument,
+    "\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n": types.SetTenantPlanDocument,
 };
 
 /**
@@ -416,6 +422,18 @@ export function graphql(source: "\n  mutation TestWebhook($id: ID!) { testWebhoo
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n"): (typeof documents)["\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n"): (typeof documents)["\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n"): (typeof documents)["\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n"): (typeof documents)["\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n"];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};

@@ -464,3 +464,19 @@ export const TestWebhook = graphql(`
 export const PlatformHealth = graphql(`
   query PlatformHealth { platformHealth { name status latencyMs error } }
 `);
+
+export const Plans = graphql(`
+  query Plans { plans { name subagentsRunningMax updatedAt } }
+`);
+
+export const SetPlan = graphql(`
+  mutation SetPlan($input: SetPlanInput!) {
+    setPlan(input: $input) { name subagentsRunningMax updatedAt }
+  }
+`);
+
+export const SetTenantPlan = graphql(`
+  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {
+    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }
+  }
+`);
