@@ -54,7 +54,7 @@ func newChatEnvWith(t *testing.T, provider string, extra map[string]string) *cha
 	return &chatEnv{Env: e, llm: srv, model: model, s: e.SignUp(t, "", "")}
 }
 
-func (c *chatEnv) conversation(t *testing.T, extra map[string]any) string {
+func (c *chatEnv) conversation(t testing.TB, extra map[string]any) string {
 	t.Helper()
 	in := map[string]any{"model": c.model, "title": "test"}
 	for k, v := range extra {
@@ -69,7 +69,7 @@ type sent struct {
 	MessageID, RunID, Status string
 }
 
-func (c *chatEnv) send(t *testing.T, conv, content string, extra map[string]any) (sent, *apptest.Response) {
+func (c *chatEnv) send(t testing.TB, conv, content string, extra map[string]any) (sent, *apptest.Response) {
 	t.Helper()
 	in := map[string]any{"conversationId": conv, "content": content}
 	for k, v := range extra {

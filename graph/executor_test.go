@@ -73,7 +73,7 @@ func countType(evs []apptest.Event, typ string) int {
 	return n
 }
 
-func (c *chatEnv) settings(t *testing.T, in map[string]any) {
+func (c *chatEnv) settings(t testing.TB, in map[string]any) {
 	t.Helper()
 	res := c.Do(t, c.s.AccessToken, `mutation($in: AgentSettingsInput!) { updateAgentSettings(input: $in) { maxRetries } }`, map[string]any{"in": in})
 	require.Empty(t, res.Errors, "%s", res.Body)

@@ -129,7 +129,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	}
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		return next(loader.With(ctx, loader.New(loader.Services{
-			Tenancy: r.Tenancy, Runs: r.RunService, Chat: r.Chat, Tasks: r.Tasks, Approvals: r.Approvals,
+			Tenancy: r.Tenancy, Runs: r.RunService, Chat: r.Chat, Tasks: r.Tasks, Approvals: r.Approvals, Subagents: r.Subagents,
 		})))
 	})
 	return sockets.serve(o.Sockets, watchSSE(r.Auth, explore(o.Development, refusals(srv))))

@@ -160,3 +160,61 @@ func TestLoadersPageCostsFixedStatements(t *testing.T) {
 	require.LessOrEqual(t, many, few+4, "a page of 50 costs what a page of 5 does (give or take a split batch)")
 	require.Less(t, many, int64(50), "not a query per message")
 }
+
+// A page of runs with their sub-agents and their usage roll-ups (Run.subagents, Run.total*)
+// costs the same statements for 40 runs as for 5: the sub-agents of every run of the page come
+// in one query, and the roll-ups of every run in another.
+func TestLoadersRunSubagentsAndTotals(t *testing.T) {
+	t.Parallel()
+	owner, err := url.Parse(dbtest.URL(t))
+	require.NoError(t, err)
+	counter := newStatementCounter(t, owner.Host)
+	owner.Host = counter.addr
+	e := apptest.Start(t, apptest.Options{NoWork: true, DatabaseURL: owner.String()})
+	s := e.SignUp(t, "", "")
+	for i := range 20 {
+		var conv struct{ CreateConversation struct{ ID string } }
+		e.Do(t, s.AccessToken, `mutation { createConversation(input: {title: "page"}) { id } }`, nil).Decode(t, &conv)
+		var sent struct {
+			SendMessage struct{ Run struct{ ID string } }
+		}
+		e.Do(t, s.AccessToken, `mutation($c: ID!, $m: String!) { sendMessage(input: {conversationId: $c, content: $m}) { run { id } } }`,
+			map[string]any{"c": conv.CreateConversation.ID, "m": fmt.Sprintf("message %d", i)}).Decode(t, &sent)
+		res := e.Do(t, s.AccessToken, `mutation($in: SpawnSubagentInput!) { spawnSubagent(input: $in) { id } }`,
+			map[string]any{"in": map[string]any{"parentRunId": sent.SendMessage.Run.ID, "role": "GENERAL", "goal": "go"}})
+		require.Empty(t, res.Errors, "%s", res.Body)
+	}
+	const page = `query($n: Int) { runs(first: $n) { edges { node {
+		id kind subagents { id status } totalInputTokens totalOutputTokens totalCostMicros
+	} } } }`
+	statements := func(n int) int64 {
+		before := counter.n.Load()
+		var out struct {
+			Runs struct {
+				Edges []struct {
+					Node struct {
+						Kind      string
+						Subagents []struct{ ID string }
+					}
+				}
+			}
+		}
+		e.Do(t, s.AccessToken, page, map[string]any{"n": n}).Decode(t, &out)
+		used := counter.n.Load() - before
+		require.Len(t, out.Runs.Edges, n)
+		for _, edge := range out.Runs.Edges {
+			if edge.Node.Kind == "CHAT_TURN" {
+				require.Len(t, edge.Node.Subagents, 1)
+			}
+		}
+		return used
+	}
+	statements(40)
+	fewest := func(n int) int64 {
+		return min(statements(n), statements(n), statements(n), statements(n), statements(n))
+	}
+	few, many := fewest(5), fewest(40)
+	t.Logf("statements: %d for 5 runs, %d for 40", few, many)
+	require.LessOrEqual(t, many, few+4, "a page of 40 costs what a page of 5 does (give or take a split batch)")
+	require.Less(t, many, int64(40), "not a query per run")
+}

@@ -64,6 +64,7 @@ func agentSettings(s settings.Settings) *model.AgentSettings {
 		Personality: model.Personality(s.Personality), Verbosity: model.Verbosity(s.Verbosity),
 		AutoExecute: s.AutoExecute, ApprovalThreshold: s.ApprovalThreshold, MaxTokensPerTask: s.MaxTokensPerTask,
 		MaxRetries: s.MaxRetries, TimeoutSeconds: s.TimeoutSeconds, ContextStrategy: model.ContextStrategy(s.ContextStrategy),
+		SubagentApproval: model.SubagentApproval(s.SubagentApproval),
 		Team: &model.TeamDefaults{
 			MaxIterations: s.Team.MaxIterations, TimeoutMinutes: s.Team.TimeoutMinutes, TokenBudget: s.Team.TokenBudget,
 			ArchitectMaxTurns: s.Team.ArchitectMaxTurns, ExecutorMaxTurns: s.Team.ExecutorMaxTurns, ReviewerMaxTurns: s.Team.ReviewerMaxTurns,

@@ -17,6 +17,7 @@ func (r *mutationResolver) UpdateAgentSettings(ctx context.Context, input model.
 	p := settings.Patch{
 		Personality: (*string)(input.Personality), Verbosity: (*string)(input.Verbosity),
 		ContextStrategy: (*string)(input.ContextStrategy), AutoExecute: input.AutoExecute,
+		SubagentApproval:  (*string)(input.SubagentApproval),
 		ApprovalThreshold: input.ApprovalThreshold, MaxTokensPerTask: input.MaxTokensPerTask,
 		MaxRetries: input.MaxRetries, TimeoutSeconds: input.TimeoutSeconds,
 	}

@@ -9,9 +9,9 @@ import (
 	"context"
 
 	"github.com/agentry/agentry/graph/generated"
+	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/subagent"
-	"github.com/google/uuid"
 )
 
 // SpawnSubagent is the resolver for the spawnSubagent field.
@@ -52,6 +52,41 @@ func (r *mutationResolver) CancelSubagent(ctx context.Context, id string) (*mode
 	return &model.Subagent{Row: sa}, nil
 }
 
+// SetPlan is the resolver for the setPlan field.
+func (r *mutationResolver) SetPlan(ctx context.Context, input model.SetPlanInput) (*model.Plan, error) {
+	p, err := r.Tenancy.SetPlan(ctx, input.Name, input.SubagentsRunningMax)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Plan{Row: p}, nil
+}
+
+// SetTenantPlan is the resolver for the setTenantPlan field.
+func (r *mutationResolver) SetTenantPlan(ctx context.Context, tenantID string, plan string) (*model.Tenant, error) {
+	tid, err := model.DecodeID("Tenant", tenantID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.Tenancy.SetTenantPlan(ctx, tid, plan)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Tenant{TenantID: t.ID, Row: &t}, nil
+}
+
+// Plans is the resolver for the plans field.
+func (r *queryResolver) Plans(ctx context.Context) ([]*model.Plan, error) {
+	rows, err := r.Tenancy.Plans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Plan, len(rows))
+	for i := range rows {
+		out[i] = &model.Plan{Row: rows[i]}
+	}
+	return out, nil
+}
+
 // ParentRun is the resolver for the parentRun field.
 func (r *runResolver) ParentRun(ctx context.Context, obj *model.Run) (*model.Run, error) {
 	if !obj.Row.ParentRunID.Valid {
@@ -66,12 +101,12 @@ func (r *runResolver) ParentRun(ctx context.Context, obj *model.Run) (*model.Run
 
 // Subagents is the resolver for the subagents field.
 func (r *runResolver) Subagents(ctx context.Context, obj *model.Run) ([]*model.Subagent, error) {
-	m, err := r.Resolver.Subagents.ListByParents(ctx, obj.Row.TenantID, []uuid.UUID{obj.Row.ID})
+	rows, err := loader.From(ctx).Subagents(ctx, obj.Row.ID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*model.Subagent, 0, len(m[obj.Row.ID]))
-	for _, sa := range m[obj.Row.ID] {
+	out := make([]*model.Subagent, 0, len(rows))
+	for _, sa := range rows {
 		out = append(out, &model.Subagent{Row: sa})
 	}
 	return out, nil
@@ -79,19 +114,19 @@ func (r *runResolver) Subagents(ctx context.Context, obj *model.Run) ([]*model.S
 
 // TotalInputTokens is the resolver for the totalInputTokens field.
 func (r *runResolver) TotalInputTokens(ctx context.Context, obj *model.Run) (int64, error) {
-	u, err := r.Resolver.Subagents.TreeUsage(ctx, obj.Row.TenantID, obj.Row.ID)
+	u, err := loader.From(ctx).TreeUsage(ctx, obj.Row.ID)
 	return u.InputTokens, err
 }
 
 // TotalOutputTokens is the resolver for the totalOutputTokens field.
 func (r *runResolver) TotalOutputTokens(ctx context.Context, obj *model.Run) (int64, error) {
-	u, err := r.Resolver.Subagents.TreeUsage(ctx, obj.Row.TenantID, obj.Row.ID)
+	u, err := loader.From(ctx).TreeUsage(ctx, obj.Row.ID)
 	return u.OutputTokens, err
 }
 
 // TotalCostMicros is the resolver for the totalCostMicros field.
 func (r *runResolver) TotalCostMicros(ctx context.Context, obj *model.Run) (int64, error) {
-	u, err := r.Resolver.Subagents.TreeUsage(ctx, obj.Row.TenantID, obj.Row.ID)
+	u, err := loader.From(ctx).TreeUsage(ctx, obj.Row.ID)
 	return u.CostMicros, err
 }
 
@@ -111,6 +146,32 @@ func (r *subagentResolver) Run(ctx context.Context, obj *model.Subagent) (*model
 		return nil, err
 	}
 	return &model.Run{Row: row}, nil
+}
+
+// Approval is the resolver for the approval field.
+func (r *subagentResolver) Approval(ctx context.Context, obj *model.Subagent) (*model.Approval, error) {
+	rows, err := loader.From(ctx).Approvals(ctx, obj.Row.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(rows) - 1; i >= 0; i-- {
+		if rows[i].Kind == subagent.ApprovalKind {
+			return &model.Approval{Row: rows[i]}, nil
+		}
+	}
+	return nil, nil
+}
+
+// Plan is the resolver for the plan field.
+func (r *tenantResolver) Plan(ctx context.Context, obj *model.Tenant) (string, error) {
+	if obj.Row == nil {
+		t, err := loader.From(ctx).Tenant(ctx, obj.TenantID)
+		if err != nil {
+			return "", err
+		}
+		obj.Row = &t
+	}
+	return obj.Row.Plan, nil
 }
 
 // Subagent returns generated.SubagentResolver implementation.

@@ -22,7 +22,7 @@ import (
 
 // demoEnv is a chat environment whose conversations use the default model (the demo's), with
 // autoExecute on so that spawn_subagent needs no approval.
-func demoEnv(t *testing.T, o apptest.Options) *chatEnv {
+func demoEnv(t testing.TB, o apptest.Options) *chatEnv {
 	t.Helper()
 	e := apptest.Start(t, o)
 	c := &chatEnv{Env: e, s: e.SignUp(t, "", "")}
@@ -63,7 +63,7 @@ type subRow struct {
 }
 
 // subagents reads every sub-agent of every tenant, oldest first.
-func (c *chatEnv) subagents(t *testing.T) []subRow {
+func (c *chatEnv) subagents(t testing.TB) []subRow {
 	t.Helper()
 	var out []subRow
 	c.ownerTx(t, func(tx pgx.Tx) {
@@ -267,7 +267,7 @@ func TestSubagentFairness(t *testing.T) {
 }
 
 // tenantIDOf is the tenant of sub-agent id.
-func tenantIDOf(t *testing.T, c *chatEnv, id uuid.UUID) uuid.UUID {
+func tenantIDOf(t testing.TB, c *chatEnv, id uuid.UUID) uuid.UUID {
 	var tid uuid.UUID
 	c.ownerTx(t, func(tx pgx.Tx) {
 		require.NoError(t, tx.QueryRow(context.Background(), `SELECT tenant_id FROM subagents WHERE id = $1`, id).Scan(&tid))

@@ -70,7 +70,7 @@ func (c *chatEnv) budgetRow(t *testing.T, id string) (spent, reserved, limit int
 	return spent, reserved, limit
 }
 
-func (c *chatEnv) ownerTx(t *testing.T, fn func(tx pgx.Tx)) {
+func (c *chatEnv) ownerTx(t testing.TB, fn func(tx pgx.Tx)) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, c.OwnerURL)

@@ -62,6 +62,7 @@ type ComplexityRoot struct {
 		MaxRetries        func(childComplexity int) int
 		MaxTokensPerTask  func(childComplexity int) int
 		Personality       func(childComplexity int) int
+		SubagentApproval  func(childComplexity int) int
 		Team              func(childComplexity int) int
 		TimeoutSeconds    func(childComplexity int) int
 		Verbosity         func(childComplexity int) int
@@ -262,6 +263,8 @@ type ComplexityRoot struct {
 		SetBudget                 func(childComplexity int, input model.SetBudgetInput) int
 		SetConversationVisibility func(childComplexity int, id string, visibility model.ConversationVisibility) int
 		SetMemberRole             func(childComplexity int, userID string, role model.Role) int
+		SetPlan                   func(childComplexity int, input model.SetPlanInput) int
+		SetTenantPlan             func(childComplexity int, tenantID string, plan string) int
 		SignUp                    func(childComplexity int, input model.SignUpInput) int
 		SpawnSubagent             func(childComplexity int, input model.SpawnSubagentInput) int
 		StartTeamRun              func(childComplexity int, input model.StartTeamRunInput) int
@@ -282,6 +285,12 @@ type ComplexityRoot struct {
 		StartCursor     func(childComplexity int) int
 	}
 
+	Plan struct {
+		Name                func(childComplexity int) int
+		SubagentsRunningMax func(childComplexity int) int
+		UpdatedAt           func(childComplexity int) int
+	}
+
 	Query struct {
 		APIKeys        func(childComplexity int) int
 		Activity       func(childComplexity int, first *int, after *string) int
@@ -294,6 +303,7 @@ type ComplexityRoot struct {
 		Members        func(childComplexity int, first *int, after *string) int
 		Memories       func(childComplexity int, projectID *string, search *string, first *int, after *string) int
 		Node           func(childComplexity int, id string) int
+		Plans          func(childComplexity int) int
 		PlatformHealth func(childComplexity int) int
 		PlatformUsage  func(childComplexity int, from time.Time, to time.Time, groupBy model.PlatformUsageGroupBy) int
 		Roles          func(childComplexity int) int
@@ -467,6 +477,7 @@ type ComplexityRoot struct {
 	}
 
 	Subagent struct {
+		Approval       func(childComplexity int) int
 		CreatedAt      func(childComplexity int) int
 		Depth          func(childComplexity int) int
 		Error          func(childComplexity int) int
@@ -573,6 +584,7 @@ type ComplexityRoot struct {
 	Tenant struct {
 		ID   func(childComplexity int) int
 		Name func(childComplexity int) int
+		Plan func(childComplexity int) int
 	}
 
 	ToolCall struct {
@@ -702,6 +714,8 @@ type MutationResolver interface {
 	UpdateAgentSettings(ctx context.Context, input model.AgentSettingsInput) (*model.AgentSettings, error)
 	SpawnSubagent(ctx context.Context, input model.SpawnSubagentInput) (*model.Subagent, error)
 	CancelSubagent(ctx context.Context, id string) (*model.Subagent, error)
+	SetPlan(ctx context.Context, input model.SetPlanInput) (*model.Plan, error)
+	SetTenantPlan(ctx context.Context, tenantID string, plan string) (*model.Tenant, error)
 	CreateTask(ctx context.Context, input model.CreateTaskInput) (*model.Task, error)
 	UpdateTask(ctx context.Context, id string, input model.UpdateTaskInput) (*model.Task, error)
 	RunTask(ctx context.Context, id string) (*model.Run, error)
@@ -730,6 +744,7 @@ type QueryResolver interface {
 	Run(ctx context.Context, id string) (*model.Run, error)
 	Runs(ctx context.Context, first *int, after *string, status []model.RunStatus, kind []model.RunKind) (*model.RunConnection, error)
 	AgentSettings(ctx context.Context) (*model.AgentSettings, error)
+	Plans(ctx context.Context) ([]*model.Plan, error)
 	Tasks(ctx context.Context, projectID *string, first *int, after *string) (*model.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
 	TeamRun(ctx context.Context, id string) (*model.TeamRun, error)
@@ -771,6 +786,8 @@ type SnapshotResolver interface {
 type SubagentResolver interface {
 	Parent(ctx context.Context, obj *model.Subagent) (*model.Run, error)
 	Run(ctx context.Context, obj *model.Subagent) (*model.Run, error)
+
+	Approval(ctx context.Context, obj *model.Subagent) (*model.Approval, error)
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, afterSeq *int) (<-chan *model.RunEvent, error)
@@ -791,6 +808,7 @@ type TeamRunResolver interface {
 }
 type TenantResolver interface {
 	Name(ctx context.Context, obj *model.Tenant) (string, error)
+	Plan(ctx context.Context, obj *model.Tenant) (string, error)
 }
 type UserResolver interface {
 	Email(ctx context.Context, obj *model.User) (string, error)
@@ -866,6 +884,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentSettings.Personality(childComplexity), true
+	case "AgentSettings.subagentApproval":
+		if e.ComplexityRoot.AgentSettings.SubagentApproval == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentSettings.SubagentApproval(childComplexity), true
 	case "AgentSettings.team":
 		if e.ComplexityRoot.AgentSettings.Team == nil {
 			break
@@ -1882,6 +1906,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetMemberRole(childComplexity, args["userId"].(string), args["role"].(model.Role)), true
+	case "Mutation.setPlan":
+		if e.ComplexityRoot.Mutation.SetPlan == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setPlan_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetPlan(childComplexity, args["input"].(model.SetPlanInput)), true
+	case "Mutation.setTenantPlan":
+		if e.ComplexityRoot.Mutation.SetTenantPlan == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setTenantPlan_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetTenantPlan(childComplexity, args["tenantId"].(string), args["plan"].(string)), true
 	case "Mutation.signUp":
 		if e.ComplexityRoot.Mutation.SignUp == nil {
 			break
@@ -2029,6 +2075,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.StartCursor(childComplexity), true
 
+	case "Plan.name":
+		if e.ComplexityRoot.Plan.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plan.Name(childComplexity), true
+	case "Plan.subagentsRunningMax":
+		if e.ComplexityRoot.Plan.SubagentsRunningMax == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plan.SubagentsRunningMax(childComplexity), true
+	case "Plan.updatedAt":
+		if e.ComplexityRoot.Plan.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plan.UpdatedAt(childComplexity), true
+
 	case "Query.apiKeys":
 		if e.ComplexityRoot.Query.APIKeys == nil {
 			break
@@ -2136,6 +2201,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Node(childComplexity, args["id"].(string)), true
+	case "Query.plans":
+		if e.ComplexityRoot.Query.Plans == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Plans(childComplexity), true
 	case "Query.platformHealth":
 		if e.ComplexityRoot.Query.PlatformHealth == nil {
 			break
@@ -2972,6 +3043,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.StepResult.StepType(childComplexity), true
 
+	case "Subagent.approval":
+		if e.ComplexityRoot.Subagent.Approval == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subagent.Approval(childComplexity), true
 	case "Subagent.createdAt":
 		if e.ComplexityRoot.Subagent.CreatedAt == nil {
 			break
@@ -3470,6 +3547,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tenant.Name(childComplexity), true
+	case "Tenant.plan":
+		if e.ComplexityRoot.Tenant.Plan == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tenant.Plan(childComplexity), true
 
 	case "ToolCall.arguments":
 		if e.ComplexityRoot.ToolCall.Arguments == nil {
@@ -3781,6 +3864,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputSaveRoutineInput,
 		ec.unmarshalInputSendMessageInput,
 		ec.unmarshalInputSetBudgetInput,
+		ec.unmarshalInputSetPlanInput,
 		ec.unmarshalInputSignUpInput,
 		ec.unmarshalInputSpawnSubagentInput,
 		ec.unmarshalInputStartTeamRunInput,
@@ -4780,9 +4864,11 @@ input AgentSettingsInput {
 }
 
 """
-PENDING: waiting for a slot (the dispatcher starts it when the tenant, its parent and the
-platform have room, in priority order then age). QUEUED: given its slot, its job waits for a
-worker. RUNNING, then its run's end.
+AWAITING_APPROVAL: its user's subagentApproval is REQUIRED and nobody has approved its start yet
+(Subagent.approval). PENDING: waiting for a slot (the dispatcher starts it when the tenant's
+plan, its parent and the platform have room, in priority order then age); a sub-agent that
+waited for its own sub-agents is PENDING again until it gets a slot back. QUEUED: given its
+slot, its job waits for a worker. RUNNING, then its run's end.
 """
 enum SubagentStatus {
   PENDING
@@ -4822,6 +4908,8 @@ type Subagent implements Node {
   createdAt: Time!
   startedAt: Time
   finishedAt: Time
+  "The approval its start waits or waited on (kind subagent: its user's subagentApproval is REQUIRED); null when none was asked."
+  approval: Approval
 }
 
 input SpawnSubagentInput {
@@ -4856,6 +4944,61 @@ extend type Mutation {
   spawnSubagent(input: SpawnSubagentInput!): Subagent
   "Cancels a sub-agent and every sub-agent under it. One that has ended is CONFLICT."
   cancelSubagent(id: ID!): Subagent
+}
+
+"Whether a sub-agent needs a person's yes before it may start (AgentSettings.subagentApproval)."
+enum SubagentApproval {
+  "Spawned sub-agents wait only for a dispatcher slot (the default)."
+  NOT_REQUIRED
+  """
+  A spawned sub-agent is AWAITING_APPROVAL with an approval of kind subagent on its own run
+  (subagent.awaiting_approval on the parent's stream): resolveApproval APPROVE lets the
+  dispatcher start it; REJECT, or the approval expiring, ends it CANCELLED.
+  """
+  REQUIRED
+}
+
+extend type AgentSettings {
+  "default NOT_REQUIRED"
+  subagentApproval: SubagentApproval!
+}
+
+extend input AgentSettingsInput {
+  subagentApproval: SubagentApproval
+}
+
+"""
+What a tenant on a plan may use at once. Every tenant is on one (Tenant.plan, default free,
+whose limit is 8); platform admins manage plans.
+"""
+type Plan {
+  name: String!
+  "Sub-agents of one tenant that may be queued for a worker or running at once (1-10,000)."
+  subagentsRunningMax: Int!
+  updatedAt: Time!
+}
+
+input SetPlanInput {
+  "Lower case letters, digits, - and _, starting with a letter; at most 40 characters."
+  name: String!
+  subagentsRunningMax: Int!
+}
+
+extend type Tenant {
+  "The tenant's plan's name."
+  plan: String!
+}
+
+extend type Query {
+  "Every plan (platform admins only)."
+  plans: [Plan!]!
+}
+
+extend type Mutation {
+  "Creates a plan or changes its limits (platform admins only). The dispatcher applies a change at its next pass."
+  setPlan(input: SetPlanInput!): Plan
+  "Puts a tenant on a plan (platform admins only). An unknown plan is BAD_USER_INPUT, an unknown tenant NOT_FOUND."
+  setTenantPlan(tenantId: ID!, plan: String!): Tenant
 }
 `, BuiltIn: false},
 	{Name: "../schema/task.graphqls", Input: `enum TaskStatus {
@@ -5313,6 +5456,8 @@ func (ec *executionContext) childFields_AgentSettings(ctx context.Context, field
 		return ec.fieldContext_AgentSettings_timeoutSeconds(ctx, field)
 	case "contextStrategy":
 		return ec.fieldContext_AgentSettings_contextStrategy(ctx, field)
+	case "subagentApproval":
+		return ec.fieldContext_AgentSettings_subagentApproval(ctx, field)
 	case "team":
 		return ec.fieldContext_AgentSettings_team(ctx, field)
 	}
@@ -5645,6 +5790,18 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 		return ec.fieldContext_PageInfo_startCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
+}
+
+func (ec *executionContext) childFields_Plan(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_Plan_name(ctx, field)
+	case "subagentsRunningMax":
+		return ec.fieldContext_Plan_subagentsRunningMax(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Plan_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Plan", field.Name)
 }
 
 func (ec *executionContext) childFields_ReviewIssue(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5993,6 +6150,8 @@ func (ec *executionContext) childFields_Subagent(ctx context.Context, field grap
 		return ec.fieldContext_Subagent_startedAt(ctx, field)
 	case "finishedAt":
 		return ec.fieldContext_Subagent_finishedAt(ctx, field)
+	case "approval":
+		return ec.fieldContext_Subagent_approval(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Subagent", field.Name)
 }
@@ -6157,6 +6316,8 @@ func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphq
 		return ec.fieldContext_Tenant_id(ctx, field)
 	case "name":
 		return ec.fieldContext_Tenant_name(ctx, field)
+	case "plan":
+		return ec.fieldContext_Tenant_plan(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Tenant", field.Name)
 }
@@ -7056,6 +7217,42 @@ func (ec *executionContext) field_Mutation_setMemberRole_args(ctx context.Contex
 		return nil, err
 	}
 	args["role"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setPlan_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SetPlanInput, error) {
+			return ec.unmarshalNSetPlanInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSetPlanInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setTenantPlan_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "tenantId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["tenantId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "plan",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["plan"] = arg1
 	return args, nil
 }
 
@@ -8071,6 +8268,29 @@ func (ec *executionContext) _AgentSettings_contextStrategy(ctx context.Context, 
 }
 func (ec *executionContext) fieldContext_AgentSettings_contextStrategy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentSettings", field, false, false, errors.New("field of type ContextStrategy does not have child fields"))
+}
+
+func (ec *executionContext) _AgentSettings_subagentApproval(ctx context.Context, field graphql.CollectedField, obj *model.AgentSettings) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentSettings_subagentApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SubagentApproval, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SubagentApproval) graphql.Marshaler {
+			return ec.marshalNSubagentApproval2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentApproval(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentSettings_subagentApproval(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentSettings", field, false, false, errors.New("field of type SubagentApproval does not have child fields"))
 }
 
 func (ec *executionContext) _AgentSettings_team(ctx context.Context, field graphql.CollectedField, obj *model.AgentSettings) (ret graphql.Marshaler) {
@@ -12220,6 +12440,94 @@ func (ec *executionContext) fieldContext_Mutation_cancelSubagent(ctx context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setPlan(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setPlan(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetPlan(ctx, fc.Args["input"].(model.SetPlanInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Plan) graphql.Marshaler {
+			return ec.marshalOPlan2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlan(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setPlan(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Plan(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setPlan_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setTenantPlan(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setTenantPlan(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetTenantPlan(ctx, fc.Args["tenantId"].(string), fc.Args["plan"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Tenant) graphql.Marshaler {
+			return ec.marshalOTenant2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTenant(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setTenantPlan(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Tenant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setTenantPlan_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createTask(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12706,6 +13014,75 @@ func (ec *executionContext) _PageInfo_startCursor(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_PageInfo_startCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Plan_name(ctx context.Context, field graphql.CollectedField, obj *model.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plan_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plan_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plan", field, true, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Plan_subagentsRunningMax(ctx context.Context, field graphql.CollectedField, obj *model.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plan_subagentsRunningMax(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SubagentsRunningMax(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plan_subagentsRunningMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plan", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Plan_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plan_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plan_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plan", field, true, false, errors.New("field of type Time does not have child fields"))
 }
 
 func (ec *executionContext) _Query_node(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -13379,6 +13756,38 @@ func (ec *executionContext) fieldContext_Query_agentSettings(_ context.Context, 
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_AgentSettings(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_plans(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_plans(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Plans(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Plan) graphql.Marshaler {
+			return ec.marshalNPlan2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlanᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_plans(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Plan(ctx, field)
 		},
 	}
 	return fc, nil
@@ -17076,6 +17485,38 @@ func (ec *executionContext) fieldContext_Subagent_finishedAt(_ context.Context, 
 	return graphql.NewScalarFieldContext("Subagent", field, true, false, errors.New("field of type Time does not have child fields"))
 }
 
+func (ec *executionContext) _Subagent_approval(ctx context.Context, field graphql.CollectedField, obj *model.Subagent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subagent_approval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subagent().Approval(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalOApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Subagent_approval(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subagent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Subscription_runEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
 	return graphql.ResolveFieldStream(
 		ctx,
@@ -18629,6 +19070,29 @@ func (ec *executionContext) _Tenant_name(ctx context.Context, field graphql.Coll
 	)
 }
 func (ec *executionContext) fieldContext_Tenant_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tenant", field, true, true, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Tenant_plan(ctx context.Context, field graphql.CollectedField, obj *model.Tenant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tenant_plan(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Tenant().Plan(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Tenant_plan(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Tenant", field, true, true, errors.New("field of type String does not have child fields"))
 }
 
@@ -20870,7 +21334,7 @@ func (ec *executionContext) unmarshalInputAgentSettingsInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"personality", "verbosity", "autoExecute", "approvalThreshold", "maxTokensPerTask", "maxRetries", "timeoutSeconds", "contextStrategy", "team"}
+	fieldsInOrder := [...]string{"personality", "verbosity", "autoExecute", "approvalThreshold", "maxTokensPerTask", "maxRetries", "timeoutSeconds", "contextStrategy", "subagentApproval", "team"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -20933,6 +21397,13 @@ func (ec *executionContext) unmarshalInputAgentSettingsInput(ctx context.Context
 				return it, err
 			}
 			it.ContextStrategy = data
+		case "subagentApproval":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subagentApproval"))
+			data, err := ec.unmarshalOSubagentApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentApproval(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubagentApproval = data
 		case "team":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("team"))
 			data, err := ec.unmarshalOTeamDefaultsInput2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTeamDefaultsInput(ctx, v)
@@ -21662,6 +22133,43 @@ func (ec *executionContext) unmarshalInputSetBudgetInput(ctx context.Context, ob
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputSetPlanInput(ctx context.Context, obj any) (model.SetPlanInput, error) {
+	var it model.SetPlanInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "subagentsRunningMax"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "subagentsRunningMax":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subagentsRunningMax"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubagentsRunningMax = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputSignUpInput(ctx context.Context, obj any) (model.SignUpInput, error) {
 	var it model.SignUpInput
 	if obj == nil {
@@ -22255,6 +22763,11 @@ func (ec *executionContext) _AgentSettings(ctx context.Context, sel ast.Selectio
 			}
 		case "contextStrategy":
 			out.Values[i] = ec._AgentSettings_contextStrategy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "subagentApproval":
+			out.Values[i] = ec._AgentSettings_subagentApproval(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -23971,6 +24484,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "setPlan":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setPlan(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "setTenantPlan":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setTenantPlan(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "createTask":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createTask(ctx, field)
@@ -24085,6 +24612,54 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 		case "startCursor":
 			out.Values[i] = ec._PageInfo_startCursor(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var planImplementors = []string{"Plan"}
+
+func (ec *executionContext) _Plan(ctx context.Context, sel ast.SelectionSet, obj *model.Plan) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, planImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Plan")
+		case "name":
+			out.Values[i] = ec._Plan_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "subagentsRunningMax":
+			out.Values[i] = ec._Plan_subagentsRunningMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Plan_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -24490,6 +25065,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_agentSettings(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "plans":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_plans(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -26493,6 +27090,44 @@ func (ec *executionContext) _Subagent(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "approval":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Subagent_approval(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -27241,6 +27876,44 @@ func (ec *executionContext) _Tenant(ctx context.Context, sel ast.SelectionSet, o
 					}
 				}()
 				res = ec._Tenant_name(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "plan":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Tenant_plan(ctx, field, obj)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -29100,6 +29773,32 @@ func (ec *executionContext) marshalNPersonality2githubᚗcomᚋagentryᚋagentry
 	return v
 }
 
+func (ec *executionContext) marshalNPlan2ᚕᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlanᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Plan) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPlan2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlan(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPlan2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlan(ctx context.Context, sel ast.SelectionSet, v *model.Plan) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Plan(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNPlatformUsageGroupBy2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlatformUsageGroupBy(ctx context.Context, v any) (model.PlatformUsageGroupBy, error) {
 	var res model.PlatformUsageGroupBy
 	err := res.UnmarshalGQL(v)
@@ -29456,6 +30155,11 @@ func (ec *executionContext) unmarshalNSetBudgetInput2githubᚗcomᚋagentryᚋag
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNSetPlanInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSetPlanInput(ctx context.Context, v any) (model.SetPlanInput, error) {
+	res, err := ec.unmarshalInputSetPlanInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNSignUpInput2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSignUpInput(ctx context.Context, v any) (model.SignUpInput, error) {
 	res, err := ec.unmarshalInputSignUpInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -29628,6 +30332,16 @@ func (ec *executionContext) marshalNSubagent2ᚖgithubᚗcomᚋagentryᚋagentry
 		return graphql.Null
 	}
 	return ec._Subagent(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSubagentApproval2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentApproval(ctx context.Context, v any) (model.SubagentApproval, error) {
+	var res model.SubagentApproval
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSubagentApproval2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentApproval(ctx context.Context, sel ast.SelectionSet, v model.SubagentApproval) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNSubagentRole2githubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentRole(ctx context.Context, v any) (model.SubagentRole, error) {
@@ -30462,6 +31176,13 @@ func (ec *executionContext) marshalOPersonality2ᚖgithubᚗcomᚋagentryᚋagen
 	return v
 }
 
+func (ec *executionContext) marshalOPlan2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐPlan(ctx context.Context, sel ast.SelectionSet, v *model.Plan) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Plan(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalORoutine2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐRoutine(ctx context.Context, sel ast.SelectionSet, v *model.Routine) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -30652,6 +31373,22 @@ func (ec *executionContext) marshalOSubagent2ᚖgithubᚗcomᚋagentryᚋagentry
 	return ec._Subagent(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOSubagentApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentApproval(ctx context.Context, v any) (*model.SubagentApproval, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.SubagentApproval)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSubagentApproval2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐSubagentApproval(ctx context.Context, sel ast.SelectionSet, v *model.SubagentApproval) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) marshalOTask2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTask(ctx context.Context, sel ast.SelectionSet, v *model.Task) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -30735,6 +31472,13 @@ func (ec *executionContext) marshalOTeamRun2ᚖgithubᚗcomᚋagentryᚋagentry�
 		return graphql.Null
 	}
 	return ec._TeamRun(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOTenant2ᚖgithubᚗcomᚋagentryᚋagentryᚋgraphᚋmodelᚐTenant(ctx context.Context, sel ast.SelectionSet, v *model.Tenant) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Tenant(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {

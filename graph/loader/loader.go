@@ -17,6 +17,7 @@ import (
 	"github.com/agentry/agentry/internal/chat"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/subagent"
 	"github.com/agentry/agentry/internal/task"
 	"github.com/agentry/agentry/internal/tenancy"
 )
@@ -29,6 +30,7 @@ type Services struct {
 	Chat      *chat.Service
 	Tasks     *task.Service
 	Approvals *approval.Service
+	Subagents *subagent.Service
 }
 
 // Loaders are one request's dataloaders.
@@ -40,6 +42,8 @@ type Loaders struct {
 	task         *dataloadgen.Loader[uuid.UUID, dbsqlc.Task]
 	toolCalls    *dataloadgen.Loader[uuid.UUID, []dbsqlc.ToolCall]
 	approvals    *dataloadgen.Loader[uuid.UUID, []dbsqlc.Approval]
+	subagents    *dataloadgen.Loader[uuid.UUID, []dbsqlc.Subagent]
+	treeUsage    *dataloadgen.Loader[uuid.UUID, dbsqlc.RunTreeUsageByIDsRow]
 }
 
 type key struct{}
@@ -58,6 +62,8 @@ func New(s Services) *Loaders {
 		task:         dataloadgen.NewMappedLoader(s.Tasks.ByIDs, wait),
 		toolCalls:    dataloadgen.NewMappedLoader(s.Runs.ToolCallsByRuns, wait),
 		approvals:    dataloadgen.NewMappedLoader(s.Approvals.ListByRuns, wait),
+		subagents:    dataloadgen.NewMappedLoader(s.Subagents.ByParents, wait),
+		treeUsage:    dataloadgen.NewMappedLoader(s.Subagents.TreeUsageByRuns, wait),
 	}
 }
 
@@ -130,6 +136,20 @@ func (l *Loaders) ToolCalls(ctx context.Context, runID uuid.UUID) ([]dbsqlc.Tool
 // Approvals loads a run's approvals, oldest first.
 func (l *Loaders) Approvals(ctx context.Context, runID uuid.UUID) ([]dbsqlc.Approval, error) {
 	return many(ctx, l.approvals, runID)
+}
+
+// Subagents loads a run's sub-agents, oldest first.
+func (l *Loaders) Subagents(ctx context.Context, runID uuid.UUID) ([]dbsqlc.Subagent, error) {
+	return many(ctx, l.subagents, runID)
+}
+
+// TreeUsage loads the usage of a run and all its descendants (zero when it has none).
+func (l *Loaders) TreeUsage(ctx context.Context, runID uuid.UUID) (dbsqlc.RunTreeUsageByIDsRow, error) {
+	u, err := l.treeUsage.Load(ctx, runID)
+	if errors.Is(err, dataloadgen.ErrNotFound) {
+		return dbsqlc.RunTreeUsageByIDsRow{RunID: runID}, nil
+	}
+	return u, err
 }
 
 // With returns ctx carrying l.

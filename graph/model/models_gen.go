@@ -38,7 +38,9 @@ type AgentSettings struct {
 	TimeoutSeconds int `json:"timeoutSeconds"`
 	// default PRESERVE
 	ContextStrategy ContextStrategy `json:"contextStrategy"`
-	Team            *TeamDefaults   `json:"team"`
+	// default NOT_REQUIRED
+	SubagentApproval SubagentApproval `json:"subagentApproval"`
+	Team             *TeamDefaults    `json:"team"`
 }
 
 type AgentSettingsInput struct {
@@ -50,6 +52,7 @@ type AgentSettingsInput struct {
 	MaxRetries        *int               `json:"maxRetries,omitempty"`
 	TimeoutSeconds    *int               `json:"timeoutSeconds,omitempty"`
 	ContextStrategy   *ContextStrategy   `json:"contextStrategy,omitempty"`
+	SubagentApproval  *SubagentApproval  `json:"subagentApproval,omitempty"`
 	Team              *TeamDefaultsInput `json:"team,omitempty"`
 }
 
@@ -309,6 +312,12 @@ type SetBudgetInput struct {
 	TokenLimit *int64 `json:"tokenLimit,omitempty"`
 	// micro-dollars; null = no limit on cost
 	CostLimitMicros *int64 `json:"costLimitMicros,omitempty"`
+}
+
+type SetPlanInput struct {
+	// Lower case letters, digits, - and _, starting with a letter; at most 40 characters.
+	Name                string `json:"name"`
+	SubagentsRunningMax int    `json:"subagentsRunningMax"`
 }
 
 type SignUpInput struct {
@@ -1807,6 +1816,66 @@ func (e StepType) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Whether a sub-agent needs a person's yes before it may start (AgentSettings.subagentApproval).
+type SubagentApproval string
+
+const (
+	// Spawned sub-agents wait only for a dispatcher slot (the default).
+	SubagentApprovalNotRequired SubagentApproval = "NOT_REQUIRED"
+	// A spawned sub-agent is AWAITING_APPROVAL with an approval of kind subagent on its own run
+	// (subagent.awaiting_approval on the parent's stream): resolveApproval APPROVE lets the
+	// dispatcher start it; REJECT, or the approval expiring, ends it CANCELLED.
+	SubagentApprovalRequired SubagentApproval = "REQUIRED"
+)
+
+var AllSubagentApproval = []SubagentApproval{
+	SubagentApprovalNotRequired,
+	SubagentApprovalRequired,
+}
+
+func (e SubagentApproval) IsValid() bool {
+	switch e {
+	case SubagentApprovalNotRequired, SubagentApprovalRequired:
+		return true
+	}
+	return false
+}
+
+func (e SubagentApproval) String() string {
+	return string(e)
+}
+
+func (e *SubagentApproval) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SubagentApproval(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SubagentApproval", str)
+	}
+	return nil
+}
+
+func (e SubagentApproval) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SubagentApproval) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SubagentApproval) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type SubagentRole string
 
 const (
@@ -1878,9 +1947,11 @@ func (e SubagentRole) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// PENDING: waiting for a slot (the dispatcher starts it when the tenant, its parent and the
-// platform have room, in priority order then age). QUEUED: given its slot, its job waits for a
-// worker. RUNNING, then its run's end.
+// AWAITING_APPROVAL: its user's subagentApproval is REQUIRED and nobody has approved its start yet
+// (Subagent.approval). PENDING: waiting for a slot (the dispatcher starts it when the tenant's
+// plan, its parent and the platform have room, in priority order then age); a sub-agent that
+// waited for its own sub-agents is PENDING again until it gets a slot back. QUEUED: given its
+// slot, its job waits for a worker. RUNNING, then its run's end.
 type SubagentStatus string
 
 const (

@@ -27,3 +27,10 @@ func (s *Subagent) FailureClass() *FailureClass { return (*FailureClass)(s.Row.F
 func (s *Subagent) CreatedAt() time.Time        { return s.Row.CreatedAt }
 func (s *Subagent) StartedAt() *time.Time       { return s.Row.StartedAt }
 func (s *Subagent) FinishedAt() *time.Time      { return s.Row.FinishedAt }
+
+// Plan is a plan's row.
+type Plan struct{ Row dbsqlc.Plan }
+
+func (p *Plan) Name() string             { return p.Row.Name }
+func (p *Plan) SubagentsRunningMax() int { return int(p.Row.SubagentsRunningMax) }
+func (p *Plan) UpdatedAt() time.Time     { return p.Row.UpdatedAt }

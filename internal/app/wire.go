@@ -131,7 +131,10 @@ func (a *App) services(pub *events.Publisher) error {
 	a.Context = contextwin.New(contextwin.Options{Models: a.Models, SummaryModel: cfg.SummaryModel, Log: log})
 	a.Workspace = workspace.NewService(a.DB, &workspace.Store{}, a.Runs, a.Approvals)
 	a.Approvals.OnExpire(workspace.KindRollback, a.Workspace.RollbackExpired)
-	a.Subagents = subagent.NewService(a.DB, a.Runs, a.Tools, subagent.Limits{Platform: cfg.SubagentsPlatformMax}, log, subagent.WithAdmission(a.Usage))
+	a.Subagents = subagent.NewService(a.DB, a.Runs, a.Tools, subagent.Limits{Platform: cfg.SubagentsPlatformMax}, log,
+		subagent.WithAdmission(a.Usage), subagent.WithApprovals(a.Approvals))
+	a.Approvals.OnDecision(approval.KindSubagent, a.Subagents.Decided)
+	a.Approvals.OnExpire(approval.KindSubagent, a.Subagents.Expired)
 	if err := register(a.Tools, a.Subagents.Tools()); err != nil {
 		return err
 	}

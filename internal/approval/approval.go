@@ -47,6 +47,11 @@ const (
 	// for one more iteration (APPROVE) or stops (REJECT). Its run has ended; the decision is the
 	// team's (Service.OnDecision).
 	KindTeamBlocked = "team_blocked"
+	// KindSubagent asks whether a spawned sub-agent may start (its user's subagentApproval is
+	// REQUIRED). It is asked of the sub-agent's own run, which waits for the dispatcher without
+	// a job; the decision is the sub-agent service's (Service.OnDecision): APPROVE lets the
+	// dispatcher start it, REJECT or expiry cancels it.
+	KindSubagent = "subagent"
 )
 
 // Statuses of an approval. PENDING is the only one that changes, once, to one of the others.
@@ -69,7 +74,7 @@ const UnknownToolRisk = 100
 // ValidKind reports whether kind is one of the kinds.
 func ValidKind(kind string) bool {
 	switch kind {
-	case KindToolCall, KindContinue, KindRollback, KindEscalation, KindTeamBlocked:
+	case KindToolCall, KindContinue, KindRollback, KindEscalation, KindTeamBlocked, KindSubagent:
 		return true
 	}
 	return false

@@ -25,6 +25,17 @@ func (s *Service) RequestForEnded(ctx context.Context, tx *db.Tx, r dbsqlc.Run, 
 	if _, err := tx.Q.WorkspaceRunApprovalsClose(ctx, dbsqlc.WorkspaceRunApprovalsCloseParams{TenantID: r.TenantID, RunID: r.ID}); err != nil {
 		return dbsqlc.Approval{}, fmt.Errorf("close pending approvals: %w", err)
 	}
+	return s.Ask(ctx, tx, r, kind, question, data)
+}
+
+// Ask asks a person about run r inside tx without suspending it: r is not being worked (a
+// sub-agent waiting for its start, kind subagent) or has ended (RequestForEnded). It inserts
+// the PENDING approval (expiring now+ttl) and appends approval.requested to r's events; the
+// decision is applied by the kind's DecisionHook (OnDecision), the expiry by its ExpiryHook.
+func (s *Service) Ask(ctx context.Context, tx *db.Tx, r dbsqlc.Run, kind, question string, data map[string]any) (dbsqlc.Approval, error) {
+	if !ValidKind(kind) || kind == KindToolCall {
+		return dbsqlc.Approval{}, fmt.Errorf("approval kind %q cannot be asked of a run that is not working", kind)
+	}
 	if q := []rune(question); len(q) > MaxQuestionLength {
 		question = string(q[:MaxQuestionLength-1]) + "…"
 	}

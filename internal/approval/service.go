@@ -266,7 +266,8 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, decision string, no
 			if err != nil {
 				return fmt.Errorf("decide approval %s: %w", id, err)
 			}
-			if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), resolvedEvents(out)...); err != nil {
+			// The run is not waiting on it: the hook says what happens next (and its events).
+			if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), resolvedEvents(out)[:1]...); err != nil {
 				return err
 			}
 			return h(ctx, tx, out)
@@ -316,16 +317,28 @@ func (s *Service) expireTx(ctx context.Context, tx *db.Tx, cur dbsqlc.Approval, 
 	}
 	var decided []events.New
 	hook := s.onExpire[cur.Kind]
-	if hook != nil {
+	switch {
+	case r.Status == run.StatusAwaitingApproval:
+		if hook != nil {
+			if decided, err = hook(ctx, tx, out, r); err != nil {
+				return out, fmt.Errorf("decide expired %s approval %s: %w", cur.Kind, cur.ID, err)
+			}
+		}
+		_, err = s.runs.Resume(ctx, tx, r.TenantID, r.ID, []string{run.StatusAwaitingApproval}, append(resolvedEvents(out), decided...)...)
+	case hook != nil:
+		// A question about a run that does not wait on it (an ended run, a sub-agent waiting to
+		// start): approval.resolved, then what the hook decides (which may end the run).
+		if _, err = s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), resolvedEvents(out)[:1]...); err != nil {
+			return out, err
+		}
 		if decided, err = hook(ctx, tx, out, r); err != nil {
 			return out, fmt.Errorf("decide expired %s approval %s: %w", cur.Kind, cur.ID, err)
 		}
-	}
-	switch {
-	case r.Status == run.StatusAwaitingApproval:
-		_, err = s.runs.Resume(ctx, tx, r.TenantID, r.ID, []string{run.StatusAwaitingApproval}, append(resolvedEvents(out), decided...)...)
-	case !run.IsTerminal(r.Status) || hook != nil:
-		_, err = s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), append(resolvedEvents(out)[:1], decided...)...)
+		if len(decided) > 0 {
+			_, err = s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), decided...)
+		}
+	case !run.IsTerminal(r.Status):
+		_, err = s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), resolvedEvents(out)[:1]...)
 	}
 	if err != nil {
 		return out, err

@@ -23,6 +23,9 @@ type Own struct {
 	Title            string
 	Model            string
 	SystemPrompt     string // "": none
+	// GoesWithRun deletes the conversation with its run (conversations.owner_run_id: a
+	// sub-agent's goes when its parent's conversation is deleted).
+	GoesWithRun bool
 	// Kind is the run's kind; TaskID, ParentRunID and Depth are its links (zero: none).
 	Kind        string
 	TaskID      uuid.NullUUID
@@ -48,9 +51,11 @@ type Owned struct {
 func (s *Service) CreateOwn(ctx context.Context, tx *db.Tx, in Own) (Owned, error) {
 	var out Owned
 	title := in.Title
+	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	conv, err := tx.Q.ConversationInsertOwn(ctx, dbsqlc.ConversationInsertOwnParams{
 		TenantID: in.TenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: in.ProjectID, UserID: in.UserID, Title: &title,
 		Kind: in.ConversationKind, Model: in.Model, SystemPrompt: in.SystemPrompt,
+		OwnerRunID: uuid.NullUUID{UUID: runID, Valid: in.GoesWithRun},
 	})
 	if err != nil {
 		return out, fmt.Errorf("insert conversation of a %s run: %w", in.Kind, err)
@@ -59,7 +64,6 @@ func (s *Service) CreateOwn(ctx context.Context, tx *db.Tx, in Own) (Owned, erro
 	if err != nil {
 		return out, err
 	}
-	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	r, err := tx.Q.RunInsertOwn(ctx, dbsqlc.RunInsertOwnParams{
 		TenantID: in.TenantID, ID: runID, UserID: in.UserID, Kind: in.Kind, TaskID: in.TaskID, ParentRunID: in.ParentRunID,
 		Depth: in.Depth, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,

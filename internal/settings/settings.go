@@ -25,6 +25,9 @@ type Settings struct {
 	MaxRetries        int
 	TimeoutSeconds    int
 	ContextStrategy   string
+	// SubagentApproval says whether a sub-agent the user's runs spawn waits for a person's
+	// approval before it may start: NOT_REQUIRED (the default) or REQUIRED.
+	SubagentApproval string
 	// Team holds the defaults of startTeamRun's omitted fields.
 	Team TeamDefaults
 }
@@ -45,7 +48,8 @@ func Defaults() Settings {
 	return Settings{
 		Personality: "BALANCED", Verbosity: "NORMAL", AutoExecute: false, ApprovalThreshold: 50,
 		MaxTokensPerTask: 4096, MaxRetries: 3, TimeoutSeconds: 300, ContextStrategy: "PRESERVE",
-		Team: TeamDefaults{MaxIterations: 3, TimeoutMinutes: 30, TokenBudget: 500_000, ArchitectMaxTurns: 15, ExecutorMaxTurns: 30, ReviewerMaxTurns: 15},
+		SubagentApproval: SubagentApprovalNotRequired,
+		Team:             TeamDefaults{MaxIterations: 3, TimeoutMinutes: 30, TokenBudget: 500_000, ArchitectMaxTurns: 15, ExecutorMaxTurns: 30, ReviewerMaxTurns: 15},
 	}
 }
 
@@ -67,15 +71,22 @@ var Bounds = map[string]Bound{
 	"teamReviewerMaxTurns":  {1, 100},
 }
 
+// Values of SubagentApproval.
+const (
+	SubagentApprovalNotRequired = "NOT_REQUIRED"
+	SubagentApprovalRequired    = "REQUIRED"
+)
+
 var enums = map[string][]string{
-	"personality":     {"PRECISE", "BALANCED", "CREATIVE", "MINIMAL"},
-	"verbosity":       {"MINIMAL", "NORMAL", "VERBOSE", "DEBUG"},
-	"contextStrategy": {"COMPACT", "PRESERVE", "SUMMARIZE"},
+	"personality":      {"PRECISE", "BALANCED", "CREATIVE", "MINIMAL"},
+	"verbosity":        {"MINIMAL", "NORMAL", "VERBOSE", "DEBUG"},
+	"contextStrategy":  {"COMPACT", "PRESERVE", "SUMMARIZE"},
+	"subagentApproval": {SubagentApprovalNotRequired, SubagentApprovalRequired},
 }
 
 // Patch changes some settings; nil fields stay as they are.
 type Patch struct {
-	Personality, Verbosity, ContextStrategy                         *string
+	Personality, Verbosity, ContextStrategy, SubagentApproval       *string
 	AutoExecute                                                     *bool
 	ApprovalThreshold, MaxTokensPerTask, MaxRetries, TimeoutSeconds *int
 	// Team defaults.
@@ -152,6 +163,7 @@ func (s *Service) Update(ctx context.Context, p Patch) (Settings, error) {
 			TeamMaxIterations: int32(cur.Team.MaxIterations), TeamTimeoutMinutes: int32(cur.Team.TimeoutMinutes),
 			TeamTokenBudget: int32(cur.Team.TokenBudget), TeamArchitectMaxTurns: int32(cur.Team.ArchitectMaxTurns),
 			TeamExecutorMaxTurns: int32(cur.Team.ExecutorMaxTurns), TeamReviewerMaxTurns: int32(cur.Team.ReviewerMaxTurns),
+			SubagentApproval: cur.SubagentApproval,
 		})
 		if name, ok := db.IsCheckViolation(err); ok {
 			return apperr.New(apperr.BadUserInput, "settings out of range (%s)", name)
@@ -185,7 +197,7 @@ func (p Patch) Validate() error {
 	strs := []struct {
 		name string
 		v    *string
-	}{{"personality", p.Personality}, {"verbosity", p.Verbosity}, {"contextStrategy", p.ContextStrategy}}
+	}{{"personality", p.Personality}, {"verbosity", p.Verbosity}, {"contextStrategy", p.ContextStrategy}, {"subagentApproval", p.SubagentApproval}}
 	for _, f := range strs {
 		if f.v == nil {
 			continue
@@ -211,6 +223,7 @@ func (p Patch) apply(s *Settings) {
 	set(&s.Personality, p.Personality)
 	set(&s.Verbosity, p.Verbosity)
 	set(&s.ContextStrategy, p.ContextStrategy)
+	set(&s.SubagentApproval, p.SubagentApproval)
 	if p.AutoExecute != nil {
 		s.AutoExecute = *p.AutoExecute
 	}
@@ -231,6 +244,7 @@ func fromRow(r dbsqlc.AgentSetting) Settings {
 		Personality: r.Personality, Verbosity: r.Verbosity, AutoExecute: r.AutoExecute,
 		ApprovalThreshold: int(r.ApprovalThreshold), MaxTokensPerTask: int(r.MaxTokensPerTask),
 		MaxRetries: int(r.MaxRetries), TimeoutSeconds: int(r.TimeoutSeconds), ContextStrategy: r.ContextStrategy,
+		SubagentApproval: r.SubagentApproval,
 		Team: TeamDefaults{
 			MaxIterations: int(r.TeamMaxIterations), TimeoutMinutes: int(r.TeamTimeoutMinutes), TokenBudget: int(r.TeamTokenBudget),
 			ArchitectMaxTurns: int(r.TeamArchitectMaxTurns), ExecutorMaxTurns: int(r.TeamExecutorMaxTurns), ReviewerMaxTurns: int(r.TeamReviewerMaxTurns),

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
@@ -13,15 +14,27 @@ import (
 )
 
 // DispatchArgs asks for a dispatcher pass: enqueued with every spawn and every sub-agent's end,
-// and periodically (DispatchEvery) in case one was lost.
-type DispatchArgs struct{}
+// and periodically (DispatchEvery) in case one was lost. Requests collapse (River's unique
+// jobs): while a pass of a key waits for a worker, another request of that key is that pass.
+// Again is the second key, asked for when the first one's pass is already running (it may have
+// read its candidates before the requester's transaction commits); see requestDispatch.
+type DispatchArgs struct {
+	Again bool `json:"again,omitempty" river:"unique"`
+}
 
 // Kind names the job.
 func (DispatchArgs) Kind() string { return "subagent_dispatch" }
 
-// InsertOpts puts passes on the default queue (where sub-agent runs are worked too).
+// dispatchStates are the job states in which a pass request collapses into an existing one
+// (River requires available, pending, running and scheduled).
+var dispatchStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+}
+
+// InsertOpts puts passes on the default queue (where sub-agent runs are worked too), unique by
+// key among those not yet ended.
 func (DispatchArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 3}
+	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: dispatchStates}}
 }
 
 // DispatchEvery is the period of the dispatcher's safety-net pass.

@@ -59,8 +59,12 @@ func (s *Service) Started(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 	if err != nil {
 		return fmt.Errorf("lock parent run: %w", err)
 	}
+	resumed := sa.StartedAt != nil
 	if sa, err = tx.Q.SubagentSetStatus(ctx, dbsqlc.SubagentSetStatusParams{TenantID: r.TenantID, ID: r.ID, Status: StatusRunning}); err != nil {
 		return err
+	}
+	if resumed {
+		return nil // it ran before and waited for its own: subagent.started was said then
 	}
 	var queued any
 	if sa.DispatchedAt != nil {
@@ -104,6 +108,12 @@ func (s *Service) Finished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
 	}
 	if _, err := tx.Q.SubagentMarkReported(ctx, dbsqlc.SubagentMarkReportedParams{TenantID: fin.TenantID, ID: fin.ID}); err != nil && !db.IsNoRows(err) {
 		return err
+	}
+	if fin.StartedAt == nil {
+		// It never started: a start approval it still waited on can no longer be decided.
+		if _, err := tx.Q.WorkspaceRunApprovalsClose(ctx, dbsqlc.WorkspaceRunApprovalsCloseParams{TenantID: fin.TenantID, RunID: fin.ID}); err != nil {
+			return fmt.Errorf("close start approval: %w", err)
+		}
 	}
 	data := eventData(sa, map[string]any{
 		"status": fin.Status, "inputTokens": fin.InputTokens, "outputTokens": fin.OutputTokens, "costMicros": fin.CostMicros,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
@@ -53,9 +54,19 @@ type Limits struct {
 	Platform, Tenant, Parent int
 }
 
-// DefaultLimits: 200 on the platform (AGENTRY_SUBAGENTS_PLATFORM_MAX), 8 per tenant, 5 per
-// parent run.
+// DefaultLimits: 200 on the platform (AGENTRY_SUBAGENTS_PLATFORM_MAX), 8 per tenant (used only
+// for a tenant whose plan row is missing: a tenant's limit is its plan's subagents_running_max,
+// 8 on the default plan), 5 per parent run.
 var DefaultLimits = Limits{Platform: 200, Tenant: 8, Parent: 5}
+
+// Asker asks a person about a run without suspending it (approval.Service implements it): the
+// approval of a sub-agent's start when its user's subagentApproval is REQUIRED.
+type Asker interface {
+	Ask(ctx context.Context, tx *db.Tx, r dbsqlc.Run, kind, question string, data map[string]any) (dbsqlc.Approval, error)
+}
+
+// ApprovalKind is the kind of the approval a sub-agent's start waits on.
+const ApprovalKind = "subagent"
 
 // Admission refuses a new run that no budget can pay for (usage.Service implements it).
 type Admission interface {
@@ -69,6 +80,7 @@ type Service struct {
 	tools  *tool.Registry
 	jobs   run.Inserter
 	admit  Admission
+	ask    Asker
 	limits Limits
 	log    *slog.Logger
 }
@@ -97,6 +109,10 @@ type Option func(*Service)
 
 // WithAdmission connects budget admission (without: every spawn is admitted).
 func WithAdmission(a Admission) Option { return func(s *Service) { s.admit = a } }
+
+// WithApprovals connects the approvals a sub-agent's start may wait on (without: a user whose
+// subagentApproval is REQUIRED cannot spawn, CONFLICT).
+func WithApprovals(a Asker) Option { return func(s *Service) { s.ask = a } }
 
 // SetInserter sets River's client. It stays a setter: the client is built from the workers,
 // which need this service, so it exists only after NewService.
@@ -225,20 +241,28 @@ func (s *Service) spawn(ctx context.Context, tx *db.Tx, parent dbsqlc.Run, in Sp
 	if err != nil {
 		return dbsqlc.Subagent{}, err
 	}
+	approve := set.SubagentApproval == settings.SubagentApprovalRequired
+	if approve && s.ask == nil {
+		return dbsqlc.Subagent{}, apperr.New(apperr.Conflict, "sub-agents need approval (subagentApproval REQUIRED) and approvals are not available here")
+	}
 	tools := toolsFor(s.tools, in.Role, parentTools)
 	// Its run is QUEUED without a job until the dispatcher gives it a slot.
 	own, err := s.runs.CreateOwn(ctx, tx, run.Own{
 		TenantID: parent.TenantID, UserID: parent.UserID, ProjectID: conv.ProjectID, ConversationKind: "TASK",
-		Title: in.Role + ": " + truncate(in.Goal, 200), Model: conv.Model, SystemPrompt: Prompt(in.Role),
+		Title: in.Role + ": " + truncate(in.Goal, 200), Model: conv.Model, SystemPrompt: Prompt(in.Role), GoesWithRun: true,
 		Kind: KindSubagent, ParentRunID: uuid.NullUUID{UUID: parent.ID, Valid: true}, Depth: int32(depth),
 		MaxAttempts: int32(set.MaxRetries + 1), Prompt: in.Goal, Queued: map[string]any{"parentRunId": parent.ID},
 	})
 	if err != nil {
 		return dbsqlc.Subagent{}, err
 	}
-	runID := own.Run.ID
+	r, runID := own.Run, own.Run.ID
+	status := StatusPending
+	if approve {
+		status = StatusAwaitingApproval
+	}
 	sa, err := tx.Q.SubagentInsert(ctx, dbsqlc.SubagentInsertParams{
-		TenantID: parent.TenantID, ID: runID, ParentRunID: parent.ID, Role: in.Role, Goal: in.Goal, Status: StatusPending,
+		TenantID: parent.TenantID, ID: runID, ParentRunID: parent.ID, Role: in.Role, Goal: in.Goal, Status: status,
 		Priority: int32(in.Priority), Depth: int32(depth), MaxTurns: int32(in.MaxTurns), MaxTokens: int32(in.MaxTokens),
 		TimeoutMinutes: int32(in.TimeoutMinutes), Tools: tools,
 	})
@@ -250,10 +274,76 @@ func (s *Service) spawn(ctx context.Context, tx *db.Tx, parent dbsqlc.Run, in Sp
 	})}); err != nil {
 		return dbsqlc.Subagent{}, err
 	}
+	if approve {
+		return sa, s.askApproval(ctx, tx, parent, r, sa)
+	}
 	if err := s.requestDispatch(ctx, tx); err != nil {
 		return dbsqlc.Subagent{}, err
 	}
 	return sa, nil
+}
+
+// askApproval asks the sub-agent's user whether sa (whose run is r) may start: an approval of
+// kind subagent on the sub-agent's own run, and subagent.awaiting_approval on the parent's
+// stream (with the approval's id and deadline). No dispatch is requested: the dispatcher only
+// starts it once approved (Decided).
+func (s *Service) askApproval(ctx context.Context, tx *db.Tx, parent, r dbsqlc.Run, sa dbsqlc.Subagent) error {
+	q := fmt.Sprintf("May a %s sub-agent start on this goal? %s", strings.ToLower(sa.Role), truncate(sa.Goal, 2000))
+	ap, err := s.ask.Ask(ctx, tx, r, ApprovalKind, q, map[string]any{
+		"subagentId": sa.ID, "parentRunId": parent.ID, "role": sa.Role, "priority": sa.Priority, "maxTokens": sa.MaxTokens,
+	})
+	if err != nil {
+		return fmt.Errorf("ask approval of sub-agent %s: %w", sa.ID, err)
+	}
+	_, err = s.runs.Publisher().Append(ctx, tx, run.ScopeOf(parent), events.New{Type: events.SubagentAwaitingApproval, Data: eventData(sa, map[string]any{
+		"approvalId": ap.ID, "expiresAt": ap.ExpiresAt, "goal": truncate(sa.Goal, 500),
+	})})
+	return err
+}
+
+// Decided is the approval.DecisionHook of kind subagent, in resolveApproval's transaction
+// (which holds the sub-agent's run locked): APPROVE makes the sub-agent PENDING and asks for a
+// dispatcher pass; REJECT cancels it (its end is reported to the parent like any cancel, with
+// the reason). A sub-agent that no longer waits (cancelled with its parent) is CONFLICT.
+func (s *Service) Decided(ctx context.Context, tx *db.Tx, ap dbsqlc.Approval) error {
+	if ap.Status == "APPROVED" {
+		if _, err := tx.Q.SubagentApproved(ctx, dbsqlc.SubagentApprovedParams{TenantID: ap.TenantID, ID: ap.RunID}); db.IsNoRows(err) {
+			return apperr.New(apperr.Conflict, "the sub-agent no longer waits for approval")
+		} else if err != nil {
+			return fmt.Errorf("approve sub-agent %s: %w", ap.RunID, err)
+		}
+		return s.requestDispatch(ctx, tx)
+	}
+	reason := "its start was rejected"
+	if ap.Note != nil {
+		reason += ": " + *ap.Note
+	}
+	return s.refuse(ctx, tx, ap, reason)
+}
+
+// Expired is the approval.ExpiryHook of kind subagent: nobody approved the start in time, so
+// the sub-agent ends CANCELLED (the parent is told like for a rejection).
+func (s *Service) Expired(ctx context.Context, tx *db.Tx, ap dbsqlc.Approval, r dbsqlc.Run) ([]events.New, error) {
+	if run.IsTerminal(r.Status) {
+		return nil, nil // it ended meanwhile (cancelled with its parent)
+	}
+	return nil, s.refuse(ctx, tx, ap, "its start was not approved before the approval expired")
+}
+
+// refuse cancels the sub-agent ap asked about when it still waits for approval.
+func (s *Service) refuse(ctx context.Context, tx *db.Tx, ap dbsqlc.Approval, reason string) error {
+	sa, err := tx.Q.SubagentGetForUpdate(ctx, dbsqlc.SubagentGetForUpdateParams{TenantID: ap.TenantID, ID: ap.RunID})
+	if err != nil {
+		return fmt.Errorf("load sub-agent %s: %w", ap.RunID, err)
+	}
+	if sa.Status != StatusAwaitingApproval {
+		return apperr.New(apperr.Conflict, "the sub-agent no longer waits for approval (it is %s)", sa.Status)
+	}
+	r, err := tx.Q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: ap.TenantID, ID: ap.RunID})
+	if err != nil {
+		return fmt.Errorf("lock sub-agent run %s: %w", ap.RunID, err)
+	}
+	return s.runs.CancelTx(ctx, tx, r, reason)
 }
 
 // eventData is the data of a subagent.* event: the sub-agent (its id is its run's), its role
@@ -266,13 +356,23 @@ func eventData(sa dbsqlc.Subagent, more map[string]any) map[string]any {
 	return d
 }
 
-// requestDispatch enqueues a dispatcher pass in tx (after a spawn, or a slot freed).
+// requestDispatch enqueues a dispatcher pass in tx (after a spawn, or a slot freed). A pass
+// that waits for a worker is enough: a job inserted in tx is seen only once tx commits, so that
+// pass reads what tx wrote, and the request collapses into it (River's unique jobs). A pass
+// already running may not: then the request is the other key's pass (Again). When both are
+// running, the next request or the periodic pass (DispatchEvery) starts what they missed.
 func (s *Service) requestDispatch(ctx context.Context, tx *db.Tx) error {
 	if s.jobs == nil {
 		return nil
 	}
-	if _, err := s.jobs.InsertTx(ctx, tx.Tx, DispatchArgs{}, nil); err != nil {
-		return fmt.Errorf("enqueue sub-agent dispatch: %w", err)
+	for _, again := range []bool{false, true} {
+		res, err := s.jobs.InsertTx(ctx, tx.Tx, DispatchArgs{Again: again}, nil)
+		if err != nil {
+			return fmt.Errorf("enqueue sub-agent dispatch: %w", err)
+		}
+		if !res.UniqueSkippedAsDuplicate || res.Job == nil || res.Job.State != rivertype.JobStateRunning {
+			return nil
+		}
 	}
 	return nil
 }
@@ -326,20 +426,42 @@ func (s *Service) ListByParents(ctx context.Context, tenantID uuid.UUID, parents
 	return out, err
 }
 
-// TreeUsage is a run's usage with its descendants' (the sum of their usage records).
-func (s *Service) TreeUsage(ctx context.Context, tenantID, runID uuid.UUID) (dbsqlc.RunTreeUsageRow, error) {
-	var u dbsqlc.RunTreeUsageRow
-	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		var err error
-		u, err = tx.Q.RunTreeUsage(ctx, dbsqlc.RunTreeUsageParams{TenantID: tenantID, ID: runID})
+// ByParents returns the sub-agents of each of the caller's tenant's runs among parents, oldest
+// first (the Run.subagents loader; the caller's access to each parent was checked when it was
+// read).
+func (s *Service) ByParents(ctx context.Context, parents []uuid.UUID) (map[uuid.UUID][]dbsqlc.Subagent, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return nil, err
+	}
+	return s.ListByParents(ctx, a.TenantID, parents)
+}
+
+// TreeUsageByRuns is TreeUsage of each of the caller's tenant's runs among ids, in one query
+// (the Run.total* loader). A run missing from the map has no usage the caller may see.
+func (s *Service) TreeUsageByRuns(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]dbsqlc.RunTreeUsageByIDsRow, error) {
+	a, err := auth.Require(ctx, auth.RoleViewer)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID]dbsqlc.RunTreeUsageByIDsRow, len(ids))
+	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		rows, err := tx.Q.RunTreeUsageByIDs(ctx, dbsqlc.RunTreeUsageByIDsParams{TenantID: a.TenantID, Ids: ids})
+		for _, r := range rows {
+			out[r.RunID] = r
+		}
 		return err
 	})
-	return u, err
+	return out, err
 }
 
 // resumeParent makes a WAITING parent workable again in tx (which holds its row lock): QUEUED
-// with a new attempt, execution.resumed, its continuation job. Its conversation already names it
-// as the active run, so it is not touched (a child's end never locks its parent's conversation).
+// with a new attempt, execution.resumed, and its continuation job. Its conversation already
+// names it as the active run, so it is not touched (a child's end never locks its parent's
+// conversation). A parent that is itself a sub-agent gave its slot back while it waited: it
+// is PENDING again, without a job, and the dispatcher gives it a slot and its job like any
+// pending sub-agent (so a resumed one never takes its tenant, parent or the platform over
+// their limits).
 func (s *Service) resumeParent(ctx context.Context, tx *db.Tx, p dbsqlc.Run, reason string) error {
 	r, err := tx.Q.RunRequeue(ctx, dbsqlc.RunRequeueParams{TenantID: p.TenantID, ID: p.ID, FromStatuses: []string{run.StatusWaiting}})
 	if db.IsNoRows(err) {
@@ -350,6 +472,12 @@ func (s *Service) resumeParent(ctx context.Context, tx *db.Tx, p dbsqlc.Run, rea
 	}
 	if _, err := s.runs.Publisher().Append(ctx, tx, run.ScopeOf(r), events.New{Type: events.ExecutionResumed, Data: map[string]any{"reason": reason}}); err != nil {
 		return err
+	}
+	if r.Kind == KindSubagent {
+		if _, err := tx.Q.SubagentRequeue(ctx, dbsqlc.SubagentRequeueParams{TenantID: r.TenantID, ID: r.ID}); err != nil {
+			return fmt.Errorf("requeue sub-agent %s: %w", r.ID, err)
+		}
+		return s.requestDispatch(ctx, tx)
 	}
 	jobID, err := s.runs.InsertJob(ctx, tx, r.TenantID, r.ID, r.Kind, r.MaxAttempts)
 	if err != nil {

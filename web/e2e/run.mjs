@@ -454,6 +454,15 @@ await scenario('sub-agents: the run page shows them as a tree with live status',
   // Their status follows the parent's subagent.* events without a reload.
   await page.locator('[data-testid="subagent"][data-status="COMPLETED"]').first().waitFor({ timeout: 20000 });
   await shot(page, 'run-subagents');
+  // With subagentApproval REQUIRED a new one waits for a yes, which the tree gives.
+  await gql(token, 'mutation { updateAgentSettings(input: {subagentApproval: REQUIRED}) { subagentApproval } }');
+  await gql(token, spawn, { in: { parentRunId: parent.id, role: 'GENERAL', goal: 'Please stream an answer about the approval', priority: 1 } });
+  const waiting = page.locator('[data-testid="subagent"][data-status="AWAITING_APPROVAL"]');
+  await waiting.waitFor({ timeout: 20000 });
+  await shot(page, 'run-subagent-approval');
+  await waiting.getByTestId('subagent-approve').click();
+  await waiting.waitFor({ state: 'detached', timeout: 20000 });
+  await gql(token, 'mutation { updateAgentSettings(input: {subagentApproval: NOT_REQUIRED}) { subagentApproval } }');
   await gql(await tokenOf(page), 'mutation($id: ID!) { cancelRun(id: $id) { status } }', { id: parent.id });
   await page.locator('[data-testid="subagent"][data-status="CANCELLED"]').first().waitFor({ timeout: 20000 });
 });

@@ -59,7 +59,7 @@ func (q *Queries) ConversationDelete(ctx context.Context, arg ConversationDelete
 }
 
 const conversationGet = `-- name: ConversationGet :one
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility FROM conversations WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id FROM conversations WHERE tenant_id = $1 AND id = $2
 `
 
 type ConversationGetParams struct {
@@ -89,12 +89,13 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }
 
 const conversationGetForUpdate = `-- name: ConversationGetForUpdate :one
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type ConversationGetForUpdateParams struct {
@@ -124,6 +125,7 @@ func (q *Queries) ConversationGetForUpdate(ctx context.Context, arg Conversation
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }
@@ -160,7 +162,7 @@ func (q *Queries) ConversationHandOff(ctx context.Context, arg ConversationHandO
 const conversationInsert = `-- name: ConversationInsert :one
 INSERT INTO conversations (tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id
 `
 
 type ConversationInsertParams struct {
@@ -207,12 +209,13 @@ func (q *Queries) ConversationInsert(ctx context.Context, arg ConversationInsert
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }
 
 const conversationList = `-- name: ConversationList :many
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility FROM conversations
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id FROM conversations
 WHERE tenant_id = $1 AND (user_id = $2 OR visibility = 'TENANT') AND kind = 'CHAT' AND ($3::uuid = '00000000-0000-0000-0000-000000000000' OR id < $3::uuid)
 ORDER BY id DESC
 LIMIT $4
@@ -260,6 +263,7 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 			&i.UpdatedAt,
 			&i.Kind,
 			&i.Visibility,
+			&i.OwnerRunID,
 		); err != nil {
 			return nil, err
 		}
@@ -272,7 +276,7 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 }
 
 const conversationListByIDs = `-- name: ConversationListByIDs :many
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility FROM conversations WHERE tenant_id = $1 AND id = ANY($2::uuid[])
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id FROM conversations WHERE tenant_id = $1 AND id = ANY($2::uuid[])
 `
 
 type ConversationListByIDsParams struct {
@@ -309,6 +313,7 @@ func (q *Queries) ConversationListByIDs(ctx context.Context, arg ConversationLis
 			&i.UpdatedAt,
 			&i.Kind,
 			&i.Visibility,
+			&i.OwnerRunID,
 		); err != nil {
 			return nil, err
 		}
@@ -376,7 +381,7 @@ func (q *Queries) ConversationSetActiveRun(ctx context.Context, arg Conversation
 const conversationSetVisibility = `-- name: ConversationSetVisibility :one
 UPDATE conversations SET visibility = $3, updated_at = now()
 WHERE tenant_id = $1 AND id = $2
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id
 `
 
 type ConversationSetVisibilityParams struct {
@@ -407,6 +412,7 @@ func (q *Queries) ConversationSetVisibility(ctx context.Context, arg Conversatio
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }

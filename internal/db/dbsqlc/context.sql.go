@@ -95,7 +95,7 @@ UPDATE conversations SET
     agentic = coalesce($6, agentic),
     updated_at = now()
 WHERE tenant_id = $1 AND id = $2
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id
 `
 
 type ConversationUpdateParams struct {
@@ -137,6 +137,7 @@ func (q *Queries) ConversationUpdate(ctx context.Context, arg ConversationUpdate
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }

@@ -28,6 +28,7 @@ type AgentSetting struct {
 	TeamArchitectMaxTurns int32
 	TeamExecutorMaxTurns  int32
 	TeamReviewerMaxTurns  int32
+	SubagentApproval      string
 }
 
 type ApiKey struct {
@@ -123,6 +124,7 @@ type Conversation struct {
 	UpdatedAt         time.Time
 	Kind              string
 	Visibility        string
+	OwnerRunID        uuid.NullUUID
 }
 
 type CostAlert struct {
@@ -186,6 +188,12 @@ type Message struct {
 	CreatedAt      time.Time
 	Excluded       bool
 	AuthorID       uuid.NullUUID
+}
+
+type Plan struct {
+	Name                string
+	SubagentsRunningMax int32
+	UpdatedAt           time.Time
 }
 
 type Project struct {

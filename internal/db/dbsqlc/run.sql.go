@@ -13,9 +13,9 @@ import (
 )
 
 const conversationInsertOwn = `-- name: ConversationInsertOwn :one
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
-VALUES ($1, $2, $3, $4, $5, $6, $7, true, $8)
-RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility
+INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt, owner_run_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, true, $8, $9::uuid)
+RETURNING tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id
 `
 
 type ConversationInsertOwnParams struct {
@@ -27,10 +27,13 @@ type ConversationInsertOwnParams struct {
 	Kind         string
 	Model        string
 	SystemPrompt string
+	OwnerRunID   uuid.NullUUID
 }
 
 // The conversation of a run of its own (a task's run, a sub-agent, a routine step, a team phase;
-// kind TASK or ROUTINE: not listed among the user's chats).
+// kind TASK or ROUTINE: not listed among the user's chats). owner_run_id, when given, is the run
+// it goes with (a sub-agent's: the run is inserted after it in the same transaction, the foreign
+// key is checked at commit).
 func (q *Queries) ConversationInsertOwn(ctx context.Context, arg ConversationInsertOwnParams) (Conversation, error) {
 	row := q.db.QueryRow(ctx, conversationInsertOwn,
 		arg.TenantID,
@@ -41,6 +44,7 @@ func (q *Queries) ConversationInsertOwn(ctx context.Context, arg ConversationIns
 		arg.Kind,
 		arg.Model,
 		arg.SystemPrompt,
+		arg.OwnerRunID,
 	)
 	var i Conversation
 	err := row.Scan(
@@ -62,6 +66,7 @@ func (q *Queries) ConversationInsertOwn(ctx context.Context, arg ConversationIns
 		&i.UpdatedAt,
 		&i.Kind,
 		&i.Visibility,
+		&i.OwnerRunID,
 	)
 	return i, err
 }

@@ -12,7 +12,7 @@ import (
 )
 
 const agentSettingsGet = `-- name: AgentSettingsGet :one
-SELECT tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold, max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at, team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns, team_executor_max_turns, team_reviewer_max_turns FROM agent_settings WHERE tenant_id = $1 AND user_id = $2
+SELECT tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold, max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at, team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns, team_executor_max_turns, team_reviewer_max_turns, subagent_approval FROM agent_settings WHERE tenant_id = $1 AND user_id = $2
 `
 
 type AgentSettingsGetParams struct {
@@ -41,6 +41,7 @@ func (q *Queries) AgentSettingsGet(ctx context.Context, arg AgentSettingsGetPara
 		&i.TeamArchitectMaxTurns,
 		&i.TeamExecutorMaxTurns,
 		&i.TeamReviewerMaxTurns,
+		&i.SubagentApproval,
 	)
 	return i, err
 }
@@ -50,8 +51,8 @@ INSERT INTO agent_settings (
     tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold,
     max_tokens_per_task, max_retries, timeout_seconds, context_strategy,
     team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns,
-    team_executor_max_turns, team_reviewer_max_turns, updated_at
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, now())
+    team_executor_max_turns, team_reviewer_max_turns, subagent_approval, updated_at
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, now())
 ON CONFLICT (tenant_id, user_id) DO UPDATE SET
     personality = EXCLUDED.personality,
     verbosity = EXCLUDED.verbosity,
@@ -67,8 +68,9 @@ ON CONFLICT (tenant_id, user_id) DO UPDATE SET
     team_architect_max_turns = EXCLUDED.team_architect_max_turns,
     team_executor_max_turns = EXCLUDED.team_executor_max_turns,
     team_reviewer_max_turns = EXCLUDED.team_reviewer_max_turns,
+    subagent_approval = EXCLUDED.subagent_approval,
     updated_at = now()
-RETURNING tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold, max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at, team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns, team_executor_max_turns, team_reviewer_max_turns
+RETURNING tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold, max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at, team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns, team_executor_max_turns, team_reviewer_max_turns, subagent_approval
 `
 
 type AgentSettingsUpsertParams struct {
@@ -88,6 +90,7 @@ type AgentSettingsUpsertParams struct {
 	TeamArchitectMaxTurns int32
 	TeamExecutorMaxTurns  int32
 	TeamReviewerMaxTurns  int32
+	SubagentApproval      string
 }
 
 func (q *Queries) AgentSettingsUpsert(ctx context.Context, arg AgentSettingsUpsertParams) (AgentSetting, error) {
@@ -108,6 +111,7 @@ func (q *Queries) AgentSettingsUpsert(ctx context.Context, arg AgentSettingsUpse
 		arg.TeamArchitectMaxTurns,
 		arg.TeamExecutorMaxTurns,
 		arg.TeamReviewerMaxTurns,
+		arg.SubagentApproval,
 	)
 	var i AgentSetting
 	err := row.Scan(
@@ -128,6 +132,7 @@ func (q *Queries) AgentSettingsUpsert(ctx context.Context, arg AgentSettingsUpse
 		&i.TeamArchitectMaxTurns,
 		&i.TeamExecutorMaxTurns,
 		&i.TeamReviewerMaxTurns,
+		&i.SubagentApproval,
 	)
 	return i, err
 }

@@ -245,39 +245,59 @@ func (q *Queries) RunSuspendWaiting(ctx context.Context, arg RunSuspendWaitingPa
 	return i, err
 }
 
-const runTreeUsage = `-- name: RunTreeUsage :one
+const runTreeUsageByIDs = `-- name: RunTreeUsageByIDs :many
 WITH RECURSIVE tree AS (
-    SELECT r.id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid
+    SELECT r.id AS root, r.id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = ANY($2::uuid[])
     UNION ALL
-    SELECT p.run_id FROM team_phases p JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
-    WHERE t.tenant_id = $1::uuid AND t.run_id = $2::uuid
+    SELECT t.run_id, p.run_id FROM team_phases p JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
+    WHERE t.tenant_id = $1::uuid AND t.run_id = ANY($2::uuid[])
     UNION ALL
-    SELECT c.id FROM runs c JOIN tree ON c.tenant_id = $1::uuid AND c.parent_run_id = tree.id
+    SELECT tree.root, c.id FROM runs c JOIN tree ON c.tenant_id = $1::uuid AND c.parent_run_id = tree.id
 )
-SELECT coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens, coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens,
-       coalesce(sum(u.cost_micros), 0)::bigint AS cost_micros
-FROM usage_records u JOIN tree ON u.run_id = tree.id
-WHERE u.tenant_id = $1::uuid
+SELECT tree.root::uuid AS run_id, coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens,
+       coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens, coalesce(sum(u.cost_micros), 0)::bigint AS cost_micros
+FROM tree LEFT JOIN usage_records u ON u.tenant_id = $1::uuid AND u.run_id = tree.id
+GROUP BY tree.root
 `
 
-type RunTreeUsageParams struct {
+type RunTreeUsageByIDsParams struct {
 	TenantID uuid.UUID
-	ID       uuid.UUID
+	Ids      []uuid.UUID
 }
 
-type RunTreeUsageRow struct {
+type RunTreeUsageByIDsRow struct {
+	RunID        uuid.UUID
 	InputTokens  int64
 	OutputTokens int64
 	CostMicros   int64
 }
 
-// A run's usage with its descendants' (and a team run's with its phases' runs, which are linked
-// through team_phases): the sum of their usage records.
-func (q *Queries) RunTreeUsage(ctx context.Context, arg RunTreeUsageParams) (RunTreeUsageRow, error) {
-	row := q.db.QueryRow(ctx, runTreeUsage, arg.TenantID, arg.ID)
-	var i RunTreeUsageRow
-	err := row.Scan(&i.InputTokens, &i.OutputTokens, &i.CostMicros)
-	return i, err
+// The usage of each of several runs of a tenant with its descendants' (the sum of their usage
+// records; a team run's phases' runs, linked through team_phases, count as its descendants): the
+// Run.total* fields of a page of runs, in one query.
+func (q *Queries) RunTreeUsageByIDs(ctx context.Context, arg RunTreeUsageByIDsParams) ([]RunTreeUsageByIDsRow, error) {
+	rows, err := q.db.Query(ctx, runTreeUsageByIDs, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RunTreeUsageByIDsRow{}
+	for rows.Next() {
+		var i RunTreeUsageByIDsRow
+		if err := rows.Scan(
+			&i.RunID,
+			&i.InputTokens,
+			&i.OutputTokens,
+			&i.CostMicros,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const subagentAllowanceUsed = `-- name: SubagentAllowanceUsed :one
@@ -299,6 +319,46 @@ func (q *Queries) SubagentAllowanceUsed(ctx context.Context, arg SubagentAllowan
 	var used int64
 	err := row.Scan(&used)
 	return used, err
+}
+
+const subagentApproved = `-- name: SubagentApproved :one
+UPDATE subagents SET status = 'PENDING'
+WHERE tenant_id = $1 AND id = $2 AND status = 'AWAITING_APPROVAL'
+RETURNING tenant_id, id, parent_run_id, role, goal, status, priority, depth, max_turns, max_tokens, timeout_minutes, tools, end_reported, result, error, failure_class, created_at, dispatched_at, started_at, finished_at
+`
+
+type SubagentApprovedParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// A person approved a sub-agent that waited for it: PENDING, the dispatcher's to start.
+func (q *Queries) SubagentApproved(ctx context.Context, arg SubagentApprovedParams) (Subagent, error) {
+	row := q.db.QueryRow(ctx, subagentApproved, arg.TenantID, arg.ID)
+	var i Subagent
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ParentRunID,
+		&i.Role,
+		&i.Goal,
+		&i.Status,
+		&i.Priority,
+		&i.Depth,
+		&i.MaxTurns,
+		&i.MaxTokens,
+		&i.TimeoutMinutes,
+		&i.Tools,
+		&i.EndReported,
+		&i.Result,
+		&i.Error,
+		&i.FailureClass,
+		&i.CreatedAt,
+		&i.DispatchedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+	)
+	return i, err
 }
 
 const subagentDispatchCandidates = `-- name: SubagentDispatchCandidates :many
@@ -324,7 +384,8 @@ WITH active AS (
 )
 SELECT f.tenant_id, f.id, f.parent_run_id, f.priority, f.tenant_rank
 FROM fit f LEFT JOIN tenant_active t ON t.tenant_id = f.tenant_id LEFT JOIN last_served l ON l.tenant_id = f.tenant_id
-WHERE f.tenant_rank <= $1::bigint - coalesce(t.n, 0)
+LEFT JOIN tenants tn ON tn.id = f.tenant_id LEFT JOIN plans pl ON pl.name = tn.plan
+WHERE f.tenant_rank <= coalesce(pl.subagents_running_max, $1::bigint) - coalesce(t.n, 0)
 ORDER BY f.tenant_rank, l.at NULLS FIRST, f.tenant_id
 LIMIT $2::int
 `
@@ -344,8 +405,8 @@ type SubagentDispatchCandidatesRow struct {
 }
 
 // The pending sub-agents that may start now (run in a system transaction under the dispatcher's
-// lock): at most parent_max - running under each parent and tenant_max - running in each
-// tenant, each in priority order then age, the tenants interleaved round robin (each tenant's
+// lock): at most parent_max - running under each parent and the tenant's plan's
+// subagents_running_max (tenant_max when the plan is missing) - running in each tenant, each in priority order then age, the tenants interleaved round robin (each tenant's
 // first, then each one's second, ...; the tenant served least recently first). The caller stops
 // at the platform's free slots.
 func (q *Queries) SubagentDispatchCandidates(ctx context.Context, arg SubagentDispatchCandidatesParams) ([]SubagentDispatchCandidatesRow, error) {
@@ -847,6 +908,47 @@ func (q *Queries) SubagentPlatformActive(ctx context.Context) (int64, error) {
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const subagentRequeue = `-- name: SubagentRequeue :one
+UPDATE subagents SET status = 'PENDING'
+WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
+RETURNING tenant_id, id, parent_run_id, role, goal, status, priority, depth, max_turns, max_tokens, timeout_minutes, tools, end_reported, result, error, failure_class, created_at, dispatched_at, started_at, finished_at
+`
+
+type SubagentRequeueParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// A sub-agent that waited for its own sub-agents is workable again: it asks the dispatcher for a
+// slot again (PENDING; its run is QUEUED without a job).
+func (q *Queries) SubagentRequeue(ctx context.Context, arg SubagentRequeueParams) (Subagent, error) {
+	row := q.db.QueryRow(ctx, subagentRequeue, arg.TenantID, arg.ID)
+	var i Subagent
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ParentRunID,
+		&i.Role,
+		&i.Goal,
+		&i.Status,
+		&i.Priority,
+		&i.Depth,
+		&i.MaxTurns,
+		&i.MaxTokens,
+		&i.TimeoutMinutes,
+		&i.Tools,
+		&i.EndReported,
+		&i.Result,
+		&i.Error,
+		&i.FailureClass,
+		&i.CreatedAt,
+		&i.DispatchedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+	)
+	return i, err
 }
 
 const subagentSetStatus = `-- name: SubagentSetStatus :one

@@ -246,9 +246,11 @@ ORDER BY position;
 
 -- name: ConversationInsertOwn :one
 -- The conversation of a run of its own (a task's run, a sub-agent, a routine step, a team phase;
--- kind TASK or ROUTINE: not listed among the user's chats).
-INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt)
-VALUES ($1, $2, $3, $4, $5, $6, $7, true, $8)
+-- kind TASK or ROUTINE: not listed among the user's chats). owner_run_id, when given, is the run
+-- it goes with (a sub-agent's: the run is inserted after it in the same transaction, the foreign
+-- key is checked at commit).
+INSERT INTO conversations (tenant_id, id, project_id, user_id, title, kind, model, agentic, system_prompt, owner_run_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, true, $8, sqlc.narg(owner_run_id)::uuid)
 RETURNING *;
 
 -- name: RunInsertOwn :one

@@ -6,8 +6,8 @@ INSERT INTO agent_settings (
     tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold,
     max_tokens_per_task, max_retries, timeout_seconds, context_strategy,
     team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns,
-    team_executor_max_turns, team_reviewer_max_turns, updated_at
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, now())
+    team_executor_max_turns, team_reviewer_max_turns, subagent_approval, updated_at
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, now())
 ON CONFLICT (tenant_id, user_id) DO UPDATE SET
     personality = EXCLUDED.personality,
     verbosity = EXCLUDED.verbosity,
@@ -23,5 +23,6 @@ ON CONFLICT (tenant_id, user_id) DO UPDATE SET
     team_architect_max_turns = EXCLUDED.team_architect_max_turns,
     team_executor_max_turns = EXCLUDED.team_executor_max_turns,
     team_reviewer_max_turns = EXCLUDED.team_reviewer_max_turns,
+    subagent_approval = EXCLUDED.subagent_approval,
     updated_at = now()
 RETURNING *;

@@ -46,8 +46,8 @@ RETURNING *;
 
 -- name: SubagentDispatchCandidates :many
 -- The pending sub-agents that may start now (run in a system transaction under the dispatcher's
--- lock): at most parent_max - running under each parent and tenant_max - running in each
--- tenant, each in priority order then age, the tenants interleaved round robin (each tenant's
+-- lock): at most parent_max - running under each parent and the tenant's plan's
+-- subagents_running_max (tenant_max when the plan is missing) - running in each tenant, each in priority order then age, the tenants interleaved round robin (each tenant's
 -- first, then each one's second, ...; the tenant served least recently first). The caller stops
 -- at the platform's free slots.
 WITH active AS (
@@ -72,7 +72,8 @@ WITH active AS (
 )
 SELECT f.tenant_id, f.id, f.parent_run_id, f.priority, f.tenant_rank
 FROM fit f LEFT JOIN tenant_active t ON t.tenant_id = f.tenant_id LEFT JOIN last_served l ON l.tenant_id = f.tenant_id
-WHERE f.tenant_rank <= sqlc.arg(tenant_max)::bigint - coalesce(t.n, 0)
+LEFT JOIN tenants tn ON tn.id = f.tenant_id LEFT JOIN plans pl ON pl.name = tn.plan
+WHERE f.tenant_rank <= coalesce(pl.subagents_running_max, sqlc.arg(tenant_max)::bigint) - coalesce(t.n, 0)
 ORDER BY f.tenant_rank, l.at NULLS FIRST, f.tenant_id
 LIMIT sqlc.arg(lim)::int;
 
@@ -117,22 +118,6 @@ WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid
 ORDER BY r.depth DESC, r.id
 FOR UPDATE OF r;
 
--- name: RunTreeUsage :one
--- A run's usage with its descendants' (and a team run's with its phases' runs, which are linked
--- through team_phases): the sum of their usage records.
-WITH RECURSIVE tree AS (
-    SELECT r.id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(id)::uuid
-    UNION ALL
-    SELECT p.run_id FROM team_phases p JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
-    WHERE t.tenant_id = sqlc.arg(tenant_id)::uuid AND t.run_id = sqlc.arg(id)::uuid
-    UNION ALL
-    SELECT c.id FROM runs c JOIN tree ON c.tenant_id = sqlc.arg(tenant_id)::uuid AND c.parent_run_id = tree.id
-)
-SELECT coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens, coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens,
-       coalesce(sum(u.cost_micros), 0)::bigint AS cost_micros
-FROM usage_records u JOIN tree ON u.run_id = tree.id
-WHERE u.tenant_id = sqlc.arg(tenant_id)::uuid;
-
 -- name: RunLastAnswer :one
 -- The text of a run's last model reply.
 SELECT content FROM messages
@@ -155,3 +140,33 @@ LIMIT 100;
 -- The dispatcher's lock: one pass at a time across every process, so the counts it decides on
 -- do not change under it (held until the pass commits).
 SELECT pg_advisory_xact_lock(7215830264017731);
+
+-- name: SubagentApproved :one
+-- A person approved a sub-agent that waited for it: PENDING, the dispatcher's to start.
+UPDATE subagents SET status = 'PENDING'
+WHERE tenant_id = $1 AND id = $2 AND status = 'AWAITING_APPROVAL'
+RETURNING *;
+
+-- name: SubagentRequeue :one
+-- A sub-agent that waited for its own sub-agents is workable again: it asks the dispatcher for a
+-- slot again (PENDING; its run is QUEUED without a job).
+UPDATE subagents SET status = 'PENDING'
+WHERE tenant_id = $1 AND id = $2 AND status IN ('QUEUED', 'RUNNING')
+RETURNING *;
+
+-- name: RunTreeUsageByIDs :many
+-- The usage of each of several runs of a tenant with its descendants' (the sum of their usage
+-- records; a team run's phases' runs, linked through team_phases, count as its descendants): the
+-- Run.total* fields of a page of runs, in one query.
+WITH RECURSIVE tree AS (
+    SELECT r.id AS root, r.id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = ANY(sqlc.arg(ids)::uuid[])
+    UNION ALL
+    SELECT t.run_id, p.run_id FROM team_phases p JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
+    WHERE t.tenant_id = sqlc.arg(tenant_id)::uuid AND t.run_id = ANY(sqlc.arg(ids)::uuid[])
+    UNION ALL
+    SELECT tree.root, c.id FROM runs c JOIN tree ON c.tenant_id = sqlc.arg(tenant_id)::uuid AND c.parent_run_id = tree.id
+)
+SELECT tree.root::uuid AS run_id, coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens,
+       coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens, coalesce(sum(u.cost_micros), 0)::bigint AS cost_micros
+FROM tree LEFT JOIN usage_records u ON u.tenant_id = sqlc.arg(tenant_id)::uuid AND u.run_id = tree.id
+GROUP BY tree.root;

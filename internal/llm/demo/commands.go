@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +30,9 @@ const Commands = `I am the offline demo model. I understand these commands, one 
   spawn N sub-agents with priorities P,Q,...: GOAL
                              N spawn_subagent calls in one reply, their priorities in turn from the list
   think for N ms             pause N milliseconds before the next answer
-  wait for sub-agents        wait for this run's sub-agents and answer with their results (wait_subagents)
+  wait for sub-agents [for N seconds]
+                             wait for this run's sub-agents and answer with their results
+                             (wait_subagents; at most N seconds when given)
   help                       this list
 For example "write notes.md: hello then fail terminal" makes a change and then fails: the run
 asks you whether to roll its change back (resolveRollback).`
@@ -73,7 +76,7 @@ var (
 	limitRE  = regexp.MustCompile(`(?i)(priority|max tokens|max turns|timeout)\s+(\d+)`)
 	multiRE  = regexp.MustCompile(`(?is)^spawn\s+(\d+)\s+sub-?agents(?:\s+with\s+priorities\s+([\d,\s]+?))?\s*:\s*(.*)$`)
 	thinkRE  = regexp.MustCompile(`(?i)^think\s+for\s+(\d+)\s*ms$`)
-	waitRE   = regexp.MustCompile(`(?i)^wait(?:\s+for)?(?:\s+(?:the|my))?\s+sub-?agents?$`)
+	waitRE   = regexp.MustCompile(`(?i)^wait(?:\s+for)?(?:\s+(?:the|my))?\s+sub-?agents?(?:\s+for\s+(\d{1,5})\s+seconds?)?$`)
 )
 
 // parseCommands reads text as commands; ok is false unless every part of it is one (then the
@@ -164,8 +167,13 @@ func parseCommand(s string) (command, bool) {
 	if m := failRE.FindStringSubmatch(s); m != nil {
 		return command{fail: llm.Class(strings.ToUpper(m[1])), once: m[2] != ""}, true
 	}
-	if waitRE.MatchString(s) {
-		return command{tool: WaitSubagentsTool, args: map[string]any{}, say: "Waiting for my sub-agents."}, true
+	if m := waitRE.FindStringSubmatch(s); m != nil {
+		args := map[string]any{}
+		if m[1] != "" {
+			n, _ := strconv.Atoi(m[1])
+			args["timeout_seconds"] = n
+		}
+		return command{tool: WaitSubagentsTool, args: args, say: "Waiting for my sub-agents."}, true
 	}
 	switch {
 	case slowRE.MatchString(s):

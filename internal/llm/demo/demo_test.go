@@ -234,8 +234,12 @@ func TestHelpSlowSpawnAndEcho(t *testing.T) {
 		t.Fatalf("coder spawn = %+v", coder)
 	}
 	wait, _ := run(t, p, llm.Request{Tools: append(workspaceTools, spec("wait_subagents")), Messages: []llm.Message{user("wait for sub-agents")}})
-	if calls := wait.ToolCalls(); len(calls) != 1 || calls[0].Name != "wait_subagents" {
+	if calls := wait.ToolCalls(); len(calls) != 1 || calls[0].Name != "wait_subagents" || string(calls[0].Input) != `{}` {
 		t.Fatalf("wait = %+v", wait)
+	}
+	waitFor, _ := run(t, p, llm.Request{Tools: append(workspaceTools, spec("wait_subagents")), Messages: []llm.Message{user("wait for sub-agents for 2 seconds")}})
+	if calls := waitFor.ToolCalls(); len(calls) != 1 || string(calls[0].Input) != `{"timeout_seconds":2}` {
+		t.Fatalf("wait for 2 seconds = %+v", waitFor.ToolCalls())
 	}
 	multi, _ := run(t, p, llm.Request{Tools: append(workspaceTools, spec("spawn_subagent")), Messages: []llm.Message{user("spawn 3 sub-agents with priorities 2,7: think for 5 ms; list files")}})
 	if calls := multi.ToolCalls(); len(calls) != 3 || !strings.Contains(string(calls[1].Input), `"priority":7`) || !strings.Contains(string(calls[2].Input), `"priority":2`) ||

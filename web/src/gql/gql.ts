@@ -43,7 +43,7 @@ type Documents = {
     "\n  mutation ResolveApproval($id: ID!, $decision: ApprovalDecision!, $note: String) {\n    resolveApproval(id: $id, decision: $decision, note: $note) { id status decidedAt }\n  }\n": typeof types.ResolveApprovalDocument,
     "\n  mutation ResolveRollback($id: ID!, $choice: RollbackChoice!) {\n    resolveRollback(approvalId: $id, choice: $choice) { id status note }\n  }\n": typeof types.ResolveRollbackDocument,
     "\n  query Runs($status: [RunStatus!], $kind: [RunKind!], $after: String) {\n    runs(first: 50, status: $status, kind: $kind, after: $after) {\n      edges { node { id kind status turns inputTokens outputTokens costMicros createdAt finishedAt terminationReason failureClass conversation { id title } task { id title } user { id email } } }\n      pageInfo { hasNextPage endCursor }\n    }\n  }\n": typeof types.RunsDocument,
-    "\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n  }\n": typeof types.SubagentFieldsFragmentDoc,
+    "\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n    approval { id status expiresAt }\n  }\n": typeof types.SubagentFieldsFragmentDoc,
     "\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      depth\n      parentRun { id kind status }\n      totalInputTokens totalOutputTokens totalCostMicros\n      subagents { ...SubagentFields }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n      team {\n        id goal maxIterations tokenBudget tokensUsed\n        phases {\n          phase iteration attempt model status turns tokens output terminationReason startedAt finishedAt\n          run { id }\n          verdict { verdict summary issues { file problem suggestion } }\n        }\n      }\n    }\n  }\n": typeof types.RunPageDocument,
     "\n  query RunSubagents($id: ID!) {\n    run(id: $id) { id status subagents { ...SubagentFields } }\n  }\n": typeof types.RunSubagentsDocument,
     "\n  mutation CancelSubagent($id: ID!) {\n    cancelSubagent(id: $id) { id status }\n  }\n": typeof types.CancelSubagentDocument,
@@ -56,8 +56,8 @@ type Documents = {
     "\n  query SnapshotDiff($from: ID!, $to: ID!) {\n    snapshotDiff(from: $from, to: $to)\n  }\n": typeof types.SnapshotDiffDocument,
     "\n  mutation CreateSnapshot($label: String) { createSnapshot(label: $label) { id label } }\n": typeof types.CreateSnapshotDocument,
     "\n  mutation RestoreSnapshot($id: ID!) { restoreSnapshot(id: $id) { id label } }\n": typeof types.RestoreSnapshotDocument,
-    "\n  query Settings {\n    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n": typeof types.SettingsDocument,
-    "\n  mutation UpdateSettings($input: AgentSettingsInput!) {\n    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n": typeof types.UpdateSettingsDocument,
+    "\n  query Settings {\n    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n": typeof types.SettingsDocument,
+    "\n  mutation UpdateSettings($input: AgentSettingsInput!) {\n    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n": typeof types.UpdateSettingsDocument,
     "\n  query ApiKeys { apiKeys { id name prefix role createdAt revokedAt } }\n": typeof types.ApiKeysDocument,
     "\n  mutation CreateApiKey($input: CreateApiKeyInput!) {\n    createApiKey(input: $input) { secret apiKey { id name prefix role createdAt revokedAt } }\n  }\n": typeof types.CreateApiKeyDocument,
     "\n  mutation RevokeApiKey($id: ID!) { revokeApiKey(id: $id) { id revokedAt } }\n": typeof types.RevokeApiKeyDocument,
@@ -78,6 +78,9 @@ type Documents = {
     "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": typeof types.DeleteWebhookDocument,
     "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": typeof types.TestWebhookDocument,
     "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": typeof types.PlatformHealthDocument,
+    "\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n": typeof types.PlansDocument,
+    "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n": typeof types.SetPlanDocument,
+    "\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n": typeof types.SetTenantPlanDocument,
 };
 const documents: Documents = {
     "\n  fragment AuthPayloadFields on AuthPayload {\n    accessToken\n    refreshToken\n    expiresAt\n    viewer { role platformAdmin user { id email name } tenant { id name } }\n  }\n": types.AuthPayloadFieldsFragmentDoc,
@@ -109,7 +112,7 @@ const documents: Documents = {
     "\n  mutation ResolveApproval($id: ID!, $decision: ApprovalDecision!, $note: String) {\n    resolveApproval(id: $id, decision: $decision, note: $note) { id status decidedAt }\n  }\n": types.ResolveApprovalDocument,
     "\n  mutation ResolveRollback($id: ID!, $choice: RollbackChoice!) {\n    resolveRollback(approvalId: $id, choice: $choice) { id status note }\n  }\n": types.ResolveRollbackDocument,
     "\n  query Runs($status: [RunStatus!], $kind: [RunKind!], $after: String) {\n    runs(first: 50, status: $status, kind: $kind, after: $after) {\n      edges { node { id kind status turns inputTokens outputTokens costMicros createdAt finishedAt terminationReason failureClass conversation { id title } task { id title } user { id email } } }\n      pageInfo { hasNextPage endCursor }\n    }\n  }\n": types.RunsDocument,
-    "\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n  }\n": types.SubagentFieldsFragmentDoc,
+    "\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n    approval { id status expiresAt }\n  }\n": types.SubagentFieldsFragmentDoc,
     "\n  query RunPage($id: ID!) {\n    run(id: $id) {\n      ...RunSummary\n      conversation { id title }\n      task { id title }\n      user { id email }\n      depth\n      parentRun { id kind status }\n      totalInputTokens totalOutputTokens totalCostMicros\n      subagents { ...SubagentFields }\n      events(afterSeq: 0, first: 500) { seq runId type phase data timestamp }\n      team {\n        id goal maxIterations tokenBudget tokensUsed\n        phases {\n          phase iteration attempt model status turns tokens output terminationReason startedAt finishedAt\n          run { id }\n          verdict { verdict summary issues { file problem suggestion } }\n        }\n      }\n    }\n  }\n": types.RunPageDocument,
     "\n  query RunSubagents($id: ID!) {\n    run(id: $id) { id status subagents { ...SubagentFields } }\n  }\n": types.RunSubagentsDocument,
     "\n  mutation CancelSubagent($id: ID!) {\n    cancelSubagent(id: $id) { id status }\n  }\n": types.CancelSubagentDocument,
@@ -122,8 +125,8 @@ const documents: Documents = {
     "\n  query SnapshotDiff($from: ID!, $to: ID!) {\n    snapshotDiff(from: $from, to: $to)\n  }\n": types.SnapshotDiffDocument,
     "\n  mutation CreateSnapshot($label: String) { createSnapshot(label: $label) { id label } }\n": types.CreateSnapshotDocument,
     "\n  mutation RestoreSnapshot($id: ID!) { restoreSnapshot(id: $id) { id label } }\n": types.RestoreSnapshotDocument,
-    "\n  query Settings {\n    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n": types.SettingsDocument,
-    "\n  mutation UpdateSettings($input: AgentSettingsInput!) {\n    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n": types.UpdateSettingsDocument,
+    "\n  query Settings {\n    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n": types.SettingsDocument,
+    "\n  mutation UpdateSettings($input: AgentSettingsInput!) {\n    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n": types.UpdateSettingsDocument,
     "\n  query ApiKeys { apiKeys { id name prefix role createdAt revokedAt } }\n": types.ApiKeysDocument,
     "\n  mutation CreateApiKey($input: CreateApiKeyInput!) {\n    createApiKey(input: $input) { secret apiKey { id name prefix role createdAt revokedAt } }\n  }\n": types.CreateApiKeyDocument,
     "\n  mutation RevokeApiKey($id: ID!) { revokeApiKey(id: $id) { id revokedAt } }\n": types.RevokeApiKeyDocument,
@@ -144,6 +147,9 @@ const documents: Documents = {
     "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": types.DeleteWebhookDocument,
     "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": types.TestWebhookDocument,
     "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": types.PlatformHealthDocument,
+    "\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n": types.PlansDocument,
+    "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n": types.SetPlanDocument,
+    "\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n": types.SetTenantPlanDocument,
 };
 
 /**
@@ -279,7 +285,7 @@ export function graphql(source: "\n  query Runs($status: [RunStatus!], $kind: [R
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n  }\n"): (typeof documents)["\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n  }\n"];
+export function graphql(source: "\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n    approval { id status expiresAt }\n  }\n"): (typeof documents)["\n  fragment SubagentFields on Subagent {\n    id role goal status priority depth result error failureClass createdAt startedAt finishedAt\n    run { id inputTokens outputTokens }\n    approval { id status expiresAt }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -331,11 +337,11 @@ export function graphql(source: "\n  mutation RestoreSnapshot($id: ID!) { restor
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query Settings {\n    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n"): (typeof documents)["\n  query Settings {\n    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n"];
+export function graphql(source: "\n  query Settings {\n    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n"): (typeof documents)["\n  query Settings {\n    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  mutation UpdateSettings($input: AgentSettingsInput!) {\n    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n"): (typeof documents)["\n  mutation UpdateSettings($input: AgentSettingsInput!) {\n    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n"];
+export function graphql(source: "\n  mutation UpdateSettings($input: AgentSettingsInput!) {\n    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n"): (typeof documents)["\n  mutation UpdateSettings($input: AgentSettingsInput!) {\n    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -416,6 +422,18 @@ export function graphql(source: "\n  mutation TestWebhook($id: ID!) { testWebhoo
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n"): (typeof documents)["\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n"): (typeof documents)["\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n"): (typeof documents)["\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n"): (typeof documents)["\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n"];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};

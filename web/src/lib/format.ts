@@ -52,3 +52,10 @@ export function uuidOf(id: string): string {
     return id;
   }
 }
+
+/** The global id of type for id: a bare UUID is encoded (base64url of "Type:uuid"), anything else is kept. */
+export function globalIDOf(type: string, id: string): string {
+  const v = id.trim();
+  if (!UUID.test(v)) return v;
+  return btoa(`${type}:${v.toLowerCase()}`).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}

@@ -225,6 +225,7 @@ export const SubagentFields = graphql(`
   fragment SubagentFields on Subagent {
     id role goal status priority depth result error failureClass createdAt startedAt finishedAt
     run { id inputTokens outputTokens }
+    approval { id status expiresAt }
   }
 `);
 
@@ -320,13 +321,13 @@ export const RestoreSnapshot = graphql(`
 
 export const Settings = graphql(`
   query Settings {
-    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
+    agentSettings { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
   }
 `);
 
 export const UpdateSettings = graphql(`
   mutation UpdateSettings($input: AgentSettingsInput!) {
-    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
+    updateAgentSettings(input: $input) { personality verbosity autoExecute approvalThreshold maxTokensPerTask maxRetries timeoutSeconds contextStrategy subagentApproval team { maxIterations timeoutMinutes tokenBudget architectMaxTurns executorMaxTurns reviewerMaxTurns } }
   }
 `);
 
@@ -462,4 +463,20 @@ export const TestWebhook = graphql(`
 
 export const PlatformHealth = graphql(`
   query PlatformHealth { platformHealth { name status latencyMs error } }
+`);
+
+export const Plans = graphql(`
+  query Plans { plans { name subagentsRunningMax updatedAt } }
+`);
+
+export const SetPlan = graphql(`
+  mutation SetPlan($input: SetPlanInput!) {
+    setPlan(input: $input) { name subagentsRunningMax updatedAt }
+  }
+`);
+
+export const SetTenantPlan = graphql(`
+  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {
+    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }
+  }
 `);

@@ -1,9 +1,10 @@
-import { useMemo, useState } from 'react';
-import { useQuery } from 'urql';
+import { type FormEvent, useMemo, useState } from 'react';
+import { useMutation, useQuery } from 'urql';
 import { BucketTable, CostChart, TokensChart, fillDays } from '../components/charts';
 import { Badge, ErrorBox, Loading } from '../components/ui';
 import { session } from '../lib/client';
-import { PlatformHealth, PlatformUsage } from '../lib/ops';
+import { globalIDOf } from '../lib/format';
+import { PlatformHealth, PlatformUsage, Plans as PlansQuery, SetPlan, SetTenantPlan } from '../lib/ops';
 import { rangeOf } from './Usage';
 
 // The jobs UI (River UI at /admin/jobs) is loaded by navigation, without the Authorization
@@ -55,6 +56,7 @@ export function AdminPage() {
           ))}
         </div>
       </div>
+      <Plans />
       <ErrorBox error={q.error} />
       {!d && q.fetching && <Loading what="platform usage" />}
       {d && (
@@ -81,6 +83,71 @@ export function AdminPage() {
           </div>
         </>
       )}
+    </div>
+  );
+}
+
+/** Plans: each one's limit of running sub-agents per tenant; create or change one, move a tenant. */
+function Plans() {
+  const [q, refetch] = useQuery({ query: PlansQuery });
+  const [set, setPlan] = useMutation(SetPlan);
+  const [moved, setTenantPlan] = useMutation(SetTenantPlan);
+  const [name, setName] = useState('');
+  const [max, setMax] = useState('8');
+  const [tenant, setTenant] = useState('');
+  const [plan, setPlanName] = useState('free');
+  const save = async (e: FormEvent) => {
+    e.preventDefault();
+    const r = await setPlan({ input: { name: name.trim(), subagentsRunningMax: Number(max) } });
+    if (!r.error) refetch({ requestPolicy: 'network-only' });
+  };
+  const move = async (e: FormEvent) => {
+    e.preventDefault();
+    await setTenantPlan({ tenantId: globalIDOf('Tenant', tenant), plan: plan.trim() });
+  };
+  return (
+    <div className="card" style={{ marginTop: '1rem' }} aria-label="Plans">
+      <h3 style={{ marginTop: 0 }}>Plans</h3>
+      <ErrorBox error={q.error} />
+      <table>
+        <thead>
+          <tr>
+            <th>Plan</th>
+            <th>Running sub-agents per tenant</th>
+          </tr>
+        </thead>
+        <tbody>
+          {q.data?.plans.map((p) => (
+            <tr key={p.name}>
+              <td>{p.name}</td>
+              <td>{p.subagentsRunningMax}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <form className="row" style={{ marginTop: '0.5rem', gap: '0.5rem' }} onSubmit={save} aria-label="Set a plan">
+        <input aria-label="Plan name" placeholder="plan name" value={name} onChange={(e) => setName(e.target.value)} />
+        <input aria-label="Running sub-agents per tenant" type="number" min={1} max={10000} value={max} onChange={(e) => setMax(e.target.value)} />
+        <button type="submit" disabled={set.fetching || !name.trim()}>
+          Save plan
+        </button>
+      </form>
+      <ErrorBox error={set.error} />
+      <form className="row" style={{ marginTop: '0.5rem', gap: '0.5rem' }} onSubmit={move} aria-label="Move a tenant">
+        <input aria-label="Tenant id" placeholder="tenant id" value={tenant} onChange={(e) => setTenant(e.target.value)} />
+        <select aria-label="Plan" value={plan} onChange={(e) => setPlanName(e.target.value)}>
+          {q.data?.plans.map((p) => (
+            <option key={p.name} value={p.name}>
+              {p.name}
+            </option>
+          ))}
+        </select>
+        <button type="submit" disabled={moved.fetching || !tenant.trim()}>
+          Move tenant
+        </button>
+        {moved.data?.setTenantPlan && <span className="muted small">on {moved.data.setTenantPlan.plan}</span>}
+      </form>
+      <ErrorBox error={moved.error} />
     </div>
   );
 }

@@ -5,7 +5,7 @@ import { Badge, Empty, ErrorBox, Json, Loading } from '../components/ui';
 import { session } from '../lib/client';
 import { dateTime, duration, money, time, tokens } from '../lib/format';
 import { emptyEvents, eventsReducer, type RunEventLike } from '../lib/events';
-import { CancelSubagent, RunEvents, RunPage as RunPageQuery, RunSubagents, Runs } from '../lib/ops';
+import { CancelSubagent, ResolveApproval, RunEvents, RunPage as RunPageQuery, RunSubagents, Runs } from '../lib/ops';
 import type { RunKind, RunPageQuery as RunPageResult, RunStatus } from '../gql/graphql';
 import { RoutineRunPanel } from './Routines';
 
@@ -349,6 +349,7 @@ type SubagentNode = {
   finishedAt?: string | null;
   createdAt: string;
   run?: { id: string; inputTokens?: number; outputTokens?: number } | null;
+  approval?: { id: string; status: string; expiresAt: string } | null;
 };
 
 const SUB_ACTIVE = new Set(['PENDING', 'AWAITING_APPROVAL', 'QUEUED', 'RUNNING']);
@@ -360,6 +361,7 @@ const SUB_ACTIVE = new Set(['PENDING', 'AWAITING_APPROVAL', 'QUEUED', 'RUNNING']
  */
 function SubagentTree({ nodes }: { nodes: SubagentNode[] }) {
   const [, cancel] = useMutation(CancelSubagent);
+  const [decided, decide] = useMutation(ResolveApproval);
   return (
     <ul className="subagent-tree" data-testid="subagent-tree">
       {nodes.map((s) => (
@@ -376,12 +378,23 @@ function SubagentTree({ nodes }: { nodes: SubagentNode[] }) {
             <span className="spacer" />
             {s.run && <span className="muted small">{tokens((s.run.inputTokens ?? 0) + (s.run.outputTokens ?? 0))} tokens</span>}
             <span className="muted small">{duration(s.startedAt ?? s.createdAt, s.finishedAt)}</span>
+            {s.status === 'AWAITING_APPROVAL' && s.approval?.status === 'PENDING' && (
+              <>
+                <button className="small" data-testid="subagent-approve" disabled={decided.fetching} onClick={() => void decide({ id: s.approval!.id, decision: 'APPROVE' })}>
+                  Approve
+                </button>
+                <button className="small" data-testid="subagent-reject" disabled={decided.fetching} onClick={() => void decide({ id: s.approval!.id, decision: 'REJECT' })}>
+                  Reject
+                </button>
+              </>
+            )}
             {SUB_ACTIVE.has(s.status) && (
               <button className="link small" onClick={() => void cancel({ id: s.id })}>
                 Cancel
               </button>
             )}
           </div>
+          {decided.error && <ErrorBox error={decided.error} />}
           {s.error && (
             <div className="error small">
               {s.failureClass ? s.failureClass.toLowerCase() + ' failure: ' : ''}

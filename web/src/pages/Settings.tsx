@@ -70,6 +70,7 @@ function AgentSettings() {
   const [verbosity, setVerbosity] = useState<Verbosity>('NORMAL');
   const [strategy, setStrategy] = useState<ContextStrategy>('PRESERVE');
   const [autoExecute, setAutoExecute] = useState(false);
+  const [approveSubagents, setApproveSubagents] = useState(false);
   const [nums, setNums] = useState<Record<NumField, string>>(
     Object.fromEntries((Object.keys(RANGES) as NumField[]).map((k) => [k, String(RANGES[k].def)])) as Record<NumField, string>,
   );
@@ -81,6 +82,7 @@ function AgentSettings() {
     setVerbosity(s.verbosity);
     setStrategy(s.contextStrategy);
     setAutoExecute(s.autoExecute);
+    setApproveSubagents(s.subagentApproval === 'REQUIRED');
     setNums({
       approvalThreshold: String(s.approvalThreshold),
       maxTokensPerTask: String(s.maxTokensPerTask),
@@ -107,6 +109,7 @@ function AgentSettings() {
       verbosity,
       contextStrategy: strategy,
       autoExecute,
+      subagentApproval: approveSubagents ? 'REQUIRED' : 'NOT_REQUIRED',
       approvalThreshold: Number(nums.approvalThreshold),
       maxTokensPerTask: Number(nums.maxTokensPerTask),
       maxRetries: Number(nums.maxRetries),
@@ -161,6 +164,9 @@ function AgentSettings() {
         </label>
         <label className="check" style={{ alignSelf: 'end' }}>
           <input type="checkbox" checked={autoExecute} onChange={(e) => setAutoExecute(e.target.checked)} /> Auto-execute tool calls (off by default)
+        </label>
+        <label className="check" style={{ alignSelf: 'end' }}>
+          <input type="checkbox" name="subagentApproval" checked={approveSubagents} onChange={(e) => setApproveSubagents(e.target.checked)} /> Sub-agents wait for my approval before they start (off by default)
         </label>
         {(Object.keys(RANGES) as NumField[]).map((k) => (
           <label key={k}>
