@@ -87,12 +87,18 @@ func (q *Queries) MessageExclude(ctx context.Context, arg MessageExcludeParams) 
 }
 
 const messageListNewerUser = `-- name: MessageListNewerUser :many
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages
-WHERE tenant_id = $1::uuid
-  AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
-  AND role = 'USER'
-  AND run_seq > (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
-ORDER BY position
+WITH r AS MATERIALIZED (
+    SELECT r.conversation_id, r.conversation_seq FROM runs r
+    WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid
+)
+SELECT m.tenant_id, m.id, m.conversation_id, m.run_id, m.run_seq, m.position, m.role, m.content, m.parts, m.token_estimate, m.llm_call_index, m.created_at, m.excluded, m.author_id FROM r
+JOIN LATERAL (
+    SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages m
+    WHERE m.tenant_id = $1::uuid AND m.conversation_id = r.conversation_id
+      AND m.run_seq > r.conversation_seq AND m.role = 'USER'
+    ORDER BY m.run_seq, m.position
+) m ON true
+ORDER BY m.run_seq, m.position
 `
 
 type MessageListNewerUserParams struct {
@@ -100,7 +106,10 @@ type MessageListNewerUserParams struct {
 	RunID    uuid.UUID
 }
 
-// User messages of run run_id's conversation sent after the run's own (queued behind it).
+// User messages of run run_id's conversation sent after the run's own (queued behind it), in
+// the order they were sent: an index range on messages_context_idx from the run's seq, whatever
+// the conversation's length (r is MATERIALIZED so its fields reach the scan as parameters, like
+// MessageListContext's).
 func (q *Queries) MessageListNewerUser(ctx context.Context, arg MessageListNewerUserParams) ([]Message, error) {
 	rows, err := q.db.Query(ctx, messageListNewerUser, arg.TenantID, arg.RunID)
 	if err != nil {

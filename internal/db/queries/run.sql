@@ -236,13 +236,22 @@ WHERE tenant_id = $1 AND id = $2 AND attempt = $3;
 UPDATE messages SET excluded = true WHERE tenant_id = $1 AND id = ANY(sqlc.arg(ids)::uuid[]);
 
 -- name: MessageListNewerUser :many
--- User messages of run run_id's conversation sent after the run's own (queued behind it).
-SELECT * FROM messages
-WHERE tenant_id = sqlc.arg(tenant_id)::uuid
-  AND conversation_id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
-  AND role = 'USER'
-  AND run_seq > (SELECT r.conversation_seq FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid)
-ORDER BY position;
+-- User messages of run run_id's conversation sent after the run's own (queued behind it), in
+-- the order they were sent: an index range on messages_context_idx from the run's seq, whatever
+-- the conversation's length (r is MATERIALIZED so its fields reach the scan as parameters, like
+-- MessageListContext's).
+WITH r AS MATERIALIZED (
+    SELECT r.conversation_id, r.conversation_seq FROM runs r
+    WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid
+)
+SELECT m.* FROM r
+JOIN LATERAL (
+    SELECT * FROM messages m
+    WHERE m.tenant_id = sqlc.arg(tenant_id)::uuid AND m.conversation_id = r.conversation_id
+      AND m.run_seq > r.conversation_seq AND m.role = 'USER'
+    ORDER BY m.run_seq, m.position
+) m ON true
+ORDER BY m.run_seq, m.position;
 
 -- name: ConversationInsertOwn :one
 -- The conversation of a run of its own (a task's run, a sub-agent, a routine step, a team phase;
