@@ -16,7 +16,8 @@ CREATE TABLE plans (
     subagents_running_max integer NOT NULL DEFAULT 8 CHECK (subagents_running_max BETWEEN 1 AND 10000),
     updated_at            timestamptz NOT NULL DEFAULT now()
 );
-INSERT INTO plans (name, subagents_running_max) VALUES ('free', 8);
+-- The plans the rate limiter knows (internal/ratelimit's Plans) start with the same figure.
+INSERT INTO plans (name, subagents_running_max) VALUES ('free', 8), ('pro', 8), ('enterprise', 8);
 INSERT INTO plans (name) SELECT DISTINCT plan FROM tenants ON CONFLICT DO NOTHING;
 ALTER TABLE tenants ADD CONSTRAINT tenants_plan_fkey FOREIGN KEY (plan) REFERENCES plans (name);
 
