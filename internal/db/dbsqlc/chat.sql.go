@@ -776,12 +776,7 @@ func (q *Queries) ProjectInsert(ctx context.Context, arg ProjectInsertParams) (P
 }
 
 const runContentVisible = `-- name: RunContentVisible :one
-SELECT (agentry_user() IS NULL OR EXISTS (
-    SELECT 1 FROM runs r
-    WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid
-      AND (r.user_id = agentry_user() OR EXISTS (
-          SELECT 1 FROM conversations c
-          WHERE c.tenant_id = r.tenant_id AND c.id = r.conversation_id AND c.visibility = 'TENANT'))))::boolean
+SELECT agentry_run_content_visible($1::uuid, $2::uuid)::boolean
 `
 
 type RunContentVisibleParams struct {
@@ -790,7 +785,7 @@ type RunContentVisibleParams struct {
 }
 
 // Whether the transaction's user may see a run's content (events, tool calls, approvals): the
-// test of those tables' user policies (the runs subquery passes the runs policy as well).
+// row-level policy's own test.
 func (q *Queries) RunContentVisible(ctx context.Context, arg RunContentVisibleParams) (bool, error) {
 	row := q.db.QueryRow(ctx, runContentVisible, arg.TenantID, arg.RunID)
 	var column_1 bool

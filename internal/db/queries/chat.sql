@@ -137,10 +137,5 @@ SELECT EXISTS (SELECT 1 FROM conversations WHERE tenant_id = $1 AND id = $2 AND 
 
 -- name: RunContentVisible :one
 -- Whether the transaction's user may see a run's content (events, tool calls, approvals): the
--- test of those tables' user policies (the runs subquery passes the runs policy as well).
-SELECT (agentry_user() IS NULL OR EXISTS (
-    SELECT 1 FROM runs r
-    WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid
-      AND (r.user_id = agentry_user() OR EXISTS (
-          SELECT 1 FROM conversations c
-          WHERE c.tenant_id = r.tenant_id AND c.id = r.conversation_id AND c.visibility = 'TENANT'))))::boolean;
+-- row-level policy's own test.
+SELECT agentry_run_content_visible(sqlc.arg(tenant_id)::uuid, sqlc.arg(run_id)::uuid)::boolean;
