@@ -529,7 +529,7 @@ func (s *Service) judge(ctx context.Context, tx *db.Tx, st *state, step Step, sr
 		o.durationMs = time.Since(*st.row.StepStartedAt).Milliseconds()
 	}
 	reply := ""
-	if m, err := tx.Q.RoutineLastReply(ctx, dbsqlc.RoutineLastReplyParams{TenantID: tenantID, RunID: uuid.NullUUID{UUID: sr.ID, Valid: true}}); err == nil {
+	if m, err := tx.Q.RunLastReply(ctx, dbsqlc.RunLastReplyParams{TenantID: tenantID, RunID: sr.ID}); err == nil {
 		reply = m.Content
 	} else if !db.IsNoRows(err) {
 		return o, 0, err

@@ -93,12 +93,12 @@ func (s *Service) Finished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
 	}
 	var result *string
 	if fin.Status == run.StatusCompleted {
-		answer, err := tx.Q.RunLastAnswer(ctx, dbsqlc.RunLastAnswerParams{TenantID: fin.TenantID, RunID: uuid.NullUUID{UUID: fin.ID, Valid: true}})
+		reply, err := tx.Q.RunLastReply(ctx, dbsqlc.RunLastReplyParams{TenantID: fin.TenantID, RunID: fin.ID})
 		if err != nil && !db.IsNoRows(err) {
 			return fmt.Errorf("final answer: %w", err)
 		}
 		if err == nil {
-			result = &answer
+			result = &reply.Content
 		}
 	}
 	sa, err := tx.Q.SubagentFinish(ctx, dbsqlc.SubagentFinishParams{TenantID: fin.TenantID, ID: fin.ID, Status: fin.Status,

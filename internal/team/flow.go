@@ -37,8 +37,8 @@ func (s *Service) PhaseFinished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) 
 		return fmt.Errorf("load team: %w", err)
 	}
 	var output *string
-	if text, err := tx.Q.TeamRunLastAssistant(ctx, dbsqlc.TeamRunLastAssistantParams{TenantID: fin.TenantID, RunID: uuid.NullUUID{UUID: fin.ID, Valid: true}}); err == nil {
-		output = &text
+	if m, err := tx.Q.RunLastReply(ctx, dbsqlc.RunLastReplyParams{TenantID: fin.TenantID, RunID: fin.ID}); err == nil {
+		output = &m.Content
 	} else if !db.IsNoRows(err) {
 		return err
 	}

@@ -366,38 +366,6 @@ func (q *Queries) RoutineInsert(ctx context.Context, arg RoutineInsertParams) (R
 	return i, err
 }
 
-const routineLastReply = `-- name: RoutineLastReply :one
-SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT' ORDER BY position DESC LIMIT 1
-`
-
-type RoutineLastReplyParams struct {
-	TenantID uuid.UUID
-	RunID    uuid.NullUUID
-}
-
-// The newest assistant message of a run (an agent step's output).
-func (q *Queries) RoutineLastReply(ctx context.Context, arg RoutineLastReplyParams) (Message, error) {
-	row := q.db.QueryRow(ctx, routineLastReply, arg.TenantID, arg.RunID)
-	var i Message
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.ConversationID,
-		&i.RunID,
-		&i.RunSeq,
-		&i.Position,
-		&i.Role,
-		&i.Content,
-		&i.Parts,
-		&i.TokenEstimate,
-		&i.LlmCallIndex,
-		&i.CreatedAt,
-		&i.Excluded,
-		&i.AuthorID,
-	)
-	return i, err
-}
-
 const routineLastToolCall = `-- name: RoutineLastToolCall :one
 SELECT tenant_id, id, run_id, message_id, call_id, turn, name, arguments, status, risk, output, error, created_at, finished_at FROM tool_calls WHERE tenant_id = $1 AND run_id = $2 AND name = $3 AND status = 'COMPLETED'
 ORDER BY created_at DESC LIMIT 1

@@ -909,6 +909,51 @@ func (q *Queries) RunInsertWithEvents(ctx context.Context, arg RunInsertWithEven
 	return i, err
 }
 
+const runLastReply = `-- name: RunLastReply :one
+WITH r AS MATERIALIZED (
+    SELECT r.conversation_id FROM runs r
+    WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid
+)
+SELECT m.tenant_id, m.id, m.conversation_id, m.run_id, m.run_seq, m.position, m.role, m.content, m.parts, m.token_estimate, m.llm_call_index, m.created_at, m.excluded, m.author_id FROM r
+JOIN LATERAL (
+    SELECT tenant_id, id, conversation_id, run_id, run_seq, position, role, content, parts, token_estimate, llm_call_index, created_at, excluded, author_id FROM messages m
+    WHERE m.tenant_id = $1::uuid AND m.conversation_id = r.conversation_id
+      AND m.run_id = $2::uuid AND m.role = 'ASSISTANT'
+    ORDER BY m.position DESC
+    LIMIT 1
+) m ON true
+`
+
+type RunLastReplyParams struct {
+	TenantID uuid.UUID
+	RunID    uuid.UUID
+}
+
+// A run's newest model reply (a sub-agent's answer, a routine step's or team phase's output):
+// read backwards from the end of the run's conversation (messages_position_key), so it stops at
+// the reply instead of scanning the tenant's messages for the run's.
+func (q *Queries) RunLastReply(ctx context.Context, arg RunLastReplyParams) (Message, error) {
+	row := q.db.QueryRow(ctx, runLastReply, arg.TenantID, arg.RunID)
+	var i Message
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ConversationID,
+		&i.RunID,
+		&i.RunSeq,
+		&i.Position,
+		&i.Role,
+		&i.Content,
+		&i.Parts,
+		&i.TokenEstimate,
+		&i.LlmCallIndex,
+		&i.CreatedAt,
+		&i.Excluded,
+		&i.AuthorID,
+	)
+	return i, err
+}
+
 const runList = `-- name: RunList :many
 SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs
 WHERE tenant_id = $1

@@ -157,26 +157,6 @@ func (q *Queries) RunGetForUpdateSkipLocked(ctx context.Context, arg RunGetForUp
 	return i, err
 }
 
-const runLastAnswer = `-- name: RunLastAnswer :one
-SELECT content FROM messages
-WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT'
-ORDER BY position DESC
-LIMIT 1
-`
-
-type RunLastAnswerParams struct {
-	TenantID uuid.UUID
-	RunID    uuid.NullUUID
-}
-
-// The text of a run's last model reply.
-func (q *Queries) RunLastAnswer(ctx context.Context, arg RunLastAnswerParams) (string, error) {
-	row := q.db.QueryRow(ctx, runLastAnswer, arg.TenantID, arg.RunID)
-	var content string
-	err := row.Scan(&content)
-	return content, err
-}
-
 const runSuspendWaiting = `-- name: RunSuspendWaiting :one
 UPDATE runs SET status = 'WAITING', wait_for = $4::uuid[], wait_until = $5::timestamptz,
     lease_owner = NULL, lease_expires_at = NULL, job_id = NULL

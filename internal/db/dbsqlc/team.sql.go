@@ -676,24 +676,6 @@ func (q *Queries) TeamRunInsert(ctx context.Context, arg TeamRunInsertParams) (T
 	return i, err
 }
 
-const teamRunLastAssistant = `-- name: TeamRunLastAssistant :one
-SELECT content FROM messages WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT'
-ORDER BY position DESC LIMIT 1
-`
-
-type TeamRunLastAssistantParams struct {
-	TenantID uuid.UUID
-	RunID    uuid.NullUUID
-}
-
-// The last reply of a phase run: the phase's output.
-func (q *Queries) TeamRunLastAssistant(ctx context.Context, arg TeamRunLastAssistantParams) (string, error) {
-	row := q.db.QueryRow(ctx, teamRunLastAssistant, arg.TenantID, arg.RunID)
-	var content string
-	err := row.Scan(&content)
-	return content, err
-}
-
 const teamRunRowInsert = `-- name: TeamRunRowInsert :one
 INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, conversation_id, conversation_seq, trigger_message_id, max_attempts)
 VALUES ($1, $2, $3, 'TEAM', 'QUEUED', $4, $5, $6, $7, 1)

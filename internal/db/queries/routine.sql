@@ -140,10 +140,6 @@ SELECT * FROM routine_step_results WHERE tenant_id = $1 AND run_id = $2 ORDER BY
 SELECT * FROM tool_calls WHERE tenant_id = $1 AND run_id = $2 AND name = $3 AND status = 'COMPLETED'
 ORDER BY created_at DESC LIMIT 1;
 
--- name: RoutineLastReply :one
--- The newest assistant message of a run (an agent step's output).
-SELECT * FROM messages WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT' ORDER BY position DESC LIMIT 1;
-
 -- name: RoutineRunList :many
 -- A routine's runs, newest first.
 SELECT r.* FROM routine_runs s JOIN runs r ON r.tenant_id = s.tenant_id AND r.id = s.run_id

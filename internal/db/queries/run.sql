@@ -267,3 +267,20 @@ RETURNING *;
 INSERT INTO runs (tenant_id, id, user_id, kind, status, task_id, parent_run_id, depth, conversation_id, conversation_seq, trigger_message_id, max_attempts)
 VALUES ($1, $2, $3, $4, 'QUEUED', $5, $6, $7, $8, $9, $10, $11)
 RETURNING *;
+
+-- name: RunLastReply :one
+-- A run's newest model reply (a sub-agent's answer, a routine step's or team phase's output):
+-- read backwards from the end of the run's conversation (messages_position_key), so it stops at
+-- the reply instead of scanning the tenant's messages for the run's.
+WITH r AS MATERIALIZED (
+    SELECT r.conversation_id FROM runs r
+    WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid
+)
+SELECT m.* FROM r
+JOIN LATERAL (
+    SELECT * FROM messages m
+    WHERE m.tenant_id = sqlc.arg(tenant_id)::uuid AND m.conversation_id = r.conversation_id
+      AND m.run_id = sqlc.arg(run_id)::uuid AND m.role = 'ASSISTANT'
+    ORDER BY m.position DESC
+    LIMIT 1
+) m ON true;

@@ -118,13 +118,6 @@ WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid
 ORDER BY r.depth DESC, r.id
 FOR UPDATE OF r;
 
--- name: RunLastAnswer :one
--- The text of a run's last model reply.
-SELECT content FROM messages
-WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT'
-ORDER BY position DESC
-LIMIT 1;
-
 -- name: RunGetForUpdateSkipLocked :one
 SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE SKIP LOCKED;
 

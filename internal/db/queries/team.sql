@@ -85,7 +85,3 @@ RETURNING *;
 -- name: TeamPhaseSetReserved :exec
 UPDATE team_phases SET reserved_tokens = $3 WHERE tenant_id = $1 AND id = $2;
 
--- name: TeamRunLastAssistant :one
--- The last reply of a phase run: the phase's output.
-SELECT content FROM messages WHERE tenant_id = $1 AND run_id = $2 AND role = 'ASSISTANT'
-ORDER BY position DESC LIMIT 1;
