@@ -190,15 +190,14 @@ func (a *attempt) persistReplyAndFinish(ctx context.Context, p llm.Provider, mod
 
 func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool, end *run.Outcome) error {
 	r := a.lease.Run
-	err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
-		if end != nil && r.ConversationID.Valid {
-			// Ending the run locks the conversation FOR UPDATE (to hand it to its next queued
-			// run). Take that lock first: storing the reply locks the row more weakly, and
-			// upgrading that lock later deadlocks with an interrupted run's end waiting for it.
-			if _, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
-				return fmt.Errorf("lock conversation: %w", err)
-			}
-		}
+	// Ending the run locks the conversation FOR UPDATE (to hand it to its next queued run):
+	// InFenceEnding takes that lock before the lease, the order of every run's end and of an
+	// interrupting sendMessage; storing the reply alone locks the row more weakly.
+	inFence := a.e.runs.InFence
+	if end != nil {
+		inFence = a.e.runs.InFenceEnding
+	}
+	err := inFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		if a.tail != nil {
 			// The reply's last delta goes out with its message.completed.
 			a.e.pub.Stage(ctx, tx, r.TenantID, *a.tail)

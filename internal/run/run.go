@@ -365,14 +365,49 @@ func StartedEvents(kind string, attempt int32) []events.New {
 // attempt moved on, fn does not run and ErrFenced is returned.
 func (s *Service) InFence(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
 	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		if _, err := tx.Q.RunFence(ctx, dbsqlc.RunFenceParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt}); err != nil {
-			if db.IsNoRows(err) {
-				return ErrFenced
-			}
-			return fmt.Errorf("fence run %s: %w", l.Run.ID, err)
+		if err := fence(ctx, tx, l); err != nil {
+			return err
 		}
 		return fn(ctx, tx)
 	})
+}
+
+// InFenceEnding is InFence for a transaction that may end the run (FinishTx): for a run of a
+// conversation it locks the conversation's row first, then the lease. That is the lock order of
+// every transaction that ends a run, and of sendMessage's interrupt (the conversation, then its
+// active run), so the two never wait for each other.
+func (s *Service) InFenceEnding(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
+	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		if err := lockConversation(ctx, tx, l.Run); err != nil {
+			return err
+		}
+		if err := fence(ctx, tx, l); err != nil {
+			return err
+		}
+		return fn(ctx, tx)
+	})
+}
+
+// fence checks and locks the lease in tx (ErrFenced when its attempt moved on).
+func fence(ctx context.Context, tx *db.Tx, l Lease) error {
+	if _, err := tx.Q.RunFence(ctx, dbsqlc.RunFenceParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt}); err != nil {
+		if db.IsNoRows(err) {
+			return ErrFenced
+		}
+		return fmt.Errorf("fence run %s: %w", l.Run.ID, err)
+	}
+	return nil
+}
+
+// lockConversation takes the row lock of run r's conversation (none for a run without one).
+func lockConversation(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	if !r.ConversationID.Valid {
+		return nil
+	}
+	if _, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
+		return fmt.Errorf("lock conversation: %w", err)
+	}
+	return nil
 }
 
 // Outcome is how a run ended.
@@ -390,17 +425,20 @@ type Outcome struct {
 func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, error) {
 	var out dbsqlc.Run
 	err := s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		// The conversation first, like InFenceEnding: then the run's end (its row, its hand-off).
+		if err := lockConversation(ctx, tx, l.Run); err != nil {
+			return err
+		}
 		var err error
-		out, err = s.finish(ctx, tx, l.Run, l.Attempt, o, true, false)
+		out, err = s.finish(ctx, tx, l.Run, l.Attempt, o, true, l.Run.ConversationID.Valid)
 		return err
 	})
 	return out, err
 }
 
-// FinishTx is Finish inside the caller's transaction, which must hold the lease (InFence) and,
-// for a run of a conversation, the conversation's row lock (ConversationGetForUpdate, taken
-// first: the lock order of every transaction that ends a run): the executor ends a run in the
-// transaction that stores its last reply.
+// FinishTx is Finish inside the caller's transaction, which must hold the conversation's row
+// lock and the lease, in that order (InFenceEnding: the lock order of every transaction that
+// ends a run): the executor ends a run in the transaction that stores its last reply.
 func (s *Service) FinishTx(ctx context.Context, tx *db.Tx, l Lease, o Outcome) (dbsqlc.Run, error) {
 	return s.finish(ctx, tx, l.Run, l.Attempt, o, true, true)
 }
