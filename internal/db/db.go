@@ -4,6 +4,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +26,14 @@ type DB struct {
 	Pool *pgxpool.Pool
 	Q    *dbsqlc.Queries
 	log  *slog.Logger
+	role string // the pool's role as a string literal: a savepoint that acts for no user takes it again
 }
+
+// UserRole is the role a transaction takes (SET LOCAL ROLE) while it acts for a user: the user
+// policies apply to it alone, so the statements of transactions without a user (workers,
+// periodic jobs) are planned without them. It has the application role's privileges; the
+// migrations create it and grant it to the migrating user.
+const UserRole = "agentry_app_user"
 
 // Open connects a pool to url. When role is not empty every connection switches to it (SET ROLE)
 // before use, so the process works with the privileges of the application role whatever user
@@ -90,8 +98,11 @@ func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit b
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
-	return &DB{Pool: pool, Q: dbsqlc.New(pool), log: log}, nil
+	return &DB{Pool: pool, Q: dbsqlc.New(pool), log: log, role: quoteLiteral(cmp.Or(role, "none"))}, nil
 }
+
+// quoteLiteral is s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // Close closes the pool.
 func (d *DB) Close() { d.Pool.Close() }
@@ -246,22 +257,23 @@ func (d *DB) InSystemTx(ctx context.Context, reason string, fn func(ctx context.
 // parameters goes by the simple protocol, which carries both. The scope is transaction-local
 // (set_config's is_local), so it ends with the transaction. A UUID's text is hex digits and
 // dashes only.
-func beginQuery(tenantID uuid.UUID, system bool, user UserScope) string {
+func (d *DB) beginQuery(tenantID uuid.UUID, system bool, user UserScope) string {
 	if system {
 		return "BEGIN; SELECT set_config('app.system', 'on', true)"
 	}
 	if user.UserID == uuid.Nil {
 		return "BEGIN; SELECT set_config('app.tenant_id', '" + tenantID.String() + "', true)"
 	}
-	return "BEGIN; SELECT set_config('app.tenant_id', '" + tenantID.String() + "', true), " + userConfig(user)
+	return "BEGIN; SELECT set_config('app.tenant_id', '" + tenantID.String() + "', true), " + d.userConfig(user)
 }
 
-// userConfig is the select list that sets a transaction's user scope.
-func userConfig(u UserScope) string {
+// userConfig is the select list that sets a transaction's user scope: the user and UserRole,
+// or no user and the pool's role.
+func (d *DB) userConfig(u UserScope) string {
 	if u.UserID == uuid.Nil {
-		return "set_config('app.user_id', '', true)"
+		return "set_config('app.user_id', '', true), set_config('role', " + d.role + ", true)"
 	}
-	return "set_config('app.user_id', '" + u.UserID.String() + "', true)"
+	return "set_config('app.user_id', '" + u.UserID.String() + "', true), set_config('role', '" + UserRole + "', true)"
 }
 
 func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(ctx context.Context, tx *Tx) error) error {
@@ -284,13 +296,13 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 		child := &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system, user: parent.user, root: root}
 		if !parent.system && user != parent.user {
 			// The savepoint acts for ctx's user; the parent's scope comes back after it.
-			if _, err := sp.Exec(ctx, "SELECT "+userConfig(user)); err != nil {
+			if _, err := sp.Exec(ctx, "SELECT "+d.userConfig(user)); err != nil {
 				_ = sp.Rollback(context.WithoutCancel(ctx))
 				return fmt.Errorf("user scope: %w", err)
 			}
 			child.user = user
 			defer func() {
-				if _, err := parent.Exec(context.WithoutCancel(ctx), "SELECT "+userConfig(parent.user)); err != nil {
+				if _, err := parent.Exec(context.WithoutCancel(ctx), "SELECT "+d.userConfig(parent.user)); err != nil {
 					d.log.WarnContext(ctx, "restoring a transaction's user scope", slog.Any("error", err))
 				}
 			}()
@@ -303,7 +315,7 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 		}
 		return nil
 	}
-	ptx, err := d.Pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQuery(tenantID, system, user)})
+	ptx, err := d.Pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: d.beginQuery(tenantID, system, user)})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
