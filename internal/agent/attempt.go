@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
@@ -260,31 +262,36 @@ func (a *attempt) execute(ctx context.Context, lease run.Lease) error {
 // context builder's text. A chat turn thus starts with one transaction instead of three.
 func (a *attempt) loadFirst(ctx context.Context, tx *db.Tx, l run.Lease) error {
 	r := l.Run
-	var err error
-	if a.set, err = settings.ForUserID(ctx, tx, r.TenantID, r.UserID); err != nil {
-		return err
-	}
+	var (
+		b     pgx.Batch
+		set   dbsqlc.AgentSetting
+		found bool
+	)
+	dbsqlc.QueueAgentSettingsGet(&b, dbsqlc.AgentSettingsGetParams{TenantID: r.TenantID, UserID: r.UserID}, &set, &found)
 	if r.ConversationID.Valid {
-		if a.conv, err = tx.Q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
-			return fmt.Errorf("load conversation: %w", err)
-		}
+		dbsqlc.QueueConversationGet(&b, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}, &a.conv)
 	}
-	if a.e.hooks[r.Kind] != nil || l.Attempt != 1 {
+	first := a.e.hooks[r.Kind] == nil && l.Attempt == 1
+	var st *state
+	if first {
+		st = queueState(&b, r)
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("load run %s: %w", r.ID, err)
+	}
+	a.set = settings.Of(set, found)
+	if !first {
 		return nil
 	}
-	st, err := readStateOf(ctx, tx, r)
-	if err != nil {
-		return err
-	}
-	a.first = &st
+	a.first = st
 	if a.e.window != nil {
-		text, err := a.buildContext(ctx, tx, r, st)
+		text, err := a.buildContext(ctx, tx, r, *st)
 		if err != nil {
 			return err
 		}
 		a.built = &text
 	}
-	return a.reserveFirst(ctx, tx, l, st)
+	return a.reserveFirst(ctx, tx, l, *st)
 }
 
 var errTimeout = errors.New("attempt timed out (settings.timeoutSeconds)")

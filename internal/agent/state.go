@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/llm"
@@ -55,18 +57,21 @@ func readState(ctx context.Context, tx *db.Tx, l run.Lease) (state, error) {
 	return readStateOf(ctx, tx, r)
 }
 
-// readStateOf is readState of run r as read already.
+// readStateOf is readState of run r as read already: its three reads in one round trip.
 func readStateOf(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (state, error) {
-	st := state{run: r}
-	var err error
-	if st.hist, err = tx.Q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, RunID: r.ID}); err != nil {
-		return st, err
-	}
-	if st.calls, err = tx.Q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID}); err != nil {
-		return st, err
-	}
-	st.newer, err = tx.Q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, RunID: r.ID})
-	return st, err
+	var b pgx.Batch
+	st := queueState(&b, r)
+	return *st, tx.SendBatch(ctx, &b).Close()
+}
+
+// queueState queues the reads of run r's state in b; the state is whole once b's results are
+// read.
+func queueState(b *pgx.Batch, r dbsqlc.Run) *state {
+	st := &state{run: r}
+	dbsqlc.QueueMessageListContext(b, dbsqlc.MessageListContextParams{TenantID: r.TenantID, RunID: r.ID}, &st.hist)
+	dbsqlc.QueueToolCallListByRun(b, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID}, &st.calls)
+	dbsqlc.QueueMessageListNewerUser(b, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, RunID: r.ID}, &st.newer)
+	return st
 }
 
 // lastReply returns the blocks of the newest message of the conversation when it is a model

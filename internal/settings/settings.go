@@ -127,6 +127,15 @@ func load(ctx context.Context, tx *db.Tx, a auth.Actor) (Settings, error) {
 	return loaded(tx.Q.AgentSettingsGet(ctx, dbsqlc.AgentSettingsGetParams{TenantID: a.TenantID, UserID: a.UserID}))
 }
 
+// Of is the settings of a row read in a batch (dbsqlc.QueueAgentSettingsGet): the defaults when
+// the user has none.
+func Of(row dbsqlc.AgentSetting, found bool) Settings {
+	if !found {
+		return Defaults()
+	}
+	return fromRow(row)
+}
+
 // loaded is the settings of a row read (the defaults when there is none).
 func loaded(row dbsqlc.AgentSetting, err error) (Settings, error) {
 	if db.IsNoRows(err) {
