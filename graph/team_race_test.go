@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentry/agentry/internal/app/apptest"
 	"github.com/agentry/agentry/internal/db"
-	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/llm/llmtest"
 	"github.com/agentry/agentry/internal/run"
 )
@@ -51,16 +50,14 @@ func TestTeamPhaseEndRacesCancel(t *testing.T) {
 		proceed := make(chan struct{})
 		ended := make(chan error, 1)
 		end := func() {
-			ended <- c.App.Runs.InFence(ctx, lease, func(ctx context.Context, tx *db.Tx) error {
+			// The executor's end of a run: the conversations, the lease, then FinishTx.
+			ended <- c.App.Runs.InFenceEnding(ctx, lease, func(ctx context.Context, tx *db.Tx) error {
 				var pid int
 				if err := tx.Tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 					return err
 				}
 				holding <- pid
 				<-proceed
-				if _, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: tenantID, ID: lease.Run.ConversationID.UUID}); err != nil {
-					return err
-				}
 				_, err := c.App.Runs.FinishTx(ctx, tx, lease, run.Outcome{Status: run.StatusCompleted, TerminationReason: "completed"})
 				return err
 			})
@@ -206,4 +203,90 @@ func TestTeamPauseResume(t *testing.T) {
 	// A second pause answers CONFLICT now that the team run has ended.
 	again := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { pauseRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
 	require.Equal(t, "CONFLICT", again.Code())
+}
+
+// TestTeamLastPhaseEndRacesInterrupt races the end of a team's last phase (the worker's
+// transaction that ends the architect's run FAILED, which ends the team run and hands its
+// conversation on) against an INTERRUPT sendMessage on the team run's conversation, many times,
+// with no worker: the test plays the phase's worker itself. In the even rounds the phase's end
+// holds its locks until the send waits for one of them, the interleaving in which the send held
+// the team conversation and waited for the phase run while the phase's end held the phase run and
+// waited for the team conversation (a deadlock, 40P01, for one of them); in the odd rounds both
+// start at once. Neither may fail, and every round ends with the team run ended and no phase
+// running.
+func TestTeamLastPhaseEndRacesInterrupt(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewAnthropicServer(t)
+	e := apptest.Start(t, apptest.Options{NoWork: true, Env: map[string]string{
+		"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": srv.BaseURL(),
+	}})
+	c := &chatEnv{Env: e, llm: srv, model: "anthropic:claude-sonnet-4-5", s: e.SignUp(t, "", "")}
+	ctx := context.Background()
+	owner, err := pgx.Connect(ctx, c.OwnerURL)
+	require.NoError(t, err)
+	defer owner.Close(ctx)
+	tenantID := approvalUUID(t, "Tenant", c.s.TenantID)
+
+	const rounds = 16
+	for i := range rounds {
+		forced := i%2 == 0
+		conv := c.conversation(t, nil)
+		tv, res := c.startTeam(t, teamInput(conv, fmt.Sprintf("race %d", i), nil))
+		require.Empty(t, res.Errors, "%s", res.Body)
+		phaseRunID := approvalUUID(t, "Run", tv.Phases[0].Run.ID)
+		job := c.JobOfRun(t, phaseRunID)
+		require.NotNil(t, job, "round %d: the architect's job", i)
+		lease, err := c.App.Runs.Acquire(ctx, tenantID, phaseRunID, "race-test", job.ID)
+		require.NoError(t, err)
+
+		holding := make(chan int, 1) // the phase end's backend, once it holds its locks
+		proceed := make(chan struct{})
+		ended := make(chan error, 1)
+		end := func() {
+			ended <- c.App.Runs.InFenceEnding(ctx, lease, func(ctx context.Context, tx *db.Tx) error {
+				var pid int
+				if err := tx.Tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+					return err
+				}
+				holding <- pid
+				<-proceed
+				_, err := c.App.Runs.FinishTx(ctx, tx, lease, run.Outcome{Status: run.StatusFailed, TerminationReason: "error", Error: "the phase failed"})
+				return err
+			})
+		}
+		sentc := make(chan *apptest.Response, 1)
+		send := func() {
+			_, res := c.send(t, conv, fmt.Sprintf("interrupt %d", i), map[string]any{"ifBusy": "INTERRUPT"})
+			sentc <- res
+		}
+		if forced {
+			go end()
+			pid := <-holding
+			go send()
+			// Wait until the send waits for a lock the phase's end holds.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				var n int
+				require.NoError(t, owner.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n))
+				if n > 0 {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "round %d: the send never waited for the phase's end", i)
+				time.Sleep(2 * time.Millisecond) // a polling interval, not a wait for a result
+			}
+			close(proceed)
+		} else {
+			close(proceed)
+			go send()
+			go end()
+		}
+		require.NoError(t, <-ended, "round %d: the phase's end", i)
+		sres := <-sentc
+		require.Empty(t, sres.Errors, "round %d: sendMessage: %s", i, sres.Body)
+
+		require.Contains(t, []string{"FAILED", "CANCELLED"}, c.run(t, tv.Run.ID).Status, "round %d", i)
+		for _, p := range c.team(t, tv.ID).Phases {
+			require.NotEqual(t, "RUNNING", p.Status, "round %d: %s %d is not left running", i, p.Phase, p.Iteration)
+		}
+	}
 }

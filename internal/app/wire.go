@@ -199,6 +199,7 @@ func (a *App) runKinds() {
 	a.Runs.OnFinish(team.KindPhase, a.Teams.PhaseFinished)
 	a.Runs.OnFinish(run.KindTeam, a.Teams.Finished)
 	a.Runs.OnWorkers(run.KindTeam, a.Teams.LockPhases)
+	a.Runs.OnConversations(team.KindPhase, a.Teams.TeamConversation)
 	a.Runs.OnEnqueue(run.KindTeam, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (bool, error) {
 		return true, a.Teams.Continue(ctx, tx, r)
 	})

@@ -129,12 +129,31 @@ type Service struct {
 	// workers holds, per run kind, how to lock the runs that work a run of the kind without
 	// being its descendants (a team run's phase in flight).
 	workers map[string]WorkersHook
+	// conversations holds, per run kind, the conversations beyond its own that a run's end
+	// locks (a team phase's end ends the team run and hands on its conversation).
+	conversations map[string]ConversationsHook
+}
+
+// ConversationsHook returns the conversations beyond its own that the end of run r may lock
+// (the conversation of the team run a phase works), outermost first. Every transaction that
+// ends r or controls it locks them before its own conversation and any run (lockConversations):
+// conversations first, then runs.
+type ConversationsHook func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) ([]uuid.UUID, error)
+
+// OnConversations registers the conversations hook of a run kind. Call it while wiring, before
+// runs start.
+func (s *Service) OnConversations(kind string, h ConversationsHook) {
+	if s.conversations == nil {
+		s.conversations = map[string]ConversationsHook{}
+	}
+	s.conversations[kind] = h
 }
 
 // WorkersHook locks in tx, with RunGetForUpdate, the runs that work run r without being its
 // descendants (a team run's phase in flight), and returns them as locked. A transaction that
-// controls r (cancel, stop, pause, resume, interrupt) calls it before it locks r: the order in
-// which such a run's own end locks r (child, then parent), so the two never wait for each other.
+// controls r (cancel, stop, pause, resume, interrupt) calls it after r's conversations and
+// before it locks r: the order in which such a run's own end locks them (conversations, then
+// child, then parent), so the two never wait for each other.
 type WorkersHook func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) ([]dbsqlc.Run, error)
 
 // OnWorkers registers the workers hook of a run kind. Stop, pause and resume of a run of the
@@ -146,17 +165,19 @@ func (s *Service) OnWorkers(kind string, h WorkersHook) {
 	s.workers[kind] = h
 }
 
-// lockWorkers locks the workers of run id when its kind has a workers hook (none: nil).
+// lockWorkers is what a control of run id locks before the run itself: the conversations its
+// end locks (lockConversations), then its workers when its kind has a workers hook (returned;
+// none: nil).
 func (s *Service) lockWorkers(ctx context.Context, tx *db.Tx, tenantID, id uuid.UUID) ([]dbsqlc.Run, error) {
-	if len(s.workers) == 0 {
-		return nil, nil
-	}
 	r, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: tenantID, ID: id})
 	if db.IsNoRows(err) {
 		return nil, nil // the caller answers NOT_FOUND when it locks the run
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load run %s: %w", id, err)
+	}
+	if err := s.lockConversations(ctx, tx, r); err != nil {
+		return nil, err
 	}
 	h := s.workers[r.Kind]
 	if h == nil {
@@ -372,13 +393,14 @@ func (s *Service) InFence(ctx context.Context, l Lease, fn func(ctx context.Cont
 	})
 }
 
-// InFenceEnding is InFence for a transaction that may end the run (FinishTx): for a run of a
-// conversation it locks the conversation's row first, then the lease. That is the lock order of
-// every transaction that ends a run, and of sendMessage's interrupt (the conversation, then its
-// active run), so the two never wait for each other.
+// InFenceEnding is InFence for a transaction that may end the run (FinishTx): it locks the
+// conversations the run's end locks first (lockConversations), then the lease. That is the lock
+// order of every transaction that ends a run, of the controls of a run and of sendMessage's
+// interrupt (the conversation, then its active run's workers, then the run), so none of them
+// waits for another while holding what the other waits for.
 func (s *Service) InFenceEnding(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
 	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		if err := lockConversation(ctx, tx, l.Run); err != nil {
+		if err := s.lockConversations(ctx, tx, l.Run); err != nil {
 			return err
 		}
 		if err := fence(ctx, tx, l); err != nil {
@@ -399,13 +421,25 @@ func fence(ctx context.Context, tx *db.Tx, l Lease) error {
 	return nil
 }
 
-// lockConversation takes the row lock of run r's conversation (none for a run without one).
-func lockConversation(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
-	if !r.ConversationID.Valid {
-		return nil
+// lockConversations takes the row locks of the conversations run r's end locks: those of its
+// kind's conversations hook (a team phase's: the team run's), then r's own (none for a run
+// without one).
+func (s *Service) lockConversations(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
+	var ids []uuid.UUID
+	if h := s.conversations[r.Kind]; h != nil {
+		var err error
+		if ids, err = h(ctx, tx, r); err != nil {
+			return fmt.Errorf("conversations of run %s: %w", r.ID, err)
+		}
 	}
-	if _, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}); err != nil {
-		return fmt.Errorf("lock conversation: %w", err)
+	if r.ConversationID.Valid {
+		ids = append(ids, r.ConversationID.UUID)
+	}
+	for _, id := range ids {
+		// One the actor cannot see is not locked: the control is decided on the run.
+		if _, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: r.TenantID, ID: id}); err != nil && !db.IsNoRows(err) {
+			return fmt.Errorf("lock conversation %s: %w", id, err)
+		}
 	}
 	return nil
 }
@@ -425,8 +459,8 @@ type Outcome struct {
 func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, error) {
 	var out dbsqlc.Run
 	err := s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		// The conversation first, like InFenceEnding: then the run's end (its row, its hand-off).
-		if err := lockConversation(ctx, tx, l.Run); err != nil {
+		// The conversations first, like InFenceEnding: then the run's end (its row, its hand-off).
+		if err := s.lockConversations(ctx, tx, l.Run); err != nil {
 			return err
 		}
 		var err error
@@ -436,8 +470,8 @@ func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, e
 	return out, err
 }
 
-// FinishTx is Finish inside the caller's transaction, which must hold the conversation's row
-// lock and the lease, in that order (InFenceEnding: the lock order of every transaction that
+// FinishTx is Finish inside the caller's transaction, which must hold the conversations' row
+// locks and the lease, in that order (InFenceEnding: the lock order of every transaction that
 // ends a run): the executor ends a run in the transaction that stores its last reply.
 func (s *Service) FinishTx(ctx context.Context, tx *db.Tx, l Lease, o Outcome) (dbsqlc.Run, error) {
 	return s.finish(ctx, tx, l.Run, l.Attempt, o, true, true)
@@ -549,8 +583,8 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, erro
 	}
 	var out dbsqlc.Run
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		// A run worked through other runs (a team run) has them locked first; its finish hook
-		// cancels them.
+		// The conversations its end locks first, then the runs that work it (a team run's
+		// phase in flight), which its finish hook cancels.
 		if _, err := s.lockWorkers(ctx, tx, a.TenantID, runID); err != nil {
 			return err
 		}

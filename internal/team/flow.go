@@ -72,6 +72,21 @@ func (s *Service) PhaseFinished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) 
 	return s.advance(ctx, tx, tr, teamRun, ph, fin)
 }
 
+// TeamConversation is the run.ConversationsHook of TEAM_PHASE runs: a phase's end may end the
+// team run and hand on its conversation, so that conversation is locked before the phase's own
+// and its run, in the order of an INTERRUPT message on it (the conversation, the phase in
+// flight, the team run).
+func (s *Service) TeamConversation(ctx context.Context, tx *db.Tx, phaseRun dbsqlc.Run) ([]uuid.UUID, error) {
+	conv, err := tx.Q.TeamConversationByPhaseRun(ctx, dbsqlc.TeamConversationByPhaseRunParams{TenantID: phaseRun.TenantID, RunID: phaseRun.ID})
+	if db.IsNoRows(err) || err == nil && !conv.Valid {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("team conversation of phase run %s: %w", phaseRun.ID, err)
+	}
+	return []uuid.UUID{conv.UUID}, nil
+}
+
 // LockPhases is the run.WorkersHook of TEAM runs: it locks the runs of team run teamRun's
 // phases in flight, before a control of the team run (cancel, stop, pause, resume) locks the
 // team run itself. A phase's end locks its own run first and the team run after it, so both

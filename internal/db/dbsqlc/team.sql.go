@@ -111,6 +111,26 @@ func (q *Queries) TeamBudgetSettle(ctx context.Context, arg TeamBudgetSettlePara
 	return i, err
 }
 
+const teamConversationByPhaseRun = `-- name: TeamConversationByPhaseRun :one
+SELECT r.conversation_id FROM team_phases p
+JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
+JOIN runs r ON r.tenant_id = t.tenant_id AND r.id = t.run_id
+WHERE p.tenant_id = $1 AND p.run_id = $2
+`
+
+type TeamConversationByPhaseRunParams struct {
+	TenantID uuid.UUID
+	RunID    uuid.UUID
+}
+
+// The conversation of the team run that phase run $2 works (NULL: the team run has none).
+func (q *Queries) TeamConversationByPhaseRun(ctx context.Context, arg TeamConversationByPhaseRunParams) (uuid.NullUUID, error) {
+	row := q.db.QueryRow(ctx, teamConversationByPhaseRun, arg.TenantID, arg.RunID)
+	var conversation_id uuid.NullUUID
+	err := row.Scan(&conversation_id)
+	return conversation_id, err
+}
+
 const teamPhaseByRun = `-- name: TeamPhaseByRun :one
 SELECT tenant_id, id, team_run_id, phase, iteration, attempt, model, max_turns, status, run_id, turns, input_tokens, output_tokens, reserved_tokens, output, verdict, termination_reason, started_at, finished_at FROM team_phases WHERE tenant_id = $1 AND run_id = $2
 `

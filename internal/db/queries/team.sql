@@ -46,6 +46,13 @@ RETURNING *;
 -- name: TeamPhaseByRun :one
 SELECT * FROM team_phases WHERE tenant_id = $1 AND run_id = $2;
 
+-- name: TeamConversationByPhaseRun :one
+-- The conversation of the team run that phase run $2 works (NULL: the team run has none).
+SELECT r.conversation_id FROM team_phases p
+JOIN team_runs t ON t.tenant_id = p.tenant_id AND t.id = p.team_run_id
+JOIN runs r ON r.tenant_id = t.tenant_id AND r.id = t.run_id
+WHERE p.tenant_id = $1 AND p.run_id = $2;
+
 -- name: TeamPhaseByRunForUpdate :one
 SELECT * FROM team_phases WHERE tenant_id = $1 AND run_id = $2 FOR UPDATE;
 
