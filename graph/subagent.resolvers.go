@@ -12,6 +12,7 @@ import (
 	"github.com/agentry/agentry/graph/loader"
 	"github.com/agentry/agentry/graph/model"
 	"github.com/agentry/agentry/internal/subagent"
+	"github.com/agentry/agentry/internal/tenancy"
 )
 
 // SpawnSubagent is the resolver for the spawnSubagent field.
@@ -54,7 +55,9 @@ func (r *mutationResolver) CancelSubagent(ctx context.Context, id string) (*mode
 
 // SetPlan is the resolver for the setPlan field.
 func (r *mutationResolver) SetPlan(ctx context.Context, input model.SetPlanInput) (*model.Plan, error) {
-	p, err := r.Tenancy.SetPlan(ctx, input.Name, input.SubagentsRunningMax)
+	p, err := r.Tenancy.SetPlan(ctx, input.Name, tenancy.PlanLimits{
+		SubagentsRunningMax: input.SubagentsRunningMax, SpendRate: input.SpendRate, SpendBurst: input.SpendBurst,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -287,6 +287,8 @@ type ComplexityRoot struct {
 
 	Plan struct {
 		Name                func(childComplexity int) int
+		SpendBurst          func(childComplexity int) int
+		SpendRate           func(childComplexity int) int
 		SubagentsRunningMax func(childComplexity int) int
 		UpdatedAt           func(childComplexity int) int
 	}
@@ -2081,6 +2083,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plan.Name(childComplexity), true
+	case "Plan.spendBurst":
+		if e.ComplexityRoot.Plan.SpendBurst == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plan.SpendBurst(childComplexity), true
+	case "Plan.spendRate":
+		if e.ComplexityRoot.Plan.SpendRate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plan.SpendRate(childComplexity), true
 	case "Plan.subagentsRunningMax":
 		if e.ComplexityRoot.Plan.SubagentsRunningMax == nil {
 			break
@@ -4968,13 +4982,18 @@ extend input AgentSettingsInput {
 }
 
 """
-What a tenant on a plan may use at once. Every tenant is on one (Tenant.plan, default free,
-whose limit is 8); platform admins manage plans.
+What a tenant on a plan may use. Every tenant is on one (Tenant.plan, default free: 8
+sub-agents at once, 10 spending mutations per second with bursts of 20); platform admins manage
+plans.
 """
 type Plan {
   name: String!
   "Sub-agents of one tenant that may be queued for a worker or running at once (1-10,000)."
   subagentsRunningMax: Int!
+  "Spending mutations (sendMessage, runTask, ...) one tenant on the plan may make per second (1-100,000); each API key has half."
+  spendRate: Int!
+  "How many spending mutations one tenant on the plan may make at once before spendRate applies (1-100,000); each API key has half."
+  spendBurst: Int!
   updatedAt: Time!
 }
 
@@ -4982,6 +5001,10 @@ input SetPlanInput {
   "Lower case letters, digits, - and _, starting with a letter; at most 40 characters."
   name: String!
   subagentsRunningMax: Int!
+  "Omitted: the plan keeps its own (a new plan gets 10)."
+  spendRate: Int
+  "Omitted: the plan keeps its own (a new plan gets 20)."
+  spendBurst: Int
 }
 
 extend type Tenant {
@@ -4995,7 +5018,7 @@ extend type Query {
 }
 
 extend type Mutation {
-  "Creates a plan or changes its limits (platform admins only). The dispatcher applies a change at its next pass."
+  "Creates a plan or changes its limits (platform admins only). The dispatcher applies a change at its next pass, the rate limiter within a minute."
   setPlan(input: SetPlanInput!): Plan
   "Puts a tenant on a plan (platform admins only). An unknown plan is BAD_USER_INPUT, an unknown tenant NOT_FOUND."
   setTenantPlan(tenantId: ID!, plan: String!): Tenant
@@ -5798,6 +5821,10 @@ func (ec *executionContext) childFields_Plan(ctx context.Context, field graphql.
 		return ec.fieldContext_Plan_name(ctx, field)
 	case "subagentsRunningMax":
 		return ec.fieldContext_Plan_subagentsRunningMax(ctx, field)
+	case "spendRate":
+		return ec.fieldContext_Plan_spendRate(ctx, field)
+	case "spendBurst":
+		return ec.fieldContext_Plan_spendBurst(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Plan_updatedAt(ctx, field)
 	}
@@ -13059,6 +13086,52 @@ func (ec *executionContext) _Plan_subagentsRunningMax(ctx context.Context, field
 	)
 }
 func (ec *executionContext) fieldContext_Plan_subagentsRunningMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plan", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Plan_spendRate(ctx context.Context, field graphql.CollectedField, obj *model.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plan_spendRate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpendRate(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plan_spendRate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plan", field, true, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Plan_spendBurst(ctx context.Context, field graphql.CollectedField, obj *model.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plan_spendBurst(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpendBurst(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plan_spendBurst(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Plan", field, true, false, errors.New("field of type Int does not have child fields"))
 }
 
@@ -22144,7 +22217,7 @@ func (ec *executionContext) unmarshalInputSetPlanInput(ctx context.Context, obj 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "subagentsRunningMax"}
+	fieldsInOrder := [...]string{"name", "subagentsRunningMax", "spendRate", "spendBurst"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22165,6 +22238,20 @@ func (ec *executionContext) unmarshalInputSetPlanInput(ctx context.Context, obj 
 				return it, err
 			}
 			it.SubagentsRunningMax = data
+		case "spendRate":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("spendRate"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SpendRate = data
+		case "spendBurst":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("spendBurst"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SpendBurst = data
 		}
 	}
 	return it, nil
@@ -24654,6 +24741,16 @@ func (ec *executionContext) _Plan(ctx context.Context, sel ast.SelectionSet, obj
 			}
 		case "subagentsRunningMax":
 			out.Values[i] = ec._Plan_subagentsRunningMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spendRate":
+			out.Values[i] = ec._Plan_spendRate(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spendBurst":
+			out.Values[i] = ec._Plan_spendBurst(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

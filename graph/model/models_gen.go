@@ -318,6 +318,10 @@ type SetPlanInput struct {
 	// Lower case letters, digits, - and _, starting with a letter; at most 40 characters.
 	Name                string `json:"name"`
 	SubagentsRunningMax int    `json:"subagentsRunningMax"`
+	// Omitted: the plan keeps its own (a new plan gets 10).
+	SpendRate *int `json:"spendRate,omitempty"`
+	// Omitted: the plan keeps its own (a new plan gets 20).
+	SpendBurst *int `json:"spendBurst,omitempty"`
 }
 
 type SignUpInput struct {

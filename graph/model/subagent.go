@@ -33,4 +33,6 @@ type Plan struct{ Row dbsqlc.Plan }
 
 func (p *Plan) Name() string             { return p.Row.Name }
 func (p *Plan) SubagentsRunningMax() int { return int(p.Row.SubagentsRunningMax) }
+func (p *Plan) SpendRate() int           { return int(p.Row.SpendRate) }
+func (p *Plan) SpendBurst() int          { return int(p.Row.SpendBurst) }
 func (p *Plan) UpdatedAt() time.Time     { return p.Row.UpdatedAt }

@@ -123,6 +123,7 @@ func (a *App) services(pub *events.Publisher) error {
 		Redis: a.Redis, Prefix: cfg.RedisPrefix, DB: a.DB, Spend: cfg.RateLimitSpend, Auth: cfg.RateLimitAuth, Create: cfg.RateLimitCreate,
 		Account: cfg.RateLimitAccount, Log: log, Metrics: a.Metrics,
 	})
+	a.Tenancy.OnPlanChange = a.RateLimits.ForgetPlans
 	a.Tools = tool.NewRegistry()
 	if err := register(a.Tools, tool.MemoryTools(), routine.Tools()); err != nil {
 		return err

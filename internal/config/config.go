@@ -58,7 +58,7 @@ type Config struct {
 	WorkspaceRetention time.Duration
 	// RateLimitSpend overrides the plans' limits on spending mutations per tenant and per API key
 	// (AGENTRY_RATE_LIMIT_SPEND, e.g. "10/s burst 20" or "free=10/s burst 20; pro=100/s burst 200"
-	// or "off"); nil keeps internal/usage's plan table.
+	// or "off"); nil keeps the plans' own (the plans table).
 	RateLimitSpend map[string]RateLimit
 	// RateLimitAuth overrides the per-IP limit of logIn and signUp (AGENTRY_RATE_LIMIT_AUTH); nil
 	// keeps the default.

@@ -25,16 +25,9 @@ import (
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/config"
 	"github.com/agentry/agentry/internal/db"
+	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/metrics"
 )
-
-// Plan is what a tenant plan (tenants.plan) allows.
-type Plan struct {
-	// Spend limits the mutations that make the agent spend (sendMessage, runTask, ...) per
-	// tenant. Each API key of the tenant also has a bucket of its own with half that rate and
-	// burst (KeyLimit), so one integration cannot take the whole tenant's allowance.
-	Spend config.RateLimit
-}
 
 // KeyLimit is the limit of one API key under a tenant limit: half its rate and burst.
 func KeyLimit(tenant config.RateLimit) config.RateLimit {
@@ -42,13 +35,6 @@ func KeyLimit(tenant config.RateLimit) config.RateLimit {
 		return tenant
 	}
 	return config.RateLimit{Rate: max(tenant.Rate/2, 1), Burst: max(tenant.Burst/2, 1), Period: tenant.Period}
-}
-
-// Plans is the table of tenant plans. A tenant whose plan is not listed gets "free".
-var Plans = map[string]Plan{
-	"free":       {Spend: config.RateLimit{Rate: 10, Burst: 20, Period: time.Second}},
-	"pro":        {Spend: config.RateLimit{Rate: 50, Burst: 100, Period: time.Second}},
-	"enterprise": {Spend: config.RateLimit{Rate: 200, Burst: 400, Period: time.Second}},
 }
 
 // DefaultAuthLimit limits logIn and signUp per client IP.
@@ -67,7 +53,8 @@ var DefaultCreateLimit = config.RateLimit{Rate: 2, Burst: 20, Period: time.Secon
 // request fast, not hang it.
 const limiterTimeout = 500 * time.Millisecond
 
-// planTTL is how long the limiter trusts a tenant's plan it has read.
+// planTTL is how long the limiter trusts a tenant's plan it has read (its name and spend limit):
+// a change by another process (setPlan, setTenantPlan) applies within it.
 const planTTL = time.Minute
 
 // Options configure a Limiter.
@@ -75,10 +62,10 @@ type Options struct {
 	// Redis holds the GCRA state; Prefix namespaces its keys.
 	Redis  redis.UniversalClient
 	Prefix string
-	// DB reads tenants' plans.
+	// DB reads tenants' plans (the plans table: their spend limits).
 	DB *db.DB
-	// Spend overrides Plans' spend limits (config.Config.RateLimitSpend: plan -> limit, "" for
-	// every plan not named); nil keeps them.
+	// Spend overrides the plans' spend limits (config.Config.RateLimitSpend: plan -> limit, ""
+	// for every plan not named); nil keeps them.
 	Spend map[string]config.RateLimit
 	// Auth overrides DefaultAuthLimit; nil keeps it.
 	Auth *config.RateLimit
@@ -112,8 +99,10 @@ type Limiter struct {
 	plans map[uuid.UUID]planEntry
 }
 
+// planEntry is a tenant's plan as read: its name and its spend limit.
 type planEntry struct {
 	plan    string
+	spend   config.RateLimit
 	expires time.Time
 }
 
@@ -139,29 +128,37 @@ func (l *Limiter) UseRedis(rdb redis.UniversalClient) {
 	l.rdb.Store(redis_rate.NewLimiter(rdb))
 }
 
-// SpendLimit is the spending limit of a plan after the configured overrides.
-func (l *Limiter) SpendLimit(plan string) config.RateLimit {
-	if o, ok := l.spend[plan]; ok {
-		return o
+// SpendLimit is the spending limit of tenant tenantID: its plan's (the plans table), or the
+// configured override of that plan.
+func (l *Limiter) SpendLimit(ctx context.Context, tenantID uuid.UUID) (config.RateLimit, error) {
+	p, err := l.plan(ctx, tenantID)
+	if err != nil {
+		return config.RateLimit{}, err
+	}
+	if o, ok := l.spend[p.plan]; ok {
+		return o, nil
 	}
 	if o, ok := l.spend[""]; ok {
-		return o
+		return o, nil
 	}
-	p, ok := Plans[plan]
-	if !ok {
-		p = Plans["free"]
-	}
-	return p.Spend
+	return p.spend, nil
+}
+
+// ForgetPlans drops the plans the limiter has read, so that a change made in this process
+// (setPlan, setTenantPlan) applies at once; other processes apply it within planTTL.
+func (l *Limiter) ForgetPlans() {
+	l.mu.Lock()
+	l.plans = map[uuid.UUID]planEntry{}
+	l.mu.Unlock()
 }
 
 // Spend admits one spending mutation of the actor: for an API key, the key's own bucket
 // (KeyLimit), then its tenant's bucket must have room.
 func (l *Limiter) Spend(ctx context.Context, a auth.Actor) error {
-	plan, err := l.plan(ctx, a.TenantID)
+	limit, err := l.SpendLimit(ctx, a.TenantID)
 	if err != nil {
 		return err
 	}
-	limit := l.SpendLimit(plan)
 	if limit.Off {
 		return nil
 	}
@@ -253,35 +250,37 @@ func (l *Limiter) allow(ctx context.Context, name, key string, limit config.Rate
 }
 
 // cachedPlan returns the tenant's plan when the cache has it fresh.
-func (l *Limiter) cachedPlan(tenantID uuid.UUID) (string, bool) {
+func (l *Limiter) cachedPlan(tenantID uuid.UUID) (planEntry, bool) {
 	l.mu.Lock()
 	e, ok := l.plans[tenantID]
 	l.mu.Unlock()
 	if ok && time.Now().Before(e.expires) {
-		return e.plan, true
+		return e, true
 	}
-	return "", false
+	return planEntry{}, false
 }
 
 // plan returns the tenant's plan, cached for planTTL.
-func (l *Limiter) plan(ctx context.Context, tenantID uuid.UUID) (string, error) {
-	if plan, ok := l.cachedPlan(tenantID); ok {
-		return plan, nil
+func (l *Limiter) plan(ctx context.Context, tenantID uuid.UUID) (planEntry, error) {
+	if e, ok := l.cachedPlan(tenantID); ok {
+		return e, nil
 	}
-	var plan string
+	var p dbsqlc.Plan
 	err := l.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		t, err := tx.Q.TenantGetByID(ctx, tenantID)
-		plan = t.Plan
+		var err error
+		p, err = tx.Q.PlanGetByTenant(ctx, tenantID)
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("read the plan of tenant %s: %w", tenantID, err)
+		return planEntry{}, fmt.Errorf("read the plan of tenant %s: %w", tenantID, err)
 	}
+	e := planEntry{plan: p.Name, spend: config.RateLimit{Rate: int(p.SpendRate), Burst: int(p.SpendBurst), Period: time.Second},
+		expires: time.Now().Add(planTTL)}
 	l.mu.Lock()
 	if len(l.plans) > 10_000 {
 		l.plans = map[uuid.UUID]planEntry{}
 	}
-	l.plans[tenantID] = planEntry{plan: plan, expires: time.Now().Add(planTTL)}
+	l.plans[tenantID] = e
 	l.mu.Unlock()
-	return plan, nil
+	return e, nil
 }

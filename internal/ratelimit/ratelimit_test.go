@@ -148,11 +148,37 @@ func TestSpendLimitsPerTenantAndKey(t *testing.T) {
 		require.NoError(t, l.Spend(ctx, auth.Actor{UserID: proOwner, TenantID: pro, Role: auth.RoleOwner}))
 	}
 
-	require.Equal(t, config.RateLimit{Rate: 1, Burst: 3, Period: time.Hour}, l.SpendLimit("free"))
-	require.Equal(t, ratelimit.Plans["enterprise"].Spend, l.SpendLimit("enterprise"), "not overridden")
-	require.Equal(t, ratelimit.Plans["free"].Spend, b.limiter(t, nil, nil).SpendLimit("no-such-plan"))
+	// The limit is the plan's row (the plans table), unless overridden.
+	ent, entOwner, _ := b.newTenant(t)
+	b.owner(t, func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, `UPDATE tenants SET plan = 'enterprise' WHERE id = $1`, ent)
+		require.NoError(t, err)
+	})
+	spendLimit := func(l *ratelimit.Limiter, tenant uuid.UUID) config.RateLimit {
+		t.Helper()
+		got, err := l.SpendLimit(ctx, tenant)
+		require.NoError(t, err)
+		return got
+	}
+	require.Equal(t, config.RateLimit{Rate: 1, Burst: 3, Period: time.Hour}, spendLimit(l, b.tenant))
+	require.Equal(t, config.RateLimit{Rate: 200, Burst: 400, Period: time.Second}, spendLimit(l, ent), "not overridden")
+	require.Equal(t, config.RateLimit{Rate: 10, Burst: 20, Period: time.Second}, spendLimit(b.limiter(t, nil, nil), b.tenant), "free's row")
 	all := b.limiter(t, map[string]config.RateLimit{"": {Rate: 5, Burst: 5, Period: time.Second}}, nil)
-	require.Equal(t, 5, all.SpendLimit("enterprise").Rate)
+	require.Equal(t, 5, spendLimit(all, ent).Rate)
+	require.NoError(t, l.Spend(ctx, auth.Actor{UserID: entOwner, TenantID: ent, Role: auth.RoleOwner}))
+
+	// A plan's row changed by another process applies once the limiter forgets what it read.
+	plain := b.limiter(t, nil, nil)
+	require.Equal(t, 200, spendLimit(plain, ent).Rate)
+	b.owner(t, func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, `INSERT INTO plans (name, spend_rate, spend_burst) VALUES ('rl-test', 7, 9) ON CONFLICT (name) DO NOTHING`)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `UPDATE tenants SET plan = 'rl-test' WHERE id = $1`, ent)
+		require.NoError(t, err)
+	})
+	require.Equal(t, 200, spendLimit(plain, ent).Rate, "cached")
+	plain.ForgetPlans()
+	require.Equal(t, config.RateLimit{Rate: 7, Burst: 9, Period: time.Second}, spendLimit(plain, ent))
 
 	// An API key has its own bucket of half the tenant's: it cannot take the tenant's whole
 	// allowance, and what it was refused is not taken from the tenant.

@@ -17,11 +17,23 @@ import (
 // until a platform admin changes it.
 const DefaultPlan = "free"
 
-// Bounds of a plan's sub-agent limit (the table's CHECK constraint matches).
+// Bounds of a plan's sub-agent limit and of its spend rate and burst (the table's CHECK
+// constraints match).
 const (
 	MinSubagentsRunning = 1
 	MaxSubagentsRunning = 10_000
+	MinSpend            = 1
+	MaxSpend            = 100_000
 )
+
+// PlanLimits are the limits setPlan sets. A nil spend limit keeps the plan's (a new plan's
+// defaults: 10 per second, bursts of 20).
+type PlanLimits struct {
+	SubagentsRunningMax int
+	// SpendRate and SpendBurst limit the spending mutations of one tenant on the plan, per
+	// second and at once.
+	SpendRate, SpendBurst *int
+}
 
 var planNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 
@@ -51,9 +63,10 @@ func (s *Service) Plans(ctx context.Context) ([]dbsqlc.Plan, error) {
 	return out, err
 }
 
-// SetPlan creates plan name or changes its limit of running sub-agents per tenant (platform
-// admins only). A bad name or a limit out of range is BAD_USER_INPUT.
-func (s *Service) SetPlan(ctx context.Context, name string, subagentsRunningMax int) (dbsqlc.Plan, error) {
+// SetPlan creates plan name or changes its limits: running sub-agents and spending per tenant
+// (platform admins only). A bad name or a limit out of range is BAD_USER_INPUT.
+func (s *Service) SetPlan(ctx context.Context, name string, in PlanLimits) (dbsqlc.Plan, error) {
+	subagentsRunningMax := in.SubagentsRunningMax
 	if _, err := platformAdmin(ctx); err != nil {
 		return dbsqlc.Plan{}, err
 	}
@@ -64,13 +77,30 @@ func (s *Service) SetPlan(ctx context.Context, name string, subagentsRunningMax 
 		return dbsqlc.Plan{}, apperr.Invalid("subagentsRunningMax", "must be between %d and %d (got %d)", MinSubagentsRunning, MaxSubagentsRunning, subagentsRunningMax).
 			With("min", MinSubagentsRunning).With("max", MaxSubagentsRunning)
 	}
+	args := dbsqlc.PlanUpsertParams{Name: name, SubagentsRunningMax: int32(subagentsRunningMax)}
+	for _, f := range []struct {
+		field string
+		in    *int
+		out   **int32
+	}{{"spendRate", in.SpendRate, &args.SpendRate}, {"spendBurst", in.SpendBurst, &args.SpendBurst}} {
+		if f.in == nil {
+			continue
+		}
+		if *f.in < MinSpend || *f.in > MaxSpend {
+			return dbsqlc.Plan{}, apperr.Invalid(f.field, "must be between %d and %d (got %d)", MinSpend, MaxSpend, *f.in).
+				With("min", MinSpend).With("max", MaxSpend)
+		}
+		v := int32(*f.in)
+		*f.out = &v
+	}
 	var out dbsqlc.Plan
 	err := s.db.InSystemTx(ctx, "plans: a platform admin sets a plan's limits", func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		out, err = tx.Q.PlanUpsert(ctx, dbsqlc.PlanUpsertParams{Name: name, SubagentsRunningMax: int32(subagentsRunningMax)})
+		out, err = tx.Q.PlanUpsert(ctx, args)
 		if err != nil {
 			return fmt.Errorf("save plan %s: %w", name, err)
 		}
+		s.planChanged(tx)
 		return nil
 	})
 	return out, err
@@ -94,7 +124,17 @@ func (s *Service) SetTenantPlan(ctx context.Context, tenantID uuid.UUID, plan st
 		if db.IsNoRows(err) {
 			return apperr.NotFoundf("tenant")
 		}
+		if err == nil {
+			s.planChanged(tx)
+		}
 		return err
 	})
 	return out, err
+}
+
+// planChanged runs OnPlanChange after tx commits.
+func (s *Service) planChanged(tx *db.Tx) {
+	if s.OnPlanChange != nil {
+		tx.AfterCommit(s.OnPlanChange)
+	}
 }

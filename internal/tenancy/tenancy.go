@@ -30,6 +30,9 @@ type Service struct {
 	// (after the commit), with the member's tenant and user: what ends the sessions they hold
 	// open at once hooks in here. Nil: nothing runs.
 	OnMemberChange func(tenantID, userID uuid.UUID)
+	// OnPlanChange, when set, runs once a plan's limits or a tenant's plan changed (after the
+	// commit): the rate limiter forgets the plans it read. Nil: nothing runs.
+	OnPlanChange func()
 }
 
 // NewService returns the tenancy service.

@@ -194,6 +194,8 @@ type Plan struct {
 	Name                string
 	SubagentsRunningMax int32
 	UpdatedAt           time.Time
+	SpendRate           int32
+	SpendBurst          int32
 }
 
 type Project struct {

@@ -12,18 +12,42 @@ import (
 )
 
 const planGet = `-- name: PlanGet :one
-SELECT name, subagents_running_max, updated_at FROM plans WHERE name = $1
+SELECT name, subagents_running_max, updated_at, spend_rate, spend_burst FROM plans WHERE name = $1
 `
 
 func (q *Queries) PlanGet(ctx context.Context, name string) (Plan, error) {
 	row := q.db.QueryRow(ctx, planGet, name)
 	var i Plan
-	err := row.Scan(&i.Name, &i.SubagentsRunningMax, &i.UpdatedAt)
+	err := row.Scan(
+		&i.Name,
+		&i.SubagentsRunningMax,
+		&i.UpdatedAt,
+		&i.SpendRate,
+		&i.SpendBurst,
+	)
+	return i, err
+}
+
+const planGetByTenant = `-- name: PlanGetByTenant :one
+SELECT p.name, p.subagents_running_max, p.updated_at, p.spend_rate, p.spend_burst FROM tenants t JOIN plans p ON p.name = t.plan WHERE t.id = $1
+`
+
+// The plan of the transaction's tenant.
+func (q *Queries) PlanGetByTenant(ctx context.Context, id uuid.UUID) (Plan, error) {
+	row := q.db.QueryRow(ctx, planGetByTenant, id)
+	var i Plan
+	err := row.Scan(
+		&i.Name,
+		&i.SubagentsRunningMax,
+		&i.UpdatedAt,
+		&i.SpendRate,
+		&i.SpendBurst,
+	)
 	return i, err
 }
 
 const planList = `-- name: PlanList :many
-SELECT name, subagents_running_max, updated_at FROM plans ORDER BY name
+SELECT name, subagents_running_max, updated_at, spend_rate, spend_burst FROM plans ORDER BY name
 `
 
 // Every plan (platform-wide: plans belong to no tenant).
@@ -36,7 +60,13 @@ func (q *Queries) PlanList(ctx context.Context) ([]Plan, error) {
 	items := []Plan{}
 	for rows.Next() {
 		var i Plan
-		if err := rows.Scan(&i.Name, &i.SubagentsRunningMax, &i.UpdatedAt); err != nil {
+		if err := rows.Scan(
+			&i.Name,
+			&i.SubagentsRunningMax,
+			&i.UpdatedAt,
+			&i.SpendRate,
+			&i.SpendBurst,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -48,21 +78,38 @@ func (q *Queries) PlanList(ctx context.Context) ([]Plan, error) {
 }
 
 const planUpsert = `-- name: PlanUpsert :one
-INSERT INTO plans (name, subagents_running_max) VALUES ($1, $2)
-ON CONFLICT (name) DO UPDATE SET subagents_running_max = EXCLUDED.subagents_running_max, updated_at = now()
-RETURNING name, subagents_running_max, updated_at
+INSERT INTO plans (name, subagents_running_max, spend_rate, spend_burst)
+VALUES ($1, $2, coalesce($3::integer, 10), coalesce($4::integer, 20))
+ON CONFLICT (name) DO UPDATE SET subagents_running_max = EXCLUDED.subagents_running_max,
+    spend_rate = coalesce($3::integer, plans.spend_rate),
+    spend_burst = coalesce($4::integer, plans.spend_burst), updated_at = now()
+RETURNING name, subagents_running_max, updated_at, spend_rate, spend_burst
 `
 
 type PlanUpsertParams struct {
 	Name                string
 	SubagentsRunningMax int32
+	SpendRate           *int32
+	SpendBurst          *int32
 }
 
-// Creates a plan or changes its limits.
+// Creates a plan or changes its limits; a spend limit left NULL keeps the plan's (a new plan
+// gets the columns' defaults, 10 and 20).
 func (q *Queries) PlanUpsert(ctx context.Context, arg PlanUpsertParams) (Plan, error) {
-	row := q.db.QueryRow(ctx, planUpsert, arg.Name, arg.SubagentsRunningMax)
+	row := q.db.QueryRow(ctx, planUpsert,
+		arg.Name,
+		arg.SubagentsRunningMax,
+		arg.SpendRate,
+		arg.SpendBurst,
+	)
 	var i Plan
-	err := row.Scan(&i.Name, &i.SubagentsRunningMax, &i.UpdatedAt)
+	err := row.Scan(
+		&i.Name,
+		&i.SubagentsRunningMax,
+		&i.UpdatedAt,
+		&i.SpendRate,
+		&i.SpendBurst,
+	)
 	return i, err
 }
 

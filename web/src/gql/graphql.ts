@@ -226,6 +226,10 @@ export type SetBudgetInput = {
 export type SetPlanInput = {
   /** Lower case letters, digits, - and _, starting with a letter; at most 40 characters. */
   name: string;
+  /** Omitted: the plan keeps its own (a new plan gets 20). */
+  spendBurst?: number | null | undefined;
+  /** Omitted: the plan keeps its own (a new plan gets 10). */
+  spendRate?: number | null | undefined;
   subagentsRunningMax: number;
 };
 

@@ -1,0 +1,73 @@
+package graph_test
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentry/agentry/internal/app/apptest"
+	"github.com/agentry/agentry/internal/llm/llmtest"
+)
+
+// TestSetPlanChangesSpendLimit: the spend limit enforced on a tenant is its plan's row. A
+// platform admin makes a plan allowing bursts of 2 spending mutations and puts the tenant on
+// it: the third sendMessage is RATE_LIMITED. Raising the plan's burst through setPlan lets the
+// next one through; a setPlan that leaves the spend limits out keeps them.
+func TestSetPlanChangesSpendLimit(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewAnthropicServer(t)
+	e := apptest.Start(t, apptest.Options{NoWork: true, Env: map[string]string{
+		"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": srv.BaseURL(),
+		"AGENTRY_RATE_LIMIT_SPEND": "", // the plans' own limits
+	}})
+	c := &chatEnv{Env: e, llm: srv, model: "anthropic:claude-sonnet-4-5", s: e.SignUp(t, "", "")}
+	const setPlan = `mutation($in: SetPlanInput!) { setPlan(input: $in) { name subagentsRunningMax spendRate spendBurst } }`
+	const setTenantPlan = `mutation($t: ID!, $p: String!) { setTenantPlan(tenantId: $t, plan: $p) { id plan } }`
+	type plan struct {
+		Name                                        string
+		SubagentsRunningMax, SpendRate, SpendBurst int
+	}
+	name := "tight-" + uuid.NewString()[:8]
+	require.Equal(t, "FORBIDDEN", c.Do(t, c.s.AccessToken, setPlan, map[string]any{"in": map[string]any{"name": name, "subagentsRunningMax": 8, "spendBurst": 1000}}).Code())
+	admin := c.platformAdmin(t)
+	for _, bad := range []map[string]any{{"spendRate": 0}, {"spendBurst": 100_001}, {"spendRate": -1}} {
+		in := map[string]any{"name": name, "subagentsRunningMax": 8}
+		for k, v := range bad {
+			in[k] = v
+		}
+		require.Equal(t, "BAD_USER_INPUT", c.Do(t, admin, setPlan, map[string]any{"in": in}).Code(), "%v", bad)
+	}
+	var out struct{ SetPlan plan }
+	res := c.Do(t, admin, setPlan, map[string]any{"in": map[string]any{"name": name, "subagentsRunningMax": 8, "spendRate": 1, "spendBurst": 2}})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	res.Decode(t, &out)
+	require.Equal(t, plan{Name: name, SubagentsRunningMax: 8, SpendRate: 1, SpendBurst: 2}, out.SetPlan)
+	res = c.Do(t, admin, setTenantPlan, map[string]any{"t": c.s.TenantID, "p": name})
+	require.Empty(t, res.Errors, "%s", res.Body)
+
+	conv := c.conversation(t, nil)
+	for i := range 2 {
+		_, res := c.send(t, conv, "hello", nil)
+		require.Nil(t, res.Errors, "send %d: %s", i, res.Body)
+	}
+	_, res = c.send(t, conv, "hello", nil)
+	require.Equal(t, "RATE_LIMITED", res.Code(), "the plan's burst of 2: %s", res.Body)
+
+	res = c.Do(t, admin, setPlan, map[string]any{"in": map[string]any{"name": name, "subagentsRunningMax": 8, "spendBurst": 100}})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	res.Decode(t, &out)
+	require.Equal(t, plan{Name: name, SubagentsRunningMax: 8, SpendRate: 1, SpendBurst: 100}, out.SetPlan, "the rate it left out is kept")
+	_, res = c.send(t, conv, "hello", nil)
+	require.Nil(t, res.Errors, "the raised burst applies: %s", res.Body)
+
+	// Leaving the spend limits out keeps them.
+	res = c.Do(t, admin, setPlan, map[string]any{"in": map[string]any{"name": name, "subagentsRunningMax": 4}})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	res.Decode(t, &out)
+	require.Equal(t, plan{Name: name, SubagentsRunningMax: 4, SpendRate: 1, SpendBurst: 100}, out.SetPlan)
+	var plans struct{ Plans []plan }
+	c.Do(t, admin, `{ plans { name subagentsRunningMax spendRate spendBurst } }`, nil).Decode(t, &plans)
+	require.Contains(t, plans.Plans, plan{Name: "free", SubagentsRunningMax: 8, SpendRate: 10, SpendBurst: 20}, "free's seeded figures")
+	require.Contains(t, plans.Plans, plan{Name: "enterprise", SubagentsRunningMax: 8, SpendRate: 200, SpendBurst: 400})
+}
