@@ -492,6 +492,9 @@ await scenario("a team run's phases show as a timeline on its run page", async (
   assert(input !== '0', `the header counts the phases' input tokens (${input})`);
   const turns = await page.locator('.card.stat', { hasText: 'Turns' }).locator('.value').innerText();
   assert(turns === '4', `the header counts the phases' turns (${turns})`);
+  // Its attempts are its phases': the meta line counts the phases instead.
+  const meta = await page.getByTestId('run-page').locator('p.muted.small').first().innerText();
+  assert(meta.includes('3 phases') && !meta.includes('attempt'), `the meta line counts the phases (${meta})`);
   await shot(page, 'team-run');
 });
 

@@ -147,7 +147,10 @@ export function RunPage() {
         {run.conversation && <Link to={`/chat/${encodeURIComponent(run.conversation.id)}`}>Open the conversation</Link>}
       </div>
       <p className="muted small">
-        {run.kind.replace('_', ' ').toLowerCase()} · by {run.user.email} · started {dateTime(run.startedAt ?? run.createdAt)} · {duration(run.startedAt ?? run.createdAt, run.finishedAt)} · attempt {run.attempt} of {run.maxAttempts}
+        {run.kind.replace('_', ' ').toLowerCase()} · by {run.user.email} · started {dateTime(run.startedAt ?? run.createdAt)} · {duration(run.startedAt ?? run.createdAt, run.finishedAt)}
+        {/* A team run is worked through its phases' runs (their attempts are theirs): it counts
+            them instead. A run no worker took yet has made no attempt. */}
+        {run.team ? ` · ${run.team.phases.length} ${run.team.phases.length === 1 ? 'phase' : 'phases'}` : run.attempt > 0 ? ` · attempt ${run.attempt} of ${run.maxAttempts}` : ''}
       </p>
       {(run.error || run.failureClass || run.terminationReason) && (
         <div className={run.status === 'COMPLETED' ? 'success' : run.status === 'CANCELLED' ? 'notice' : 'error'} style={{ marginBottom: '1rem' }}>
