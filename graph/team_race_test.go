@@ -17,10 +17,10 @@ import (
 
 // TestTeamPhaseEndRacesCancel races a phase's end (the worker's transaction that ends the
 // architect's run, which moves the team on) against cancelRun on the team run, many times,
-// with no worker: the test plays the phase's worker itself. In the even rounds the phase's end
-// holds its run's lock until cancelRun waits for it, the interleaving in which the two took the
-// phase run and the team run in opposite orders (a deadlock, 40P01, for one of them); in the
-// odd rounds both start at once. Neither may fail, and every round ends with the team run
+// with no worker: the test plays the phase's worker itself, ending the phase as the executor
+// does (run.Service.InFenceEnding, then FinishTx). In the even rounds the phase's end holds its
+// locks until cancelRun waits for one of them, the interleaving in which two orders that
+// disagree deadlock (40P01 for one of them); in the odd rounds both start at once. Neither may fail, and every round ends with the team run
 // CANCELLED, no phase running and no conversation left with an active run.
 func TestTeamPhaseEndRacesCancel(t *testing.T) {
 	t.Parallel()
