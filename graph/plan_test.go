@@ -25,7 +25,7 @@ func TestSetPlanChangesSpendLimit(t *testing.T) {
 	const setPlan = `mutation($in: SetPlanInput!) { setPlan(input: $in) { name subagentsRunningMax spendRate spendBurst } }`
 	const setTenantPlan = `mutation($t: ID!, $p: String!) { setTenantPlan(tenantId: $t, plan: $p) { id plan } }`
 	type plan struct {
-		Name                                        string
+		Name                                       string
 		SubagentsRunningMax, SpendRate, SpendBurst int
 	}
 	name := "tight-" + uuid.NewString()[:8]
