@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -15,80 +16,98 @@ import (
 	"github.com/agentry/agentry/internal/run"
 )
 
-// TestTeamPhaseEndRacesCancel races a phase's end (the worker's transaction that ends the
-// architect's run, which moves the team on) against cancelRun on the team run, many times,
-// with no worker: the test plays the phase's worker itself, ending the phase as the executor
-// does (run.Service.InFenceEnding, then FinishTx). In the even rounds the phase's end holds its
-// locks until cancelRun waits for one of them, the interleaving in which two orders that
-// disagree deadlock (40P01 for one of them); in the odd rounds both start at once. Neither may fail, and every round ends with the team run
-// CANCELLED, no phase running and no conversation left with an active run.
-func TestTeamPhaseEndRacesCancel(t *testing.T) {
-	t.Parallel()
+// teamRace is a team environment without workers, in which a test plays a phase's worker.
+type teamRace struct {
+	*chatEnv
+	owner    *pgx.Conn // the database owner's connection, to see who waits for whom
+	tenantID uuid.UUID
+}
+
+func newTeamRace(t *testing.T) *teamRace {
+	t.Helper()
 	srv := llmtest.NewAnthropicServer(t)
 	e := apptest.Start(t, apptest.Options{NoWork: true, Env: map[string]string{
 		"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": srv.BaseURL(),
 	}})
 	c := &chatEnv{Env: e, llm: srv, model: "anthropic:claude-sonnet-4-5", s: e.SignUp(t, "", "")}
-	ctx := context.Background()
-	owner, err := pgx.Connect(ctx, c.OwnerURL)
+	owner, err := pgx.Connect(context.Background(), c.OwnerURL)
 	require.NoError(t, err)
-	defer owner.Close(ctx)
-	tenantID := approvalUUID(t, "Tenant", c.s.TenantID)
+	t.Cleanup(func() { owner.Close(context.Background()) })
+	return &teamRace{chatEnv: c, owner: owner, tenantID: approvalUUID(t, "Tenant", c.s.TenantID)}
+}
 
+// race starts a team run on a new conversation and races its architect's end with outcome o
+// (as the executor ends a run: run.Service.InFenceEnding, then FinishTx) against control. When
+// forced, the end holds its locks until control waits for one of them, the interleaving in
+// which two lock orders that disagree deadlock (40P01 for one of them); otherwise both start
+// at once. It returns the team run, the end's error and control's answer.
+func (c *teamRace) race(t *testing.T, round int, forced bool, o run.Outcome, control func(conv string, tv teamView) *apptest.Response) (teamView, error, *apptest.Response) {
+	t.Helper()
+	ctx := context.Background()
+	conv := c.conversation(t, nil)
+	tv, res := c.startTeam(t, teamInput(conv, fmt.Sprintf("race %d", round), nil))
+	require.Empty(t, res.Errors, "%s", res.Body)
+	phaseRunID := approvalUUID(t, "Run", tv.Phases[0].Run.ID)
+	job := c.JobOfRun(t, phaseRunID)
+	require.NotNil(t, job, "round %d: the architect's job", round)
+	lease, err := c.App.Runs.Acquire(ctx, c.tenantID, phaseRunID, "race-test", job.ID)
+	require.NoError(t, err)
+
+	holding := make(chan int, 1) // the phase end's backend, once it holds its locks
+	proceed := make(chan struct{})
+	ended := make(chan error, 1)
+	end := func() {
+		ended <- c.App.Runs.InFenceEnding(ctx, lease, func(ctx context.Context, tx *db.Tx) error {
+			var pid int
+			if err := tx.Tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				return err
+			}
+			holding <- pid
+			<-proceed
+			_, err := c.App.Runs.FinishTx(ctx, tx, lease, o)
+			return err
+		})
+	}
+	answered := make(chan *apptest.Response, 1)
+	act := func() { answered <- control(conv, tv) }
+	if forced {
+		go end()
+		pid := <-holding
+		go act()
+		// Wait until control waits for a lock the phase's end holds.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var n int
+			require.NoError(t, c.owner.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n))
+			if n > 0 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "round %d: the control never waited for the phase's end", round)
+			time.Sleep(2 * time.Millisecond) // a polling interval, not a wait for a result
+		}
+		close(proceed)
+	} else {
+		close(proceed)
+		go act()
+		go end()
+	}
+	return tv, <-ended, <-answered
+}
+
+// TestTeamPhaseEndRacesCancel races a phase's end (the worker's transaction that ends the
+// architect's run, which moves the team on) against cancelRun on the team run, many times,
+// forced into the interleaving of a deadlock in the even rounds (teamRace.race). Neither may
+// fail, and every round ends with the team run CANCELLED, no phase running and no conversation
+// left with an active run.
+func TestTeamPhaseEndRacesCancel(t *testing.T) {
+	t.Parallel()
+	c := newTeamRace(t)
 	const rounds = 16
 	for i := range rounds {
-		forced := i%2 == 0
-		tv, res := c.startTeam(t, teamInput(c.conversation(t, nil), fmt.Sprintf("race %d", i), nil))
-		require.Empty(t, res.Errors, "%s", res.Body)
-		phaseRunID := approvalUUID(t, "Run", tv.Phases[0].Run.ID)
-		job := c.JobOfRun(t, phaseRunID)
-		require.NotNil(t, job, "round %d: the architect's job", i)
-		lease, err := c.App.Runs.Acquire(ctx, tenantID, phaseRunID, "race-test", job.ID)
-		require.NoError(t, err)
-
-		holding := make(chan int, 1) // the phase end's backend, once it holds the phase run
-		proceed := make(chan struct{})
-		ended := make(chan error, 1)
-		end := func() {
-			// The executor's end of a run: the conversations, the lease, then FinishTx.
-			ended <- c.App.Runs.InFenceEnding(ctx, lease, func(ctx context.Context, tx *db.Tx) error {
-				var pid int
-				if err := tx.Tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-					return err
-				}
-				holding <- pid
-				<-proceed
-				_, err := c.App.Runs.FinishTx(ctx, tx, lease, run.Outcome{Status: run.StatusCompleted, TerminationReason: "completed"})
-				return err
-			})
-		}
-		cancelled := make(chan *apptest.Response, 1)
-		cancel := func() {
-			cancelled <- c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
-		}
-		if forced {
-			go end()
-			pid := <-holding
-			go cancel()
-			// Wait until cancelRun waits for a lock the phase's end holds.
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				var n int
-				require.NoError(t, owner.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n))
-				if n > 0 {
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "round %d: cancelRun never waited for the phase's end", i)
-				time.Sleep(2 * time.Millisecond)
-			}
-			close(proceed)
-		} else {
-			close(proceed)
-			go cancel()
-			go end()
-		}
-		require.NoError(t, <-ended, "round %d: the phase's end", i)
-		cres := <-cancelled
+		tv, err, cres := c.race(t, i, i%2 == 0, run.Outcome{Status: run.StatusCompleted, TerminationReason: "completed"}, func(_ string, tv teamView) *apptest.Response {
+			return c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
+		})
+		require.NoError(t, err, "round %d: the phase's end", i)
 		require.Empty(t, cres.Errors, "round %d: cancelRun: %s", i, cres.Body)
 
 		require.Equal(t, "CANCELLED", c.run(t, tv.Run.ID).Status, "round %d", i)
@@ -205,83 +224,23 @@ func TestTeamPauseResume(t *testing.T) {
 	require.Equal(t, "CONFLICT", again.Code())
 }
 
-// TestTeamLastPhaseEndRacesInterrupt races the end of a team's last phase (the worker's
-// transaction that ends the architect's run FAILED, which ends the team run and hands its
-// conversation on) against an INTERRUPT sendMessage on the team run's conversation, many times,
-// with no worker: the test plays the phase's worker itself. In the even rounds the phase's end
-// holds its locks until the send waits for one of them, the interleaving in which the send held
-// the team conversation and waited for the phase run while the phase's end held the phase run and
-// waited for the team conversation (a deadlock, 40P01, for one of them); in the odd rounds both
-// start at once. Neither may fail, and every round ends with the team run ended and no phase
+// TestTeamLastPhaseEndRacesInterrupt races the end of a team's last phase (the architect's run
+// ends FAILED, which ends the team run and hands its conversation on) against an INTERRUPT
+// sendMessage on the team run's conversation, many times, forced into the interleaving of a
+// deadlock in the even rounds (teamRace.race): the send held the team conversation and waited
+// for the phase run while the phase's end held the phase run and waited for the team
+// conversation. Neither may fail, and every round ends with the team run ended and no phase
 // running.
 func TestTeamLastPhaseEndRacesInterrupt(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewAnthropicServer(t)
-	e := apptest.Start(t, apptest.Options{NoWork: true, Env: map[string]string{
-		"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": srv.BaseURL(),
-	}})
-	c := &chatEnv{Env: e, llm: srv, model: "anthropic:claude-sonnet-4-5", s: e.SignUp(t, "", "")}
-	ctx := context.Background()
-	owner, err := pgx.Connect(ctx, c.OwnerURL)
-	require.NoError(t, err)
-	defer owner.Close(ctx)
-	tenantID := approvalUUID(t, "Tenant", c.s.TenantID)
-
+	c := newTeamRace(t)
 	const rounds = 16
 	for i := range rounds {
-		forced := i%2 == 0
-		conv := c.conversation(t, nil)
-		tv, res := c.startTeam(t, teamInput(conv, fmt.Sprintf("race %d", i), nil))
-		require.Empty(t, res.Errors, "%s", res.Body)
-		phaseRunID := approvalUUID(t, "Run", tv.Phases[0].Run.ID)
-		job := c.JobOfRun(t, phaseRunID)
-		require.NotNil(t, job, "round %d: the architect's job", i)
-		lease, err := c.App.Runs.Acquire(ctx, tenantID, phaseRunID, "race-test", job.ID)
-		require.NoError(t, err)
-
-		holding := make(chan int, 1) // the phase end's backend, once it holds its locks
-		proceed := make(chan struct{})
-		ended := make(chan error, 1)
-		end := func() {
-			ended <- c.App.Runs.InFenceEnding(ctx, lease, func(ctx context.Context, tx *db.Tx) error {
-				var pid int
-				if err := tx.Tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-					return err
-				}
-				holding <- pid
-				<-proceed
-				_, err := c.App.Runs.FinishTx(ctx, tx, lease, run.Outcome{Status: run.StatusFailed, TerminationReason: "error", Error: "the phase failed"})
-				return err
-			})
-		}
-		sentc := make(chan *apptest.Response, 1)
-		send := func() {
+		tv, err, sres := c.race(t, i, i%2 == 0, run.Outcome{Status: run.StatusFailed, TerminationReason: "error", Error: "the phase failed"}, func(conv string, _ teamView) *apptest.Response {
 			_, res := c.send(t, conv, fmt.Sprintf("interrupt %d", i), map[string]any{"ifBusy": "INTERRUPT"})
-			sentc <- res
-		}
-		if forced {
-			go end()
-			pid := <-holding
-			go send()
-			// Wait until the send waits for a lock the phase's end holds.
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				var n int
-				require.NoError(t, owner.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n))
-				if n > 0 {
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "round %d: the send never waited for the phase's end", i)
-				time.Sleep(2 * time.Millisecond) // a polling interval, not a wait for a result
-			}
-			close(proceed)
-		} else {
-			close(proceed)
-			go send()
-			go end()
-		}
-		require.NoError(t, <-ended, "round %d: the phase's end", i)
-		sres := <-sentc
+			return res
+		})
+		require.NoError(t, err, "round %d: the phase's end", i)
 		require.Empty(t, sres.Errors, "round %d: sendMessage: %s", i, sres.Body)
 
 		require.Contains(t, []string{"FAILED", "CANCELLED"}, c.run(t, tv.Run.ID).Status, "round %d", i)
