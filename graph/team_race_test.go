@@ -40,8 +40,8 @@ func newTeamRace(t *testing.T) *teamRace {
 // (as the executor ends a run: run.Service.InFenceEnding, then FinishTx) against control. When
 // forced, the end holds its locks until control waits for one of them, the interleaving in
 // which two lock orders that disagree deadlock (40P01 for one of them); otherwise both start
-// at once. It returns the team run, the end's error and control's answer.
-func (c *teamRace) race(t *testing.T, round int, forced bool, o run.Outcome, control func(conv string, tv teamView) *apptest.Response) (teamView, error, *apptest.Response) {
+// at once. It returns the team run, control's answer and the end's error.
+func (c *teamRace) race(t *testing.T, round int, forced bool, o run.Outcome, control func(conv string, tv teamView) *apptest.Response) (teamView, *apptest.Response, error) {
 	t.Helper()
 	ctx := context.Background()
 	conv := c.conversation(t, nil)
@@ -91,7 +91,8 @@ func (c *teamRace) race(t *testing.T, round int, forced bool, o run.Outcome, con
 		go act()
 		go end()
 	}
-	return tv, <-ended, <-answered
+	err = <-ended
+	return tv, <-answered, err
 }
 
 // TestTeamPhaseEndRacesCancel races a phase's end (the worker's transaction that ends the
@@ -104,7 +105,7 @@ func TestTeamPhaseEndRacesCancel(t *testing.T) {
 	c := newTeamRace(t)
 	const rounds = 16
 	for i := range rounds {
-		tv, err, cres := c.race(t, i, i%2 == 0, run.Outcome{Status: run.StatusCompleted, TerminationReason: "completed"}, func(_ string, tv teamView) *apptest.Response {
+		tv, cres, err := c.race(t, i, i%2 == 0, run.Outcome{Status: run.StatusCompleted, TerminationReason: "completed"}, func(_ string, tv teamView) *apptest.Response {
 			return c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": tv.Run.ID})
 		})
 		require.NoError(t, err, "round %d: the phase's end", i)
@@ -236,7 +237,7 @@ func TestTeamLastPhaseEndRacesInterrupt(t *testing.T) {
 	c := newTeamRace(t)
 	const rounds = 16
 	for i := range rounds {
-		tv, err, sres := c.race(t, i, i%2 == 0, run.Outcome{Status: run.StatusFailed, TerminationReason: "error", Error: "the phase failed"}, func(conv string, _ teamView) *apptest.Response {
+		tv, sres, err := c.race(t, i, i%2 == 0, run.Outcome{Status: run.StatusFailed, TerminationReason: "error", Error: "the phase failed"}, func(conv string, _ teamView) *apptest.Response {
 			_, res := c.send(t, conv, fmt.Sprintf("interrupt %d", i), map[string]any{"ifBusy": "INTERRUPT"})
 			return res
 		})
