@@ -78,8 +78,8 @@ type Documents = {
     "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": typeof types.DeleteWebhookDocument,
     "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": typeof types.TestWebhookDocument,
     "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": typeof types.PlatformHealthDocument,
-    "\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n": typeof types.PlansDocument,
-    "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n": typeof types.SetPlanDocument,
+    "\n  query Plans { plans { name subagentsRunningMax spendRate spendBurst updatedAt } }\n": typeof types.PlansDocument,
+    "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax spendRate spendBurst updatedAt }\n  }\n": typeof types.SetPlanDocument,
     "\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n": typeof types.SetTenantPlanDocument,
 };
 const documents: Documents = {
@@ -147,8 +147,8 @@ const documents: Documents = {
     "\n  mutation DeleteWebhook($id: ID!) { deleteWebhook(id: $id) }\n": types.DeleteWebhookDocument,
     "\n  mutation TestWebhook($id: ID!) { testWebhook(id: $id) { id status } }\n": types.TestWebhookDocument,
     "\n  query PlatformHealth { platformHealth { name status latencyMs error } }\n": types.PlatformHealthDocument,
-    "\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n": types.PlansDocument,
-    "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n": types.SetPlanDocument,
+    "\n  query Plans { plans { name subagentsRunningMax spendRate spendBurst updatedAt } }\n": types.PlansDocument,
+    "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax spendRate spendBurst updatedAt }\n  }\n": types.SetPlanDocument,
     "\n  mutation SetTenantPlan($tenantId: ID!, $plan: String!) {\n    setTenantPlan(tenantId: $tenantId, plan: $plan) { id plan }\n  }\n": types.SetTenantPlanDocument,
 };
 
@@ -425,11 +425,11 @@ export function graphql(source: "\n  query PlatformHealth { platformHealth { nam
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n"): (typeof documents)["\n  query Plans { plans { name subagentsRunningMax updatedAt } }\n"];
+export function graphql(source: "\n  query Plans { plans { name subagentsRunningMax spendRate spendBurst updatedAt } }\n"): (typeof documents)["\n  query Plans { plans { name subagentsRunningMax spendRate spendBurst updatedAt } }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n"): (typeof documents)["\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax updatedAt }\n  }\n"];
+export function graphql(source: "\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax spendRate spendBurst updatedAt }\n  }\n"): (typeof documents)["\n  mutation SetPlan($input: SetPlanInput!) {\n    setPlan(input: $input) { name subagentsRunningMax spendRate spendBurst updatedAt }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -466,12 +466,12 @@ export const PlatformHealth = graphql(`
 `);
 
 export const Plans = graphql(`
-  query Plans { plans { name subagentsRunningMax updatedAt } }
+  query Plans { plans { name subagentsRunningMax spendRate spendBurst updatedAt } }
 `);
 
 export const SetPlan = graphql(`
   mutation SetPlan($input: SetPlanInput!) {
-    setPlan(input: $input) { name subagentsRunningMax updatedAt }
+    setPlan(input: $input) { name subagentsRunningMax spendRate spendBurst updatedAt }
   }
 `);
 

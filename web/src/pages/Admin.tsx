@@ -87,18 +87,28 @@ export function AdminPage() {
   );
 }
 
-/** Plans: each one's limit of running sub-agents per tenant; create or change one, move a tenant. */
+/** Plans: each one's limits per tenant (running sub-agents, spending); create or change one, move a tenant. */
 function Plans() {
   const [q, refetch] = useQuery({ query: PlansQuery });
   const [set, setPlan] = useMutation(SetPlan);
   const [moved, setTenantPlan] = useMutation(SetTenantPlan);
   const [name, setName] = useState('');
   const [max, setMax] = useState('8');
+  // Left blank, a spend figure keeps the plan's own (a new plan's: 10 a second, bursts of 20).
+  const [rate, setRate] = useState('');
+  const [burst, setBurst] = useState('');
   const [tenant, setTenant] = useState('');
   const [plan, setPlanName] = useState('free');
   const save = async (e: FormEvent) => {
     e.preventDefault();
-    const r = await setPlan({ input: { name: name.trim(), subagentsRunningMax: Number(max) } });
+    const r = await setPlan({
+      input: {
+        name: name.trim(),
+        subagentsRunningMax: Number(max),
+        spendRate: rate.trim() ? Number(rate) : null,
+        spendBurst: burst.trim() ? Number(burst) : null,
+      },
+    });
     if (!r.error) refetch({ requestPolicy: 'network-only' });
   };
   const move = async (e: FormEvent) => {
@@ -114,6 +124,8 @@ function Plans() {
           <tr>
             <th>Plan</th>
             <th>Running sub-agents per tenant</th>
+            <th>Spending per second</th>
+            <th>Spending burst</th>
           </tr>
         </thead>
         <tbody>
@@ -121,6 +133,8 @@ function Plans() {
             <tr key={p.name}>
               <td>{p.name}</td>
               <td>{p.subagentsRunningMax}</td>
+              <td>{p.spendRate}</td>
+              <td>{p.spendBurst}</td>
             </tr>
           ))}
         </tbody>
@@ -128,6 +142,8 @@ function Plans() {
       <form className="row" style={{ marginTop: '0.5rem', gap: '0.5rem' }} onSubmit={save} aria-label="Set a plan">
         <input aria-label="Plan name" placeholder="plan name" value={name} onChange={(e) => setName(e.target.value)} />
         <input aria-label="Running sub-agents per tenant" type="number" min={1} max={10000} value={max} onChange={(e) => setMax(e.target.value)} />
+        <input aria-label="Spending per second" placeholder="per second (keep)" type="number" min={1} max={100000} value={rate} onChange={(e) => setRate(e.target.value)} />
+        <input aria-label="Spending burst" placeholder="burst (keep)" type="number" min={1} max={100000} value={burst} onChange={(e) => setBurst(e.target.value)} />
         <button type="submit" disabled={set.fetching || !name.trim()}>
           Save plan
         </button>
