@@ -142,7 +142,7 @@ func (*ToolCall) IsNode()           {}
 func (c *ToolCall) GetID() string   { return c.ID() }
 func (c *ToolCall) Name() string    { return c.Row.Name }
 func (c *ToolCall) Arguments() JSON { return JSON(c.Row.Arguments) }
-func (c *ToolCall) Status() string  { return c.Row.Status }
+func (c *ToolCall) Status() string  { return string(c.Row.Status) }
 func (c *ToolCall) Risk() int       { return int(c.Row.Risk) }
 func (c *ToolCall) Output() *string { return c.Row.Output }
 func (c *ToolCall) Error() *string  { return c.Row.Error }

@@ -149,7 +149,7 @@ func (a *attempt) saveBreaker(ctx context.Context, consecutive, backtracks int, 
 
 // summarise ends the run with a summary of what was done and why it stopped, asked of the
 // model without tools; if that fails, a summary is assembled from the run's tool calls.
-func (a *attempt) summarise(ctx context.Context, p llm.Provider, m llm.Model, st state, reason, status string) result {
+func (a *attempt) summarise(ctx context.Context, p llm.Provider, m llm.Model, st state, reason string, status run.Status) result {
 	why := map[string]string{
 		ReasonUserStop: "the user asked to stop", ReasonFailures: fmt.Sprintf("%d tool calls in a row failed", MaxConsecutiveFailures),
 	}[reason]

@@ -56,7 +56,7 @@ type Approvals interface {
 }
 
 // suspend parks the run with events (pause).
-func (a *attempt) suspend(ctx context.Context, status string, news ...events.New) result {
+func (a *attempt) suspend(ctx context.Context, status run.Status, news ...events.New) result {
 	err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		_, err := a.e.runs.Suspend(ctx, tx, a.lease, status, news...)
 		return err

@@ -270,7 +270,7 @@ func (a *attempt) callOf(c dbsqlc.ToolCall) ToolCall {
 }
 
 // recordCall stores a call's result, the tool-result message and its event.
-func (a *attempt) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, output string, runErr error, status string) error {
+func (a *attempt) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, output string, runErr error, status run.ToolCallStatus) error {
 	r := a.lease.Run
 	evType := events.ToolCompleted
 	if status == "" {
@@ -289,14 +289,14 @@ func (a *attempt) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, 
 	} else {
 		outPtr = &output
 	}
-	if _, err := tx.Q.ToolCallFinish(ctx, dbsqlc.ToolCallFinishParams{TenantID: r.TenantID, ID: c.ID, Status: status, Output: outPtr, Error: errPtr}); err != nil {
+	if _, err := tx.Q.ToolCallFinish(ctx, dbsqlc.ToolCallFinishParams{TenantID: r.TenantID, ID: c.ID, Status: string(status), Output: outPtr, Error: errPtr}); err != nil {
 		return fmt.Errorf("finish tool call: %w", err)
 	}
 	tool := c.Name
 	if known := a.e.tools != nil && a.knownTool(tool); !known {
 		tool = "unknown" // a name the model made up must not become a label value
 	}
-	tx.AfterCommit(func() { a.e.metrics.ToolCall(tool, strings.ToLower(status)) })
+	tx.AfterCommit(func() { a.e.metrics.ToolCall(tool, strings.ToLower(string(status))) })
 	if _, err := a.insertMessage(ctx, tx, "TOOL", []llm.Block{result}, nil); err != nil {
 		return fmt.Errorf("store tool result: %w", err)
 	}

@@ -283,7 +283,7 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, decision string, no
 		if err != nil {
 			return fmt.Errorf("decide approval %s: %w", id, err)
 		}
-		_, err = s.runs.Resume(ctx, tx, a.TenantID, r.ID, []string{run.StatusAwaitingApproval}, resolvedEvents(out)...)
+		_, err = s.runs.Resume(ctx, tx, a.TenantID, r.ID, run.StatusAwaitingApproval, resolvedEvents(out)...)
 		return err
 	})
 	if err != nil {
@@ -324,7 +324,7 @@ func (s *Service) expireTx(ctx context.Context, tx *db.Tx, cur dbsqlc.Approval, 
 				return out, fmt.Errorf("decide expired %s approval %s: %w", cur.Kind, cur.ID, err)
 			}
 		}
-		_, err = s.runs.Resume(ctx, tx, r.TenantID, r.ID, []string{run.StatusAwaitingApproval}, append(resolvedEvents(out), decided...)...)
+		_, err = s.runs.Resume(ctx, tx, r.TenantID, r.ID, run.StatusAwaitingApproval, append(resolvedEvents(out), decided...)...)
 	case hook != nil:
 		// A question about a run that does not wait on it (an ended run, a sub-agent waiting to
 		// start): approval.resolved, then what the hook decides (which may end the run).

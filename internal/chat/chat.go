@@ -350,7 +350,7 @@ func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, conv 
 		return Sent{}, err
 	}
 	r, err := tx.Q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
-		TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: run.StatusQueued,
+		TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: string(run.StatusQueued),
 		ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
 		TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
 		Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,

@@ -50,8 +50,8 @@ func (s *Service) Heartbeat(ctx context.Context, l Lease, lost func()) {
 
 // Suspend parks the leased run in status (AWAITING_APPROVAL or PAUSED) inside tx, with its
 // events: the job ends and no worker holds the run until Resume.
-func (s *Service) Suspend(ctx context.Context, tx *db.Tx, l Lease, status string, news ...events.New) (dbsqlc.Run, error) {
-	r, err := tx.Q.RunSuspend(ctx, dbsqlc.RunSuspendParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt, Status: status})
+func (s *Service) Suspend(ctx context.Context, tx *db.Tx, l Lease, status Status, news ...events.New) (dbsqlc.Run, error) {
+	r, err := tx.Q.RunSuspend(ctx, dbsqlc.RunSuspendParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt, Status: string(status)})
 	if db.IsNoRows(err) {
 		return r, ErrFenced
 	}
@@ -64,8 +64,8 @@ func (s *Service) Suspend(ctx context.Context, tx *db.Tx, l Lease, status string
 
 // Resume makes a run that is in one of from workable again inside tx and enqueues its
 // continuation job (the executor picks up where the run stopped).
-func (s *Service) Resume(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, from []string, news ...events.New) (dbsqlc.Run, error) {
-	r, err := tx.Q.RunRequeue(ctx, dbsqlc.RunRequeueParams{TenantID: tenantID, ID: runID, FromStatuses: from})
+func (s *Service) Resume(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, from Status, news ...events.New) (dbsqlc.Run, error) {
+	r, err := tx.Q.RunRequeue(ctx, dbsqlc.RunRequeueParams{TenantID: tenantID, ID: runID, FromStatuses: []string{string(from)}})
 	if db.IsNoRows(err) {
 		return r, apperr.New(apperr.Conflict, "the run cannot be resumed from its current state")
 	}
@@ -130,7 +130,7 @@ func (s *Service) ReapExpired(ctx context.Context) (int, error) {
 			if orphan {
 				reason = "worker lost before it started the run"
 			}
-			_, err = s.Resume(ctx, tx, e.TenantID, e.ID, []string{r.Status}, events.New{Type: events.ExecutionResumed, Data: map[string]any{
+			_, err = s.Resume(ctx, tx, e.TenantID, e.ID, r.Status, events.New{Type: events.ExecutionResumed, Data: map[string]any{
 				"reason": reason, "previousAttempt": r.Attempt, "previousOwner": r.LeaseOwner,
 			}})
 			if err == nil {
@@ -313,7 +313,7 @@ func (s *Service) resumeOne(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error 
 	if _, err := tx.Q.RunSetPauseRequested(ctx, dbsqlc.RunSetPauseRequestedParams{TenantID: r.TenantID, ID: r.ID, PauseRequested: false}); err != nil {
 		return err
 	}
-	_, err := s.Resume(ctx, tx, r.TenantID, r.ID, []string{StatusPaused}, events.New{Type: events.ExecutionResumed, Data: map[string]any{"reason": "resumed by the user"}})
+	_, err := s.Resume(ctx, tx, r.TenantID, r.ID, StatusPaused, events.New{Type: events.ExecutionResumed, Data: map[string]any{"reason": "resumed by the user"}})
 	return err
 }
 

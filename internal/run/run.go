@@ -22,6 +22,7 @@ import (
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/metrics"
+	"github.com/agentry/agentry/internal/status"
 )
 
 // Kinds of run.
@@ -33,38 +34,44 @@ const (
 	KindTeam = "TEAM"
 )
 
+// Status is the status of a run.
+type Status = status.Run
+
 // Statuses of a run.
 const (
-	StatusQueued           = "QUEUED"
-	StatusRunning          = "RUNNING"
-	StatusPaused           = "PAUSED"
-	StatusAwaitingApproval = "AWAITING_APPROVAL"
+	StatusQueued           Status = "QUEUED"
+	StatusRunning          Status = "RUNNING"
+	StatusPaused           Status = "PAUSED"
+	StatusAwaitingApproval Status = "AWAITING_APPROVAL"
 	// StatusWaiting: parked until the run's sub-agents end or its wait times out.
-	StatusWaiting   = "WAITING"
-	StatusCompleted = "COMPLETED"
-	StatusFailed    = "FAILED"
-	StatusCancelled = "CANCELLED"
-	StatusTimedOut  = "TIMED_OUT"
+	StatusWaiting   Status = "WAITING"
+	StatusCompleted Status = "COMPLETED"
+	StatusFailed    Status = "FAILED"
+	StatusCancelled Status = "CANCELLED"
+	StatusTimedOut  Status = "TIMED_OUT"
 )
 
 // ReasonUserCancel is the termination reason of a run the user cancelled.
 const ReasonUserCancel = "user_cancel"
 
+// ToolCallStatus is the status of a tool call.
+type ToolCallStatus = status.ToolCall
+
 // Statuses of a tool call: PENDING when the model asked for it, RUNNING while it runs, then
 // COMPLETED, FAILED, REJECTED (not run: a person or a policy refused it) or CANCELLED (its
 // run was cancelled first).
 const (
-	ToolCallPending   = "PENDING"
-	ToolCallRunning   = "RUNNING"
-	ToolCallCompleted = "COMPLETED"
-	ToolCallFailed    = "FAILED"
-	ToolCallRejected  = "REJECTED"
-	ToolCallCancelled = "CANCELLED"
+	ToolCallPending   ToolCallStatus = "PENDING"
+	ToolCallRunning   ToolCallStatus = "RUNNING"
+	ToolCallCompleted ToolCallStatus = "COMPLETED"
+	ToolCallFailed    ToolCallStatus = "FAILED"
+	ToolCallRejected  ToolCallStatus = "REJECTED"
+	ToolCallCancelled ToolCallStatus = "CANCELLED"
 )
 
-// IsTerminal reports whether status is final.
-func IsTerminal(status string) bool {
-	switch status {
+// IsTerminal reports whether s is final.
+func IsTerminal(s Status) bool {
+	switch s {
 	case StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut:
 		return true
 	}
@@ -446,7 +453,7 @@ func (s *Service) lockConversations(ctx context.Context, tx *db.Tx, r dbsqlc.Run
 
 // Outcome is how a run ended.
 type Outcome struct {
-	Status            string // COMPLETED, FAILED, CANCELLED or TIMED_OUT
+	Status            Status // COMPLETED, FAILED, CANCELLED or TIMED_OUT
 	FailureClass      string // for FAILED
 	Error             string
 	TerminationReason string
@@ -480,11 +487,11 @@ func (s *Service) FinishTx(ctx context.Context, tx *db.Tx, l Lease, o Outcome) (
 // finish ends run r in tx; next hands its conversation on, locked says tx holds the
 // conversation's row lock already.
 func (s *Service) finish(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, o Outcome, next, locked bool) (dbsqlc.Run, error) {
-	if _, err := tx.Q.ToolCallCancelOpen(ctx, dbsqlc.ToolCallCancelOpenParams{TenantID: r.TenantID, RunID: r.ID, Reason: "run ended: " + o.Status}); err != nil {
+	if _, err := tx.Q.ToolCallCancelOpen(ctx, dbsqlc.ToolCallCancelOpenParams{TenantID: r.TenantID, RunID: r.ID, Reason: "run ended: " + string(o.Status)}); err != nil {
 		return r, fmt.Errorf("close tool calls: %w", err)
 	}
 	fin, err := tx.Q.RunFinish(ctx, dbsqlc.RunFinishParams{
-		TenantID: r.TenantID, ID: r.ID, Attempt: attempt, Status: o.Status,
+		TenantID: r.TenantID, ID: r.ID, Attempt: attempt, Status: string(o.Status),
 		FailureClass: nilIfEmpty(o.FailureClass), Error: nilIfEmpty(o.Error), TerminationReason: nilIfEmpty(o.TerminationReason),
 	})
 	if db.IsNoRows(err) {
@@ -497,7 +504,7 @@ func (s *Service) finish(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt i
 		// Its cancel was requested while it finished: it ends CANCELLED (RunFinish).
 		o.Status, o.TerminationReason = fin.Status, ReasonUserCancel
 	}
-	tx.AfterCommit(func() { s.metrics.RunFinished(fin.Kind, fin.Status, time.Since(fin.CreatedAt)) })
+	tx.AfterCommit(func() { s.metrics.RunFinished(fin.Kind, string(fin.Status), time.Since(fin.CreatedAt)) })
 	data := map[string]any{"status": o.Status}
 	if o.TerminationReason != "" {
 		data["terminationReason"] = o.TerminationReason

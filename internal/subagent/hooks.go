@@ -75,7 +75,7 @@ func (s *Service) Started(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 }
 
 // endEvents maps a run's terminal status to the parent's event.
-var endEvents = map[string]string{
+var endEvents = map[run.Status]string{
 	run.StatusCompleted: events.SubagentCompleted,
 	run.StatusFailed:    events.SubagentFailed,
 	run.StatusCancelled: events.SubagentCancelled,
@@ -101,7 +101,7 @@ func (s *Service) Finished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
 			result = &reply.Content
 		}
 	}
-	sa, err := tx.Q.SubagentFinish(ctx, dbsqlc.SubagentFinishParams{TenantID: fin.TenantID, ID: fin.ID, Status: fin.Status,
+	sa, err := tx.Q.SubagentFinish(ctx, dbsqlc.SubagentFinishParams{TenantID: fin.TenantID, ID: fin.ID, Status: string(fin.Status),
 		Result: result, Error: fin.Error, FailureClass: fin.FailureClass})
 	if err != nil {
 		return fmt.Errorf("finish sub-agent %s: %w", fin.ID, err)

@@ -463,7 +463,7 @@ func (s *Service) TreeUsageByRuns(ctx context.Context, ids []uuid.UUID) (map[uui
 // pending sub-agent (so a resumed one never takes its tenant, parent or the platform over
 // their limits).
 func (s *Service) resumeParent(ctx context.Context, tx *db.Tx, p dbsqlc.Run, reason string) error {
-	r, err := tx.Q.RunRequeue(ctx, dbsqlc.RunRequeueParams{TenantID: p.TenantID, ID: p.ID, FromStatuses: []string{run.StatusWaiting}})
+	r, err := tx.Q.RunRequeue(ctx, dbsqlc.RunRequeueParams{TenantID: p.TenantID, ID: p.ID, FromStatuses: []string{string(run.StatusWaiting)}})
 	if db.IsNoRows(err) {
 		return nil
 	}

@@ -143,7 +143,7 @@ func (t waitTool) Run(ctx context.Context, env tool.Env, raw json.RawMessage) (t
 			res := truncate(*sa.Result, share)
 			it.Result, it.Truncated = &res, res != *sa.Result
 		}
-		if !run.IsTerminal(sa.Status) {
+		if !run.IsTerminal(run.Status(sa.Status)) {
 			pending++
 		}
 		items = append(items, it)

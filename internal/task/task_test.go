@@ -444,7 +444,7 @@ func TestTaskHooks(t *testing.T) {
 		require.Equal(t, task.StatusInProgress, b.status(t, b.a, id))
 		return r
 	}
-	finish := func(r dbsqlc.Run, status, reason string) {
+	finish := func(r dbsqlc.Run, status run.Status, reason string) {
 		t.Helper()
 		r.Status, r.TerminationReason = status, &reason
 		b.in(t, b.a, func(ctx context.Context, tx *db.Tx) error { return h.Finished(ctx, tx, r) })
@@ -455,7 +455,10 @@ func TestTaskHooks(t *testing.T) {
 	finish(r, run.StatusCompleted, agent.ReasonCompleted)
 	require.Equal(t, task.StatusDone, b.status(t, b.a, tk.ID), "the model stopped on its own")
 
-	for _, end := range []struct{ status, reason string }{
+	for _, end := range []struct {
+		status run.Status
+		reason string
+	}{
 		{run.StatusFailed, "retries_exhausted"},
 		{run.StatusCancelled, "user_cancel"},
 		{run.StatusTimedOut, "max_duration"},

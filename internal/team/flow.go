@@ -43,7 +43,7 @@ func (s *Service) PhaseFinished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) 
 		return err
 	}
 	ph, err = tx.Q.TeamPhaseFinish(ctx, dbsqlc.TeamPhaseFinishParams{
-		TenantID: fin.TenantID, ID: ph.ID, Status: fin.Status, Turns: fin.Turns, InputTokens: fin.InputTokens,
+		TenantID: fin.TenantID, ID: ph.ID, Status: string(fin.Status), Turns: fin.Turns, InputTokens: fin.InputTokens,
 		OutputTokens: fin.OutputTokens, Output: output, TerminationReason: fin.TerminationReason,
 	})
 	if err != nil {
@@ -207,7 +207,7 @@ func (s *Service) startReview(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun,
 // for a block the team_blocked question; then the run's end (its finish hook asks the rollback
 // question of a failed run that changed files, except after a block: then it comes when the user
 // chooses to stop).
-func (s *Service) finishTeam(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, teamRun dbsqlc.Run, status, reason, summary string, block *Verdict) error {
+func (s *Service) finishTeam(ctx context.Context, tx *db.Tx, tr dbsqlc.TeamRun, teamRun dbsqlc.Run, status run.Status, reason, summary string, block *Verdict) error {
 	if teamRun.ConversationID.Valid {
 		if _, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: tr.TenantID, ID: teamRun.ConversationID.UUID}); err != nil {
 			return fmt.Errorf("lock conversation: %w", err)

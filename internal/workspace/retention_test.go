@@ -19,6 +19,7 @@ import (
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/db/dbtest"
 	"github.com/agentry/agentry/internal/events"
+	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/workspace"
 	"github.com/agentry/agentry/internal/workspace/workspacetest"
 )
@@ -59,7 +60,7 @@ func setupRetention(t *testing.T) *retention {
 }
 
 // run inserts a run of tenant A in status.
-func (r *retention) run(t *testing.T, status string) uuid.UUID {
+func (r *retention) run(t *testing.T, status run.Status) uuid.UUID {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7())
 	require.NoError(t, r.in(t, r.a, func(ctx context.Context, tx *db.Tx) error {
@@ -168,16 +169,16 @@ func TestRetentionPrunes(t *testing.T) {
 	}))
 	r.write(t, r.a, "g.txt", "g0")
 	// A completed run (decided), a failed one whose rollback question waits, a running one.
-	done := r.run(t, "COMPLETED")
+	done := r.run(t, run.StatusCompleted)
 	r.asRun(t, done, [2]string{"h.txt", "h1"}, [2]string{"h.txt", "h2"})
-	waiting := r.run(t, "FAILED")
+	waiting := r.run(t, run.StatusFailed)
 	r.asRun(t, waiting, [2]string{"g.txt", "g1"}, [2]string{"g.txt", "g2"})
 	require.NoError(t, r.in(t, r.a, func(ctx context.Context, tx *db.Tx) error {
 		_, err := tx.Q.ApprovalInsert(ctx, dbsqlc.ApprovalInsertParams{TenantID: r.a.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: waiting,
 			Kind: workspace.KindRollback, Data: []byte("{}"), CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)})
 		return err
 	}))
-	running := r.run(t, "RUNNING")
+	running := r.run(t, run.StatusRunning)
 	r.asRun(t, running, [2]string{"r.txt", "r1"})
 	// The other tenant has old history too.
 	r.write(t, r.b, "b.txt", "b1")

@@ -7,6 +7,7 @@ package dbsqlc
 import (
 	"time"
 
+	"github.com/agentry/agentry/internal/status"
 	"github.com/google/uuid"
 )
 
@@ -321,7 +322,7 @@ type Run struct {
 	ID                  uuid.UUID
 	UserID              uuid.UUID
 	Kind                string
-	Status              string
+	Status              status.Run
 	ConversationID      uuid.NullUUID
 	ConversationSeq     int64
 	TriggerMessageID    uuid.NullUUID
@@ -426,7 +427,7 @@ type TeamPhase struct {
 	Attempt           int32
 	Model             string
 	MaxTurns          int32
-	Status            string
+	Status            status.Run
 	RunID             uuid.UUID
 	Turns             int32
 	InputTokens       int64
@@ -479,7 +480,7 @@ type ToolCall struct {
 	Turn       int32
 	Name       string
 	Arguments  []byte
-	Status     string
+	Status     status.ToolCall
 	Risk       int32
 	Output     *string
 	Error      *string

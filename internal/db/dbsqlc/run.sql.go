@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentry/agentry/internal/status"
 	"github.com/google/uuid"
 )
 
@@ -184,7 +185,7 @@ type RunAcquireWithEventsRow struct {
 	ID                  uuid.UUID
 	UserID              uuid.UUID
 	Kind                string
-	Status              string
+	Status              status.Run
 	ConversationID      uuid.NullUUID
 	ConversationSeq     int64
 	TriggerMessageID    uuid.NullUUID
@@ -625,7 +626,7 @@ type RunInsertParams struct {
 	ID               uuid.UUID
 	UserID           uuid.UUID
 	Kind             string
-	Status           string
+	Status           status.Run
 	ConversationID   uuid.NullUUID
 	ConversationSeq  int64
 	TriggerMessageID uuid.NullUUID
@@ -811,7 +812,7 @@ type RunInsertWithEventsRow struct {
 	ID                  uuid.UUID
 	UserID              uuid.UUID
 	Kind                string
-	Status              string
+	Status              status.Run
 	ConversationID      uuid.NullUUID
 	ConversationSeq     int64
 	TriggerMessageID    uuid.NullUUID
@@ -1984,7 +1985,7 @@ type ToolCallInsertParams struct {
 	Turn      int32
 	Name      string
 	Arguments []byte
-	Status    string
+	Status    status.ToolCall
 	Risk      int32
 }
 

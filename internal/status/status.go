@@ -1,0 +1,10 @@
+// Package status names the types of the status columns, so the rows sqlc generates
+// (internal/db/dbsqlc) carry them. It sits below every domain and imports nothing: each
+// domain aliases its type and declares its values (run.Status, run.ToolCallStatus).
+package status
+
+// Run is the status of a run (runs.status) and of a team's phase (team_phases.status).
+type Run string
+
+// ToolCall is the status of a tool call (tool_calls.status).
+type ToolCall string
