@@ -60,7 +60,7 @@ func (s *Service) Started(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 		return fmt.Errorf("lock parent run: %w", err)
 	}
 	resumed := sa.StartedAt != nil
-	if sa, err = tx.Q.SubagentSetStatus(ctx, dbsqlc.SubagentSetStatusParams{TenantID: r.TenantID, ID: r.ID, Status: StatusRunning}); err != nil {
+	if sa, err = tx.Q.SubagentSetStatus(ctx, dbsqlc.SubagentSetStatusParams{TenantID: r.TenantID, ID: r.ID, Status: string(StatusRunning)}); err != nil {
 		return err
 	}
 	if resumed {

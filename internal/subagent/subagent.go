@@ -25,18 +25,22 @@ import (
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/status"
 	"github.com/agentry/agentry/internal/tool"
 )
 
 // KindSubagent is the run kind of a sub-agent.
 const KindSubagent = "SUBAGENT"
 
+// Status is the status of a sub-agent.
+type Status = status.Subagent
+
 // Statuses of a sub-agent (the terminal ones are its run's).
 const (
-	StatusPending          = "PENDING"
-	StatusAwaitingApproval = "AWAITING_APPROVAL"
-	StatusQueued           = "QUEUED"
-	StatusRunning          = "RUNNING"
+	StatusPending          Status = "PENDING"
+	StatusAwaitingApproval Status = "AWAITING_APPROVAL"
+	StatusQueued           Status = "QUEUED"
+	StatusRunning          Status = "RUNNING"
 )
 
 // Ranges and defaults of a sub-agent's settings (the table's CHECK constraints match).

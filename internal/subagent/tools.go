@@ -129,7 +129,7 @@ func (t waitTool) Run(ctx context.Context, env tool.Env, raw json.RawMessage) (t
 	type item struct {
 		ID           string  `json:"id"`
 		Role         string  `json:"role"`
-		Status       string  `json:"status"`
+		Status       Status  `json:"status"`
 		Result       *string `json:"result,omitempty"`
 		Truncated    bool    `json:"truncated,omitempty"`
 		Error        *string `json:"error,omitempty"`

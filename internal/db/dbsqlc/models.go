@@ -382,7 +382,7 @@ type Subagent struct {
 	ParentRunID    uuid.UUID
 	Role           string
 	Goal           string
-	Status         string
+	Status         status.Subagent
 	Priority       int32
 	Depth          int32
 	MaxTurns       int32

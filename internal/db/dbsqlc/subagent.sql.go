@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentry/agentry/internal/status"
 	"github.com/google/uuid"
 )
 
@@ -603,7 +604,7 @@ type SubagentInsertParams struct {
 	ParentRunID    uuid.UUID
 	Role           string
 	Goal           string
-	Status         string
+	Status         status.Subagent
 	Priority       int32
 	Depth          int32
 	MaxTurns       int32
