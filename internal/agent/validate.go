@@ -289,7 +289,7 @@ func (a *attempt) recordCall(ctx context.Context, tx *db.Tx, c dbsqlc.ToolCall, 
 	} else {
 		outPtr = &output
 	}
-	if _, err := tx.Q.ToolCallFinish(ctx, dbsqlc.ToolCallFinishParams{TenantID: r.TenantID, ID: c.ID, Status: string(status), Output: outPtr, Error: errPtr}); err != nil {
+	if _, err := tx.Q.ToolCallFinish(ctx, dbsqlc.ToolCallFinishParams{TenantID: r.TenantID, ID: c.ID, Status: status, Output: outPtr, Error: errPtr}); err != nil {
 		return fmt.Errorf("finish tool call: %w", err)
 	}
 	tool := c.Name

@@ -80,7 +80,7 @@ func kindOf(k agent.ApprovalKind) string {
 }
 
 // stateOf maps an approval's stored status to the executor's ApprovalState.
-func stateOf(status string) agent.ApprovalState {
+func stateOf(status approval.Status) agent.ApprovalState {
 	switch status {
 	case approval.StatusPending:
 		return agent.ApprovalPending

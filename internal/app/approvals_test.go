@@ -17,7 +17,7 @@ func TestApprovalMapping(t *testing.T) {
 		require.True(t, approval.ValidKind(kindOf(k)), k)
 		require.Equal(t, string(k), kindOf(k))
 	}
-	for status, want := range map[string]agent.ApprovalState{
+	for status, want := range map[approval.Status]agent.ApprovalState{
 		approval.StatusPending: agent.ApprovalPending, approval.StatusApproved: agent.ApprovalApproved,
 		approval.StatusRejected: agent.ApprovalRejected, approval.StatusExpired: agent.ApprovalExpired, "": agent.ApprovalNone,
 	} {

@@ -30,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/status"
 	"github.com/agentry/agentry/internal/tool"
 )
 
@@ -54,12 +55,15 @@ const (
 	KindSubagent = "subagent"
 )
 
+// Status is the status of an approval.
+type Status = status.Approval
+
 // Statuses of an approval. PENDING is the only one that changes, once, to one of the others.
 const (
-	StatusPending  = "PENDING"
-	StatusApproved = "APPROVED"
-	StatusRejected = "REJECTED"
-	StatusExpired  = "EXPIRED"
+	StatusPending  Status = "PENDING"
+	StatusApproved Status = "APPROVED"
+	StatusRejected Status = "REJECTED"
+	StatusExpired  Status = "EXPIRED"
 )
 
 // Decisions a person gives in Resolve (the GraphQL ApprovalDecision enum).

@@ -482,7 +482,7 @@ func TestResolveApprove(t *testing.T) {
 	evs := b.events(t, m.tenantID, l.Run.ID)
 	require.Equal(t, []string{events.ApprovalResolved, events.ExecutionResumed}, types(evs[len(evs)-2:]))
 	d := eventData(t, evs[len(evs)-2])
-	require.Equal(t, StatusApproved, d["status"])
+	require.Equal(t, string(StatusApproved), d["status"])
 	require.Equal(t, a.ID.String(), d["approvalId"])
 	require.Equal(t, c.ID.String(), d["toolCallId"])
 	require.Equal(t, "go ahead", d["note"])
@@ -538,7 +538,7 @@ func TestResolveReject(t *testing.T) {
 	require.Equal(t, []uuid.UUID{l.Run.ID}, b.jobs.inserted())
 	evs := b.events(t, m.tenantID, l.Run.ID)
 	require.Equal(t, events.ApprovalResolved, evs[len(evs)-2].Type)
-	require.Equal(t, StatusRejected, eventData(t, evs[len(evs)-2])["status"])
+	require.Equal(t, string(StatusRejected), eventData(t, evs[len(evs)-2])["status"])
 
 	_, err = b.svc.Resolve(m.ctx, a.ID, DecisionApprove, "")
 	_ = requireCode(t, err, apperr.Conflict)
@@ -567,7 +567,7 @@ func TestResolveExpired(t *testing.T) {
 	require.Equal(t, []uuid.UUID{l.Run.ID}, b.jobs.inserted())
 	evs := b.events(t, m.tenantID, l.Run.ID)
 	require.Equal(t, []string{events.ApprovalResolved, events.ExecutionResumed}, types(evs[len(evs)-2:]))
-	require.Equal(t, StatusExpired, eventData(t, evs[len(evs)-2])["status"])
+	require.Equal(t, string(StatusExpired), eventData(t, evs[len(evs)-2])["status"])
 
 	// Asking again says expired again; the sweep finds nothing left.
 	_, err = b.svc.Resolve(m.ctx, a.ID, DecisionReject, "")
@@ -733,7 +733,7 @@ func TestExpireDueAcrossTenants(t *testing.T) {
 		require.Equal(t, run.StatusQueued, b.getRun(t, c.m.tenantID, c.l.Run.ID).Status)
 		evs := b.events(t, c.m.tenantID, c.l.Run.ID)
 		require.Equal(t, []string{events.ApprovalResolved, events.ExecutionResumed}, types(evs[len(evs)-2:]))
-		require.Equal(t, StatusExpired, eventData(t, evs[len(evs)-2])["status"])
+		require.Equal(t, string(StatusExpired), eventData(t, evs[len(evs)-2])["status"])
 	}
 	require.Equal(t, run.StatusAwaitingApproval, b.getRun(t, tA.tenantID, lA2.Run.ID).Status)
 	require.Equal(t, run.StatusCancelled, b.getRun(t, tA.tenantID, lEnded.Run.ID).Status)

@@ -208,7 +208,7 @@ func (s *Service) Resolve(ctx context.Context, id uuid.UUID, decision string, no
 	if err != nil {
 		return dbsqlc.Approval{}, err
 	}
-	var status string
+	var status Status
 	switch decision {
 	case DecisionApprove:
 		status = StatusApproved

@@ -13,6 +13,7 @@ import (
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/db/dbtest"
 	"github.com/agentry/agentry/internal/memory"
+	"github.com/agentry/agentry/internal/task"
 )
 
 func TestBuildAssemblesModeProjectTasksAndMemories(t *testing.T) {
@@ -31,10 +32,14 @@ func TestBuildAssemblesModeProjectTasksAndMemories(t *testing.T) {
 		if _, err := tx.Q.ProjectInsert(ctx, dbsqlc.ProjectInsertParams{TenantID: tenantID, ID: projectID, Name: "Rocket site", Description: "The marketing site of the rocket launch.", IsDefault: true}); err != nil {
 			return err
 		}
-		for _, tk := range []struct{ title, status, priority, slug string }{
-			{"Write the launch page", "IN_PROGRESS", "MEDIUM", "write-the-launch-page"},
-			{"Fix the broken countdown", "OPEN", "CRITICAL", "fix-the-broken-countdown"},
-			{"Old finished thing", "DONE", "HIGH", "old-finished-thing"},
+		for _, tk := range []struct {
+			title          string
+			status         task.Status
+			priority, slug string
+		}{
+			{"Write the launch page", task.StatusInProgress, "MEDIUM", "write-the-launch-page"},
+			{"Fix the broken countdown", task.StatusOpen, "CRITICAL", "fix-the-broken-countdown"},
+			{"Old finished thing", task.StatusDone, "HIGH", "old-finished-thing"},
 		} {
 			if _, err := tx.Q.TaskInsert(ctx, dbsqlc.TaskInsertParams{TenantID: tenantID, ID: uuid.Must(uuid.NewV7()), ProjectID: projectID, Title: tk.title,
 				Tags: []string{}, Source: "user", Status: tk.status, Priority: tk.priority, Type: "TASK", Slug: tk.slug, Complexity: "STANDARD", CreatedBy: userID}); err != nil {

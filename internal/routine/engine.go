@@ -22,6 +22,7 @@ import (
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/status"
 )
 
 // Event types of routine runs (on the routine run's durable stream).
@@ -41,9 +42,9 @@ const (
 
 // Task statuses a routine run moves its task through (internal/task's names).
 const (
-	taskOpen       = "OPEN"
-	taskInProgress = "IN_PROGRESS"
-	taskDone       = "DONE"
+	taskOpen       status.Task = "OPEN"
+	taskInProgress status.Task = "IN_PROGRESS"
+	taskDone       status.Task = "DONE"
 )
 
 // StepArgs is the River job that moves a routine run on: ids only. It is inserted when the run
@@ -250,7 +251,7 @@ func (s *Service) start(ctx context.Context, tx *db.Tx, userID uuid.UUID, rt dbs
 
 func taskInfo(t dbsqlc.Task) TaskInfo {
 	return TaskInfo{Title: t.Title, Description: deref(t.Description), AcceptanceCriteria: deref(t.AcceptanceCriteria), Tags: t.Tags,
-		Source: t.Source, Status: t.Status, Priority: t.Priority, Type: t.Type, Slug: t.Slug, Complexity: t.Complexity}
+		Source: t.Source, Status: string(t.Status), Priority: t.Priority, Type: t.Type, Slug: t.Slug, Complexity: t.Complexity}
 }
 
 // state is a routine run's row, decoded.

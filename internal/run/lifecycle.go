@@ -51,7 +51,7 @@ func (s *Service) Heartbeat(ctx context.Context, l Lease, lost func()) {
 // Suspend parks the leased run in status (AWAITING_APPROVAL or PAUSED) inside tx, with its
 // events: the job ends and no worker holds the run until Resume.
 func (s *Service) Suspend(ctx context.Context, tx *db.Tx, l Lease, status Status, news ...events.New) (dbsqlc.Run, error) {
-	r, err := tx.Q.RunSuspend(ctx, dbsqlc.RunSuspendParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt, Status: string(status)})
+	r, err := tx.Q.RunSuspend(ctx, dbsqlc.RunSuspendParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt, Status: status})
 	if db.IsNoRows(err) {
 		return r, ErrFenced
 	}

@@ -101,7 +101,7 @@ func (s *Service) Finished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
 			result = &reply.Content
 		}
 	}
-	sa, err := tx.Q.SubagentFinish(ctx, dbsqlc.SubagentFinishParams{TenantID: fin.TenantID, ID: fin.ID, Status: string(fin.Status),
+	sa, err := tx.Q.SubagentFinish(ctx, dbsqlc.SubagentFinishParams{TenantID: fin.TenantID, ID: fin.ID, Status: Status(fin.Status),
 		Result: result, Error: fin.Error, FailureClass: fin.FailureClass})
 	if err != nil {
 		return fmt.Errorf("finish sub-agent %s: %w", fin.ID, err)

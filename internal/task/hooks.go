@@ -102,7 +102,7 @@ func (Hooks) Finished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
 	return setStatus(ctx, tx, t, StatusReady)
 }
 
-func setStatus(ctx context.Context, tx *db.Tx, t dbsqlc.Task, status string) error {
+func setStatus(ctx context.Context, tx *db.Tx, t dbsqlc.Task, status Status) error {
 	if _, err := tx.Q.TaskSetStatus(ctx, dbsqlc.TaskSetStatusParams{TenantID: t.TenantID, ID: t.ID, Status: status}); err != nil {
 		return fmt.Errorf("set status of task %s: %w", t.ID, err)
 	}

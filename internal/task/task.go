@@ -17,14 +17,18 @@ import (
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/run"
 	"github.com/agentry/agentry/internal/settings"
+	"github.com/agentry/agentry/internal/status"
 )
+
+// Status is the status of a task.
+type Status = status.Task
 
 // Statuses of a task.
 const (
-	StatusOpen       = "OPEN"
-	StatusReady      = "READY"
-	StatusInProgress = "IN_PROGRESS"
-	StatusDone       = "DONE"
+	StatusOpen       Status = "OPEN"
+	StatusReady      Status = "READY"
+	StatusInProgress Status = "IN_PROGRESS"
+	StatusDone       Status = "DONE"
 )
 
 // Complexities of a task; they scale a task run's limits (see the package comment).
@@ -45,7 +49,7 @@ const (
 
 // The values of a task's enumerated fields, by GraphQL field name.
 var (
-	Statuses     = []string{StatusOpen, StatusReady, StatusInProgress, StatusDone}
+	Statuses     = []string{string(StatusOpen), string(StatusReady), string(StatusInProgress), string(StatusDone)}
 	Priorities   = []string{"LOW", "MEDIUM", "HIGH", "CRITICAL"}
 	Types        = []string{"BUG", "FEATURE", "TASK"}
 	Complexities = []string{ComplexitySimple, ComplexityStandard, ComplexityComplex}
@@ -263,7 +267,7 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (dbsqlc.Tas
 	var out dbsqlc.Task
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		becomesReady := false
-		if params.Status != nil && *params.Status == StatusReady && s.onReady != nil {
+		if params.Status != nil && Status(*params.Status) == StatusReady && s.onReady != nil {
 			old, err := tx.Q.TaskGetForUpdate(ctx, dbsqlc.TaskGetForUpdateParams{TenantID: a.TenantID, ID: id})
 			if err != nil {
 				return err

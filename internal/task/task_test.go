@@ -125,7 +125,7 @@ func (b *bundle) in(t *testing.T, tn tenant, fn func(ctx context.Context, tx *db
 	require.NoError(t, b.d.InTx(context.Background(), tn.id, fn))
 }
 
-func (b *bundle) status(t *testing.T, tn tenant, id uuid.UUID) string {
+func (b *bundle) status(t *testing.T, tn tenant, id uuid.UUID) task.Status {
 	t.Helper()
 	got, err := b.svc.Get(tn.viewer, id)
 	require.NoError(t, err)
@@ -274,7 +274,7 @@ func TestTaskUpdate(t *testing.T) {
 	got, err := b.svc.Update(b.a.member, tk.ID, task.Patch{Priority: ptr("CRITICAL"), Status: ptr("READY")})
 	require.NoError(t, err)
 	require.Equal(t, "CRITICAL", got.Priority)
-	require.Equal(t, "READY", got.Status)
+	require.Equal(t, task.StatusReady, got.Status)
 	require.Equal(t, "Write docs", got.Title, "omitted fields stay")
 	require.Equal(t, "All of them", *got.Description)
 	require.Equal(t, []string{"docs"}, got.Tags)
@@ -289,7 +289,8 @@ func TestTaskUpdate(t *testing.T) {
 	require.Nil(t, got.Description, "an empty string clears it")
 	require.Equal(t, "Reviewed", *got.AcceptanceCriteria)
 	require.Empty(t, got.Tags, "[] clears the tags")
-	require.Equal(t, []string{"BUG", "SIMPLE", "READY", "CRITICAL"}, []string{got.Type, got.Complexity, got.Status, got.Priority})
+	require.Equal(t, []string{"BUG", "SIMPLE", "CRITICAL"}, []string{got.Type, got.Complexity, got.Priority})
+	require.Equal(t, task.StatusReady, got.Status)
 
 	for _, c := range []struct {
 		p     task.Patch
@@ -426,7 +427,7 @@ func TestTaskRun(t *testing.T) {
 
 	// A DONE task does not run.
 	done := b.create(t, b.a.member, task.NewTask{Title: "Already done"})
-	_, err = b.svc.Update(b.a.member, done.ID, task.Patch{Status: ptr(task.StatusDone)})
+	_, err = b.svc.Update(b.a.member, done.ID, task.Patch{Status: ptr(string(task.StatusDone))})
 	require.NoError(t, err)
 	_, err = b.svc.Run(b.a.member, done.ID)
 	requireCode(t, err, apperr.Conflict, "")
@@ -474,7 +475,7 @@ func TestTaskHooks(t *testing.T) {
 	// reopen it.
 	closed := b.create(t, b.a.member, task.NewTask{Title: "Closed by hand"})
 	r = start(closed.ID)
-	_, err := b.svc.Update(b.a.member, closed.ID, task.Patch{Status: ptr(task.StatusDone)})
+	_, err := b.svc.Update(b.a.member, closed.ID, task.Patch{Status: ptr(string(task.StatusDone))})
 	require.NoError(t, err)
 	b.in(t, b.a, func(ctx context.Context, tx *db.Tx) error { return h.Started(ctx, tx, r) })
 	finish(r, run.StatusFailed, "retries_exhausted")

@@ -43,7 +43,7 @@ func (s *Service) PhaseFinished(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) 
 		return err
 	}
 	ph, err = tx.Q.TeamPhaseFinish(ctx, dbsqlc.TeamPhaseFinishParams{
-		TenantID: fin.TenantID, ID: ph.ID, Status: string(fin.Status), Turns: fin.Turns, InputTokens: fin.InputTokens,
+		TenantID: fin.TenantID, ID: ph.ID, Status: fin.Status, Turns: fin.Turns, InputTokens: fin.InputTokens,
 		OutputTokens: fin.OutputTokens, Output: output, TerminationReason: fin.TerminationReason,
 	})
 	if err != nil {

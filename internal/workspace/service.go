@@ -19,6 +19,7 @@ import (
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/status"
 )
 
 // Rollback choices (resolveRollback).
@@ -34,10 +35,10 @@ const KindRollback = "rollback"
 // The statuses of an approval (approval.StatusPending, ...: internal/approval depends on this
 // package through the tools).
 const (
-	approvalPending  = "PENDING"
-	approvalApproved = "APPROVED"
-	approvalRejected = "REJECTED"
-	approvalExpired  = "EXPIRED"
+	approvalPending  status.Approval = "PENDING"
+	approvalApproved status.Approval = "APPROVED"
+	approvalRejected status.Approval = "REJECTED"
+	approvalExpired  status.Approval = "EXPIRED"
 )
 
 // Asker asks a person about a run that has ended (approval.Service.RequestForEnded).

@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentry/agentry/internal/status"
 	"github.com/google/uuid"
 )
 
@@ -26,7 +27,7 @@ func (q *Queries) ApprovalCountPending(ctx context.Context) (int64, error) {
 
 const approvalDecide = `-- name: ApprovalDecide :one
 UPDATE approvals SET
-    status = $3::text,
+    status = $3,
     decided_at = $4::timestamptz,
     decided_by = $5::uuid,
     note = $6::text
@@ -37,7 +38,7 @@ RETURNING tenant_id, id, run_id, tool_call_id, kind, status, tool_name, args_has
 type ApprovalDecideParams struct {
 	TenantID  uuid.UUID
 	ID        uuid.UUID
-	Status    string
+	Status    status.Approval
 	DecidedAt time.Time
 	DecidedBy uuid.NullUUID
 	Note      *string

@@ -50,7 +50,7 @@ type Approval struct {
 	RunID      uuid.UUID
 	ToolCallID uuid.NullUUID
 	Kind       string
-	Status     string
+	Status     status.Approval
 	ToolName   *string
 	ArgsHash   []byte
 	Question   *string
@@ -408,7 +408,7 @@ type Task struct {
 	AcceptanceCriteria *string
 	Tags               []string
 	Source             string
-	Status             string
+	Status             status.Task
 	Priority           string
 	Type               string
 	Slug               string

@@ -1731,7 +1731,7 @@ func (q *Queries) RunSetStopRequested(ctx context.Context, arg RunSetStopRequest
 }
 
 const runSuspend = `-- name: RunSuspend :one
-UPDATE runs SET status = $4::text, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
+UPDATE runs SET status = $4, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
 WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'
 RETURNING tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for
 `
@@ -1740,7 +1740,7 @@ type RunSuspendParams struct {
 	TenantID uuid.UUID
 	ID       uuid.UUID
 	Attempt  int32
-	Status   string
+	Status   status.Run
 }
 
 // Parks a running run (AWAITING_APPROVAL, PAUSED) without a worker: its job ends, the lease is
@@ -1898,7 +1898,7 @@ func (q *Queries) ToolCallCancelOpen(ctx context.Context, arg ToolCallCancelOpen
 }
 
 const toolCallFinish = `-- name: ToolCallFinish :one
-UPDATE tool_calls SET status = $3::text, output = $4, error = $5, finished_at = now()
+UPDATE tool_calls SET status = $3, output = $4, error = $5, finished_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status IN ('PENDING', 'RUNNING')
 RETURNING tenant_id, id, run_id, message_id, call_id, turn, name, arguments, status, risk, output, error, created_at, finished_at
 `
@@ -1906,7 +1906,7 @@ RETURNING tenant_id, id, run_id, message_id, call_id, turn, name, arguments, sta
 type ToolCallFinishParams struct {
 	TenantID uuid.UUID
 	ID       uuid.UUID
-	Status   string
+	Status   status.ToolCall
 	Output   *string
 	Error    *string
 }

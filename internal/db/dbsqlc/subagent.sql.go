@@ -468,7 +468,7 @@ func (q *Queries) SubagentDispatchMark(ctx context.Context, arg SubagentDispatch
 }
 
 const subagentFinish = `-- name: SubagentFinish :one
-UPDATE subagents SET status = $3::text, result = $4, error = $5,
+UPDATE subagents SET status = $3, result = $4, error = $5,
     failure_class = $6, finished_at = now()
 WHERE tenant_id = $1 AND id = $2
 RETURNING tenant_id, id, parent_run_id, role, goal, status, priority, depth, max_turns, max_tokens, timeout_minutes, tools, end_reported, result, error, failure_class, created_at, dispatched_at, started_at, finished_at
@@ -477,7 +477,7 @@ RETURNING tenant_id, id, parent_run_id, role, goal, status, priority, depth, max
 type SubagentFinishParams struct {
 	TenantID     uuid.UUID
 	ID           uuid.UUID
-	Status       string
+	Status       status.Subagent
 	Result       *string
 	Error        *string
 	FailureClass *string

@@ -8,6 +8,7 @@ package dbsqlc
 import (
 	"context"
 
+	"github.com/agentry/agentry/internal/status"
 	"github.com/google/uuid"
 )
 
@@ -150,7 +151,7 @@ type TaskInsertParams struct {
 	AcceptanceCriteria *string
 	Tags               []string
 	Source             string
-	Status             string
+	Status             status.Task
 	Priority           string
 	Type               string
 	Slug               string
@@ -407,7 +408,7 @@ func (q *Queries) TaskRunList(ctx context.Context, arg TaskRunListParams) ([]Run
 }
 
 const taskSetStatus = `-- name: TaskSetStatus :one
-UPDATE tasks SET status = $3::text, updated_at = now()
+UPDATE tasks SET status = $3, updated_at = now()
 WHERE tenant_id = $1 AND id = $2
 RETURNING tenant_id, id, project_id, title, description, acceptance_criteria, tags, source, status, priority, type, slug, complexity, created_by, created_at, updated_at
 `
@@ -415,7 +416,7 @@ RETURNING tenant_id, id, project_id, title, description, acceptance_criteria, ta
 type TaskSetStatusParams struct {
 	TenantID uuid.UUID
 	ID       uuid.UUID
-	Status   string
+	Status   status.Task
 }
 
 func (q *Queries) TaskSetStatus(ctx context.Context, arg TaskSetStatusParams) (Task, error) {
@@ -480,7 +481,7 @@ UPDATE tasks SET
     description = CASE WHEN $4::text IS NULL THEN description ELSE nullif($4::text, '') END,
     acceptance_criteria = CASE WHEN $5::text IS NULL THEN acceptance_criteria ELSE nullif($5::text, '') END,
     tags = coalesce($6::text[], tags),
-    status = coalesce($7, status),
+    status = coalesce($7::text, status),
     priority = coalesce($8, priority),
     type = coalesce($9, type),
     complexity = coalesce($10, complexity),

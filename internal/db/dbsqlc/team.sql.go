@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentry/agentry/internal/status"
 	"github.com/google/uuid"
 )
 
@@ -204,7 +205,7 @@ func (q *Queries) TeamPhaseByRunForUpdate(ctx context.Context, arg TeamPhaseByRu
 }
 
 const teamPhaseFinish = `-- name: TeamPhaseFinish :one
-UPDATE team_phases SET status = $3::text, turns = $4::integer,
+UPDATE team_phases SET status = $3, turns = $4::integer,
     input_tokens = $5::bigint, output_tokens = $6::bigint,
     output = $7, termination_reason = $8, finished_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status = 'RUNNING'
@@ -214,7 +215,7 @@ RETURNING tenant_id, id, team_run_id, phase, iteration, attempt, model, max_turn
 type TeamPhaseFinishParams struct {
 	TenantID          uuid.UUID
 	ID                uuid.UUID
-	Status            string
+	Status            status.Run
 	Turns             int32
 	InputTokens       int64
 	OutputTokens      int64

@@ -29,7 +29,7 @@ SELECT * FROM approvals WHERE tenant_id = $1 AND run_id = $2 AND kind = $3 ORDER
 -- Moves a pending approval to its outcome (APPROVED, REJECTED or EXPIRED); a decided one is
 -- left alone (no row).
 UPDATE approvals SET
-    status = sqlc.arg(status)::text,
+    status = sqlc.arg(status),
     decided_at = sqlc.arg(decided_at)::timestamptz,
     decided_by = sqlc.narg(decided_by)::uuid,
     note = sqlc.narg(note)::text

@@ -155,7 +155,7 @@ SELECT * FROM tool_calls WHERE tenant_id = sqlc.arg(tenant_id) AND run_id = ANY(
 ORDER BY run_id, created_at, id;
 
 -- name: ToolCallFinish :one
-UPDATE tool_calls SET status = sqlc.arg(status)::text, output = sqlc.narg(output), error = sqlc.narg(error), finished_at = now()
+UPDATE tool_calls SET status = sqlc.arg(status), output = sqlc.narg(output), error = sqlc.narg(error), finished_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status IN ('PENDING', 'RUNNING')
 RETURNING *;
 
@@ -186,7 +186,7 @@ WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING';
 -- name: RunSuspend :one
 -- Parks a running run (AWAITING_APPROVAL, PAUSED) without a worker: its job ends, the lease is
 -- released, the conversation stays held by it.
-UPDATE runs SET status = sqlc.arg(status)::text, lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
+UPDATE runs SET status = sqlc.arg(status), lease_owner = NULL, lease_expires_at = NULL, job_id = NULL
 WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'
 RETURNING *;
 

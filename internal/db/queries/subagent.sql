@@ -33,7 +33,7 @@ WHERE tenant_id = $1 AND id = $2
 RETURNING *;
 
 -- name: SubagentFinish :one
-UPDATE subagents SET status = sqlc.arg(status)::text, result = sqlc.narg(result), error = sqlc.narg(error),
+UPDATE subagents SET status = sqlc.arg(status), result = sqlc.narg(result), error = sqlc.narg(error),
     failure_class = sqlc.narg(failure_class), finished_at = now()
 WHERE tenant_id = $1 AND id = $2
 RETURNING *;

@@ -39,7 +39,7 @@ UPDATE tasks SET
     description = CASE WHEN sqlc.narg(description)::text IS NULL THEN description ELSE nullif(sqlc.narg(description)::text, '') END,
     acceptance_criteria = CASE WHEN sqlc.narg(acceptance_criteria)::text IS NULL THEN acceptance_criteria ELSE nullif(sqlc.narg(acceptance_criteria)::text, '') END,
     tags = coalesce(sqlc.narg(tags)::text[], tags),
-    status = coalesce(sqlc.narg(status), status),
+    status = coalesce(sqlc.narg(status)::text, status),
     priority = coalesce(sqlc.narg(priority), priority),
     type = coalesce(sqlc.narg(type), type),
     complexity = coalesce(sqlc.narg(complexity), complexity),
@@ -48,7 +48,7 @@ WHERE tenant_id = $1 AND id = $2
 RETURNING *;
 
 -- name: TaskSetStatus :one
-UPDATE tasks SET status = sqlc.arg(status)::text, updated_at = now()
+UPDATE tasks SET status = sqlc.arg(status), updated_at = now()
 WHERE tenant_id = $1 AND id = $2
 RETURNING *;
 

@@ -65,7 +65,7 @@ ORDER BY team_run_id, started_at, id;
 
 -- name: TeamPhaseFinish :one
 -- Records a phase's end once (a finished phase is never finished, nor run, again).
-UPDATE team_phases SET status = sqlc.arg(status)::text, turns = sqlc.arg(turns)::integer,
+UPDATE team_phases SET status = sqlc.arg(status), turns = sqlc.arg(turns)::integer,
     input_tokens = sqlc.arg(input_tokens)::bigint, output_tokens = sqlc.arg(output_tokens)::bigint,
     output = sqlc.narg(output), termination_reason = sqlc.narg(termination_reason), finished_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status = 'RUNNING'
