@@ -22,7 +22,7 @@ type WebhookDelivery struct{ Row webhook.Delivery }
 
 func (d *WebhookDelivery) ID() string           { return EncodeID("WebhookDelivery", d.Row.ID) }
 func (d *WebhookDelivery) Event() string        { return d.Row.Event }
-func (d *WebhookDelivery) Status() string       { return d.Row.Status }
+func (d *WebhookDelivery) Status() string       { return string(d.Row.Status) }
 func (d *WebhookDelivery) Attempts() int        { return d.Row.Attempts }
 func (d *WebhookDelivery) ResponseCode() *int   { return d.Row.ResponseCode }
 func (d *WebhookDelivery) DurationMs() *int     { return d.Row.DurationMs }

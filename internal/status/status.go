@@ -12,6 +12,9 @@ type Run string
 // Subagent is the status of a sub-agent (subagents.status).
 type Subagent string
 
+// WebhookDelivery is the status of a webhook delivery (webhook_deliveries.status).
+type WebhookDelivery string
+
 // Task is the status of a task (tasks.status).
 type Task string
 

@@ -28,13 +28,17 @@ import (
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/metrics"
+	"github.com/agentry/agentry/internal/status"
 )
+
+// Status is the status of a delivery.
+type Status = status.WebhookDelivery
 
 // Delivery statuses.
 const (
-	StatusPending   = "PENDING"
-	StatusDelivered = "DELIVERED"
-	StatusFailed    = "FAILED"
+	StatusPending   Status = "PENDING"
+	StatusDelivered Status = "DELIVERED"
+	StatusFailed    Status = "FAILED"
 )
 
 // TestEvent is the type of the event testWebhook sends.
@@ -233,7 +237,7 @@ type Delivery struct {
 	ID           uuid.UUID
 	WebhookID    uuid.UUID
 	Event        string
-	Status       string
+	Status       Status
 	Attempts     int
 	ResponseCode *int
 	DurationMs   *int

@@ -550,7 +550,7 @@ type WebhookDelivery struct {
 	WebhookID    uuid.UUID
 	Event        string
 	Payload      []byte
-	Status       string
+	Status       status.WebhookDelivery
 	Attempts     int32
 	ResponseCode *int32
 	DurationMs   *int32

@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentry/agentry/internal/status"
 	"github.com/google/uuid"
 )
 
@@ -189,7 +190,7 @@ RETURNING tenant_id, id, webhook_id, event, payload, status, attempts, response_
 `
 
 type WebhookDeliveryRecordParams struct {
-	Status       string
+	Status       status.WebhookDelivery
 	ResponseCode *int32
 	DurationMs   *int32
 	Error        *string
