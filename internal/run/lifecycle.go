@@ -62,7 +62,7 @@ func (s *Service) Suspend(ctx context.Context, tx *db.Tx, l Lease, status Status
 	return r, err
 }
 
-// Resume makes a run that is in one of from workable again inside tx and enqueues its
+// Resume makes a run that is in status from workable again inside tx and enqueues its
 // continuation job (the executor picks up where the run stopped).
 func (s *Service) Resume(ctx context.Context, tx *db.Tx, tenantID, runID uuid.UUID, from Status, news ...events.New) (dbsqlc.Run, error) {
 	r, err := tx.Q.RunRequeue(ctx, dbsqlc.RunRequeueParams{TenantID: tenantID, ID: runID, FromStatuses: []string{string(from)}})
