@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -30,13 +32,18 @@ func (poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (p poolCollector) Collect(ch chan<- prometheus.Metric) {
-	s := p.db.Pool.Stat()
-	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
-	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
-	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(s.MaxConns()), "max")
-	ch <- prometheus.MustNewConstMetric(pgAcquires, prometheus.CounterValue, float64(s.AcquireCount()))
-	ch <- prometheus.MustNewConstMetric(pgWaits, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
-	ch <- prometheus.MustNewConstMetric(pgWaitSecs, prometheus.CounterValue, s.AcquireDuration().Seconds())
+	var acquired, idle, maxConns, acquires, waits int64
+	var waited time.Duration
+	for _, s := range p.db.Stats() {
+		acquired, idle, maxConns = acquired+int64(s.AcquiredConns()), idle+int64(s.IdleConns()), maxConns+int64(s.MaxConns())
+		acquires, waits, waited = acquires+s.AcquireCount(), waits+s.EmptyAcquireCount(), waited+s.AcquireDuration()
+	}
+	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(acquired), "acquired")
+	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(idle), "idle")
+	ch <- prometheus.MustNewConstMetric(pgConns, prometheus.GaugeValue, float64(maxConns), "max")
+	ch <- prometheus.MustNewConstMetric(pgAcquires, prometheus.CounterValue, float64(acquires))
+	ch <- prometheus.MustNewConstMetric(pgWaits, prometheus.CounterValue, float64(waits))
+	ch <- prometheus.MustNewConstMetric(pgWaitSecs, prometheus.CounterValue, waited.Seconds())
 	r := p.redis.PoolStats()
 	ch <- prometheus.MustNewConstMetric(redisConns, prometheus.GaugeValue, float64(r.TotalConns-r.IdleConns), "in_use")
 	ch <- prometheus.MustNewConstMetric(redisConns, prometheus.GaugeValue, float64(r.IdleConns), "idle")

@@ -26,7 +26,12 @@ type DB struct {
 	Pool *pgxpool.Pool
 	Q    *dbsqlc.Queries
 	log  *slog.Logger
-	role string // the pool's role as a string literal: a savepoint that acts for no user takes it again
+	// users is the pool of the transactions that act for a user (UserRole), Pool that of the
+	// others (the application role): Postgres plans a prepared statement again whenever the
+	// role it runs under changes, which a connection shared by both would do at every turn.
+	// OpenQueue's handle has none (River acts for no user).
+	users *pgxpool.Pool
+	role  string // the pool's role as a string literal: a savepoint that acts for no user takes it again
 }
 
 // UserRole is the role a transaction takes (SET LOCAL ROLE) while it acts for a user: the user
@@ -37,7 +42,8 @@ const UserRole = "agentry_app_user"
 
 // Open connects a pool to url. When role is not empty every connection switches to it (SET ROLE)
 // before use, so the process works with the privileges of the application role whatever user
-// the URL names. The pool holds the URL's pool_max_conns connections at most, else 8.
+// the URL names. Each of its two pools (transactions acting for a user, and the others) holds
+// the URL's pool_max_conns connections at most, else 8.
 func Open(ctx context.Context, url, role string, log *slog.Logger, opts ...Option) (*DB, error) {
 	return open(ctx, url, role, log, false, opts...)
 }
@@ -98,14 +104,34 @@ func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit b
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
-	return &DB{Pool: pool, Q: dbsqlc.New(pool), log: log, role: quoteLiteral(cmp.Or(role, "none"))}, nil
+	d := &DB{Pool: pool, Q: dbsqlc.New(pool), log: log, role: quoteLiteral(cmp.Or(role, "none")), users: pool}
+	if !asyncCommit {
+		if d.users, err = pgxpool.NewWithConfig(ctx, cfg.Copy()); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open pool: %w", err)
+		}
+	}
+	return d, nil
 }
 
 // quoteLiteral is s as an SQL string literal.
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// Close closes the pool.
-func (d *DB) Close() { d.Pool.Close() }
+// Stats are the statistics of the handle's pools.
+func (d *DB) Stats() []*pgxpool.Stat {
+	if d.users == d.Pool {
+		return []*pgxpool.Stat{d.Pool.Stat()}
+	}
+	return []*pgxpool.Stat{d.Pool.Stat(), d.users.Stat()}
+}
+
+// Close closes the pools.
+func (d *DB) Close() {
+	d.Pool.Close()
+	if d.users != d.Pool {
+		d.users.Close()
+	}
+}
 
 // AutovacuumOn reports whether the server runs autovacuum. Without it no table is ever
 // analyzed: a plan a connection cached while a table was small stays after the table has grown,
@@ -315,7 +341,11 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 		}
 		return nil
 	}
-	ptx, err := d.Pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: d.beginQuery(tenantID, system, user)})
+	pool := d.Pool
+	if user.UserID != uuid.Nil {
+		pool = d.users
+	}
+	ptx, err := pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: d.beginQuery(tenantID, system, user)})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
