@@ -37,7 +37,7 @@ func newTeamRace(t *testing.T) *teamRace {
 }
 
 // race starts a team run on a new conversation and races its architect's end with outcome o
-// (as the executor ends a run: run.Service.InFenceEnding, then FinishTx) against control. When
+// (as the executor ends a run: run.Service.InFenceConversation, then FinishTx) against control. When
 // forced, the end holds its locks until control waits for one of them, the interleaving in
 // which two lock orders that disagree deadlock (40P01 for one of them); otherwise both start
 // at once. It returns the team run, control's answer and the end's error.
@@ -57,7 +57,7 @@ func (c *teamRace) race(t *testing.T, round int, forced bool, o run.Outcome, con
 	proceed := make(chan struct{})
 	ended := make(chan error, 1)
 	end := func() {
-		ended <- c.App.Runs.InFenceEnding(ctx, lease, func(ctx context.Context, tx *db.Tx) error {
+		ended <- c.App.Runs.InFenceConversation(ctx, lease, func(ctx context.Context, tx *db.Tx) error {
 			var pid int
 			if err := tx.Tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 				return err

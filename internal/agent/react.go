@@ -190,14 +190,11 @@ func (a *attempt) persistReplyAndFinish(ctx context.Context, p llm.Provider, mod
 
 func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool, end *run.Outcome) error {
 	r := a.lease.Run
-	// Ending the run locks the conversation FOR UPDATE (to hand it to its next queued run):
-	// InFenceEnding takes that lock before the lease, the order of every run's end and of an
-	// interrupting sendMessage; storing the reply alone locks the row more weakly.
-	inFence := a.e.runs.InFence
-	if end != nil {
-		inFence = a.e.runs.InFenceEnding
-	}
-	err := inFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+	// The reply takes the conversation's next position, and ending the run hands the
+	// conversation to its next queued run: InFenceConversation locks it before the lease, the
+	// order of every run's end and of an interrupting sendMessage (the conversation, then its
+	// active run).
+	err := a.e.runs.InFenceConversation(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		if a.tail != nil {
 			// The reply's last delta goes out with its message.completed.
 			a.e.pub.Stage(ctx, tx, r.TenantID, *a.tail)

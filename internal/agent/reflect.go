@@ -111,7 +111,7 @@ func (a *attempt) backtrack(ctx context.Context, st state, res stepResult, backt
 		}
 	}
 	summary := reflectionSummary(res.failures)
-	return a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+	return a.e.runs.InFenceConversation(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		if err := tx.Q.MessageExclude(ctx, dbsqlc.MessageExcludeParams{TenantID: a.lease.Run.TenantID, Ids: exclude}); err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func (a *attempt) summarise(ctx context.Context, p llm.Provider, m llm.Model, st
 		for _, c := range st.calls {
 			fmt.Fprintf(&b, "\n- %s: %s", c.Name, c.Status)
 		}
-		_ = a.e.runs.InFence(context.WithoutCancel(ctx), a.lease, func(ctx context.Context, tx *db.Tx) error {
+		_ = a.e.runs.InFenceConversation(context.WithoutCancel(ctx), a.lease, func(ctx context.Context, tx *db.Tx) error {
 			_, err := a.insertMessage(ctx, tx, "SYSTEM", []llm.Block{{Type: llm.BlockText, Text: b.String()}}, nil)
 			return err
 		})
@@ -189,7 +189,7 @@ func (a *attempt) summarise(ctx context.Context, p llm.Provider, m llm.Model, st
 // the reflection, so the reply is never mistaken for the model stopping.
 func (a *attempt) endReflection(ctx context.Context, st state, reflection string) error {
 	r := a.lease.Run
-	return a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+	return a.e.runs.InFenceConversation(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		if err := tx.Q.RunSetBreaker(ctx, dbsqlc.RunSetBreakerParams{TenantID: r.TenantID, ID: r.ID, Attempt: a.lease.Attempt,
 			ConsecutiveFailures: st.run.ConsecutiveFailures, Backtracks: st.run.Backtracks, MustReflect: false}); err != nil {
 			return err

@@ -153,7 +153,7 @@ func (a *attempt) afterEscalation(ctx context.Context) (result, bool) {
 				return result{}, false
 			}
 		}
-		err = a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+		err = a.e.runs.InFenceConversation(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 			if _, err := a.insertMessage(ctx, tx, "USER", []llm.Block{{Type: llm.BlockText, Text: guidance}}, nil); err != nil {
 				return err
 			}

@@ -400,12 +400,13 @@ func (s *Service) InFence(ctx context.Context, l Lease, fn func(ctx context.Cont
 	})
 }
 
-// InFenceEnding is InFence for a transaction that may end the run (FinishTx): it locks the
-// conversations the run's end locks first (lockConversations), then the lease. That is the lock
-// order of every transaction that ends a run, of the controls of a run and of sendMessage's
-// interrupt (the conversation, then its active run's workers, then the run), so none of them
-// waits for another while holding what the other waits for.
-func (s *Service) InFenceEnding(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
+// InFenceConversation is InFence for a transaction that writes the run's conversation (a
+// message at its next position) or may end the run (FinishTx): it locks the conversations the
+// run's end locks first (lockConversations), then the lease. That is the lock order of every
+// transaction that ends a run, of the controls of a run and of sendMessage's interrupt (the
+// conversation, then its active run's workers, then the run), so none of them waits for another
+// while holding what the other waits for.
+func (s *Service) InFenceConversation(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
 	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		if err := s.lockConversations(ctx, tx, l.Run); err != nil {
 			return err
@@ -466,7 +467,7 @@ type Outcome struct {
 func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, error) {
 	var out dbsqlc.Run
 	err := s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		// The conversations first, like InFenceEnding: then the run's end (its row, its hand-off).
+		// The conversations first, like InFenceConversation: then the run's end (its row, its hand-off).
 		if err := s.lockConversations(ctx, tx, l.Run); err != nil {
 			return err
 		}
@@ -478,7 +479,7 @@ func (s *Service) Finish(ctx context.Context, l Lease, o Outcome) (dbsqlc.Run, e
 }
 
 // FinishTx is Finish inside the caller's transaction, which must hold the conversations' row
-// locks and the lease, in that order (InFenceEnding: the lock order of every transaction that
+// locks and the lease, in that order (InFenceConversation: the lock order of every transaction that
 // ends a run): the executor ends a run in the transaction that stores its last reply.
 func (s *Service) FinishTx(ctx context.Context, tx *db.Tx, l Lease, o Outcome) (dbsqlc.Run, error) {
 	return s.finish(ctx, tx, l.Run, l.Attempt, o, true, true)
