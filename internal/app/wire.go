@@ -265,6 +265,8 @@ func (a *App) serve(mode Mode, pub *events.Publisher) error {
 			return err
 		}
 		a.Hub = events.NewHub(a.Redis, cfg.RedisPrefix, log)
+		// Runs worked here reach this process's subscribers without the trip through Redis.
+		pub.DeliverLocally(a.Hub)
 		opts.Auth = a.Auth
 		opts.GraphQL = a.graphQL()
 		opts.Web = web.Handler()

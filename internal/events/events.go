@@ -117,6 +117,10 @@ type Publisher struct {
 	sentCond     *sync.Cond
 	dropped      int64
 
+	// local is the hub of this process that gets what p publishes at once (DeliverLocally);
+	// origin, which starts each message p sends to Redis, tells that hub to skip it.
+	local  *Hub
+	origin string
 	// metrics counts messages that failed or were dropped (nil: not counted).
 	metrics *metrics.Metrics
 	// tap sees the events stored by Append (and tenant events given to Tap) inside their
@@ -168,6 +172,17 @@ func NewPublisher(rdb redis.UniversalClient, prefix string, log *slog.Logger, op
 		o(p)
 	}
 	return p
+}
+
+// DeliverLocally makes p hand what it publishes to h's subscribers at once, in the order it was
+// published, as well as to Redis for the hubs of other processes: a subscriber watching a run
+// worked in its own process does not wait for the message to go through Redis and back (a
+// round trip to Redis and a hand-off to the hub's connection, on every token delta). The
+// messages p sends start with h's origin, so h skips them when Redis brings them back. Call it
+// before p publishes anything.
+func (p *Publisher) DeliverLocally(h *Hub) {
+	p.local, p.origin = h, h.origin
+	h.publisher = p
 }
 
 // Channel is the Redis channel of a tenant's events.
@@ -284,7 +299,7 @@ func (p *Publisher) flush(items []any) {
 // Publish queues events (durable ones after their commit, or ephemeral ones) as one message,
 // sent after every message published before it. A failure is logged, not returned:
 // subscribers refill durable events from Postgres, and ephemeral ones are best effort by
-// definition.
+// definition. evs must not change afterwards: local subscribers (DeliverLocally) share them.
 func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Event) {
 	if len(evs) == 0 {
 		return
@@ -294,8 +309,15 @@ func (p *Publisher) Publish(ctx context.Context, tenantID uuid.UUID, evs ...Even
 		p.log.ErrorContext(ctx, "marshal events", slog.Any("error", err))
 		return
 	}
+	if p.origin != "" {
+		payload = append([]byte(p.origin), payload...)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.local != nil {
+		// Under p.mu, so local subscribers get messages in the order they were published.
+		p.local.deliver(evs)
+	}
 	if len(p.queue) >= MaxQueued {
 		p.metrics.PublishFailed(1)
 		if p.dropped++; p.dropped == 1 || p.dropped%1000 == 0 {

@@ -742,16 +742,76 @@ func TestStatementsThatStoreTheirEventsPublishThem(t *testing.T) {
 	}
 }
 
+// A publisher that delivers to its own process's hub (DeliverLocally) hands its events to that
+// hub's subscribers at once, without Redis, and to other processes' hubs through Redis; its own
+// hub skips them when Redis brings them back, so each subscriber gets each event once, in order.
+func TestPublisherDeliversToItsOwnHubOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	own := events.NewHub(f.rdb, f.prefix, f.log) // this process's; f.hub is another process's
+	t.Cleanup(func() { _ = own.Close() })
+	pub := events.NewPublisher(f.rdb, f.prefix, f.log)
+	pub.DeliverLocally(own)
+	// unreachable publishes to a Redis nobody can reach: only local delivery can carry its events.
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = dead.Close() })
+	unreachable := events.NewPublisher(dead, f.prefix, f.log)
+	unreachable.DeliverLocally(own)
+
+	local, err := own.Subscribe(ctx, f.scope.TenantID, nil)
+	require.NoError(t, err)
+	defer local.Close()
+	remote, err := f.hub.Subscribe(ctx, f.scope.TenantID, nil)
+	require.NoError(t, err)
+	defer remote.Close()
+
+	delta := func(i int) events.Event {
+		return events.Event{RunID: f.scope.RunID, TenantID: f.scope.TenantID, Type: events.MessageDelta, Data: []byte(fmt.Sprintf(`{"index":%d}`, i))}
+	}
+	index := func(ev events.Event) int {
+		var d struct{ Index int }
+		require.NoError(t, json.Unmarshal(ev.Data, &d))
+		return d.Index
+	}
+
+	unreachable.Publish(ctx, f.scope.TenantID, delta(-1))
+	ev, ok := next(t, local.C, time.Second)
+	require.True(t, ok)
+	require.Equal(t, -1, index(ev), "delivered locally while Redis cannot be reached")
+
+	for i := range 3 {
+		pub.Publish(ctx, f.scope.TenantID, delta(i))
+	}
+	require.NoError(t, pub.Flush(ctx))
+	// Published after pub's messages reached Redis, by a publisher of no hub: once it arrives,
+	// so have the echoes of pub's messages, which the own hub must have skipped.
+	f.pub.Publish(ctx, f.scope.TenantID, delta(99))
+	for _, sub := range []*events.Sub{local, remote} {
+		var got []int
+		for range 4 {
+			ev, ok := next(t, sub.C, 10*time.Second)
+			require.True(t, ok)
+			got = append(got, index(ev))
+		}
+		require.Equal(t, []int{0, 1, 2, 99}, got)
+	}
+	nothing(t, remote.C, 200*time.Millisecond) // the unreachable publisher's event stayed local
+	nothing(t, local.C, 200*time.Millisecond)
+}
+
 // TestConversationStreamEndsWithItsContext: a conversation stream is the hub's own channel;
 // it gets the conversation's events in order, and once its context ends it is closed and
-// taken out of the hub, so events published after it (where a send on the closed channel would
-// panic) go nowhere.
+// taken out of the hub, so events published after it (delivered locally, where a send on the
+// closed channel would panic) go nowhere.
 func TestConversationStreamEndsWithItsContext(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	hub := events.NewHub(f.rdb, f.prefix, f.log)
 	t.Cleanup(func() { _ = hub.Close() })
 	pub := events.NewPublisher(f.rdb, f.prefix, f.log)
+	pub.DeliverLocally(hub)
 	convID, otherID := uuid.New(), uuid.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

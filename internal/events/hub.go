@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,7 @@ type Hub struct {
 	ps *redis.PubSub
 	// mu orders the changes of the subscribers and of the Redis subscription (Subscribe, Close)
 	// and guards waiters; subsMu guards tenants and to, and is never held over a call to Redis,
-	// so a delivery never waits for one.
+	// so a delivery (from Redis, or from a publisher of this process) never waits for one.
 	mu      sync.Mutex
 	subsMu  sync.Mutex
 	tenants map[uuid.UUID]map[*Sub]struct{}
@@ -34,7 +35,17 @@ type Hub struct {
 	to      []*Sub // deliver's scratch list of an event's subscribers (under subsMu)
 	dropped atomic.Int64
 	done    chan struct{}
+	// origin starts the messages of the publisher that delivers to this hub itself
+	// (Publisher.DeliverLocally): the hub skips them when they come back from Redis.
+	origin string
+	// publisher is the publisher that delivers to this hub itself (DeliverLocally), nil when
+	// none does: a stream snapshot waits for what it has queued for Redis.
+	publisher *Publisher
 }
+
+// originLen is the length of a message's origin: a message that does not start with '[' (a
+// JSON array of events) starts with the origin of the hub its publisher delivered it to.
+const originLen = 32
 
 // Sub is one local subscriber: C carries matching events; Resync fires when events may have
 // been lost (buffer overflow, Redis reconnect) and the subscriber should refill from Postgres.
@@ -54,6 +65,7 @@ func NewHub(rdb redis.UniversalClient, prefix string, log *slog.Logger) *Hub {
 		tenants: map[uuid.UUID]map[*Sub]struct{}{},
 		waiters: map[string][]chan struct{}{},
 		done:    make(chan struct{}),
+		origin:  strings.ReplaceAll(uuid.NewString(), "-", ""),
 	}
 	h.ps = rdb.Subscribe(context.Background())
 	go h.loop()
@@ -158,8 +170,15 @@ func (h *Hub) loop() {
 				h.resync(m.Channel)
 			}
 		case *redis.Message:
+			payload := m.Payload
+			if payload != "" && payload[0] != '[' && len(payload) >= originLen {
+				if payload[:originLen] == h.origin {
+					continue // delivered by its publisher already
+				}
+				payload = payload[originLen:]
+			}
 			var evs []Event
-			if err := json.Unmarshal([]byte(m.Payload), &evs); err != nil {
+			if err := json.Unmarshal([]byte(payload), &evs); err != nil {
 				h.log.Warn("bad event payload", slog.String("channel", m.Channel), slog.Any("error", err))
 				continue
 			}

@@ -90,8 +90,14 @@ type Snapshot struct {
 
 // streamSnapshot reads what the run's current reply has streamed so far (ok false when
 // nothing is streaming). Called after the subscriber is registered: a delta this read misses
-// was published after the registration, so the subscriber receives it.
+// was published after the registration, so the subscriber receives it. A process's own
+// publisher hands deltas to its hub before Redis has them, so its queue is sent first.
 func (h *Hub) streamSnapshot(ctx context.Context, runID uuid.UUID) (Snapshot, bool, error) {
+	if h.publisher != nil {
+		if err := h.publisher.Flush(ctx); err != nil {
+			return Snapshot{}, false, err
+		}
+	}
 	items, err := h.rdb.LRange(ctx, streamKey(h.prefix, runID), 0, -1).Result()
 	if err != nil || len(items) == 0 {
 		return Snapshot{}, false, err
