@@ -29,7 +29,7 @@ type DB struct {
 	// users is the pool of the transactions that act for a user (UserRole), Pool that of the
 	// others (the application role): Postgres plans a prepared statement again whenever the
 	// role it runs under changes, which a connection shared by both would do at every turn.
-	// OpenQueue's handle has none (River acts for no user).
+	// users is Pool in OpenQueue's handle (River acts for no user) and below minSplit.
 	users *pgxpool.Pool
 	role  string // the pool's role as a string literal: a savepoint that acts for no user takes it again
 }
@@ -43,7 +43,7 @@ const UserRole = "agentry_app_user"
 // Open connects a pool to url. When role is not empty every connection switches to it (SET ROLE)
 // before use, so the process works with the privileges of the application role whatever user
 // the URL names. Each of its two pools (transactions acting for a user, and the others) holds
-// the URL's pool_max_conns connections at most, else 8.
+// the URL's pool_max_conns connections at most, else 8; below minSplit they are one.
 func Open(ctx context.Context, url, role string, log *slog.Logger, opts ...Option) (*DB, error) {
 	return open(ctx, url, role, log, false, opts...)
 }
@@ -105,7 +105,7 @@ func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit b
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
 	d := &DB{Pool: pool, Q: dbsqlc.New(pool), log: log, role: quoteLiteral(cmp.Or(role, "none")), users: pool}
-	if !asyncCommit {
+	if !asyncCommit && cfg.MaxConns >= minSplit {
 		if d.users, err = pgxpool.NewWithConfig(ctx, cfg.Copy()); err != nil {
 			pool.Close()
 			return nil, fmt.Errorf("open pool: %w", err)
@@ -113,6 +113,11 @@ func open(ctx context.Context, url, role string, log *slog.Logger, asyncCommit b
 	}
 	return d, nil
 }
+
+// minSplit is the smallest pool_max_conns for which Open gives the transactions acting for a
+// user a pool of their own; a smaller pool (a test's) is shared, so that a process holds no
+// more connections than its URL says.
+const minSplit = 4
 
 // quoteLiteral is s as an SQL string literal.
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 
 	"github.com/google/uuid"
@@ -71,9 +72,13 @@ func newPrivacyFixture(t *testing.T, ownerURL string) privacyFixture {
 // sees nothing.
 func TestUserPrivacyBelowTheServices(t *testing.T) {
 	t.Parallel()
-	d, ownerURL := dbtest.Open(t)
-	f := newPrivacyFixture(t, ownerURL)
 	ctx := context.Background()
+	ownerURL := dbtest.URL(t)
+	// Pools of 4: the transactions acting for a user have a pool of their own, as in production.
+	d, err := db.Open(ctx, dbtest.PoolURLOf(ownerURL, 4), dbtest.AppRole, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	f := newPrivacyFixture(t, ownerURL)
 
 	ids := func(ctx context.Context, sql string) map[uuid.UUID]bool {
 		t.Helper()
@@ -138,7 +143,7 @@ func TestUserPrivacyBelowTheServices(t *testing.T) {
 	// Writes: b cannot put a message into a's private conversation (nor change it), even by a
 	// statement that names it.
 	bctx := db.WithUser(ctx, f.b)
-	err := d.InTx(bctx, f.tenant, func(ctx context.Context, tx *db.Tx) error {
+	err = d.InTx(bctx, f.tenant, func(ctx context.Context, tx *db.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO messages (tenant_id, id, conversation_id, position, role, content) VALUES ($1, $2, $3, 99, 'USER', 'x')`,
 			f.tenant, uuid.New(), f.aPrivate)
 		return err
