@@ -267,14 +267,18 @@ func (a *attempt) loadFirst(ctx context.Context, tx *db.Tx, l run.Lease) error {
 		set   dbsqlc.AgentSetting
 		found bool
 	)
-	dbsqlc.QueueAgentSettingsGet(&b, dbsqlc.AgentSettingsGetParams{TenantID: r.TenantID, UserID: r.UserID}, &set, &found)
+	dbsqlc.QueueMaybe(&b, func(q *dbsqlc.Queries) (dbsqlc.AgentSetting, error) {
+		return q.AgentSettingsGet(ctx, dbsqlc.AgentSettingsGetParams{TenantID: r.TenantID, UserID: r.UserID})
+	}, &set, &found)
 	if r.ConversationID.Valid {
-		dbsqlc.QueueConversationGet(&b, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID}, &a.conv)
+		dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.Conversation, error) {
+			return q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID})
+		}, &a.conv)
 	}
 	first := a.e.hooks[r.Kind] == nil && l.Attempt == 1
 	var st *state
 	if first {
-		st = queueState(&b, r)
+		st = queueState(ctx, &b, r)
 	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("load run %s: %w", r.ID, err)

@@ -60,17 +60,23 @@ func readState(ctx context.Context, tx *db.Tx, l run.Lease) (state, error) {
 // readStateOf is readState of run r as read already: its three reads in one round trip.
 func readStateOf(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (state, error) {
 	var b pgx.Batch
-	st := queueState(&b, r)
+	st := queueState(ctx, &b, r)
 	return *st, tx.SendBatch(ctx, &b).Close()
 }
 
 // queueState queues the reads of run r's state in b; the state is whole once b's results are
 // read.
-func queueState(b *pgx.Batch, r dbsqlc.Run) *state {
+func queueState(ctx context.Context, b *pgx.Batch, r dbsqlc.Run) *state {
 	st := &state{run: r}
-	dbsqlc.QueueMessageListContext(b, dbsqlc.MessageListContextParams{TenantID: r.TenantID, RunID: r.ID}, &st.hist)
-	dbsqlc.QueueToolCallListByRun(b, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID}, &st.calls)
-	dbsqlc.QueueMessageListNewerUser(b, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, RunID: r.ID}, &st.newer)
+	dbsqlc.QueueMany(b, func(q *dbsqlc.Queries) ([]dbsqlc.Message, error) {
+		return q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, RunID: r.ID})
+	}, &st.hist)
+	dbsqlc.QueueMany(b, func(q *dbsqlc.Queries) ([]dbsqlc.ToolCall, error) {
+		return q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID})
+	}, &st.calls)
+	dbsqlc.QueueMany(b, func(q *dbsqlc.Queries) ([]dbsqlc.Message, error) {
+		return q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, RunID: r.ID})
+	}, &st.newer)
 	return st
 }
 

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
@@ -56,8 +57,9 @@ type Service struct {
 
 // Admission refuses a new run that no budget can pay for (usage.Service implements it).
 type Admission interface {
-	// Admit returns BUDGET_EXCEEDED while a budget applying to the user has nothing left.
-	Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error
+	// QueueAdmit queues the admission's reads in b; once b's results are read, the function it
+	// returns is BUDGET_EXCEEDED while a budget applying to the user has nothing left.
+	QueueAdmit(b *pgx.Batch, tenantID, userID uuid.UUID) func() error
 }
 
 // Option configures the Service at construction (NewService).
@@ -229,35 +231,76 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 	}
 	var out Sent
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		conv, err := tx.Q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: in.ConversationID})
-		if db.IsNoRows(err) {
-			return apperr.NotFoundf("conversation")
-		}
+		o, err := s.open(ctx, tx, a, in)
 		if err != nil {
 			return err
 		}
-		if prev, found, err := sentBefore(ctx, tx, a.TenantID, conv, in); found || err != nil {
-			out = prev
+		if o.sent {
+			out, err = sentBefore(ctx, tx, o.prev, in)
 			return err
 		}
 		if images {
-			if _, m, err := s.models.Resolve(conv.Model); err == nil && !m.Vision {
-				return apperr.Invalid("attachments", "the conversation's model %s does not accept images; send text files or PDFs, or use a model with vision", conv.Model)
+			if _, m, err := s.models.Resolve(o.conv.Model); err == nil && !m.Vision {
+				return apperr.Invalid("attachments", "the conversation's model %s does not accept images; send text files or PDFs, or use a model with vision", o.conv.Model)
 			}
 		}
-		busy, err := s.makeWay(ctx, tx, a, conv, in.IfBusy)
+		busy, err := s.makeWay(ctx, tx, a, o.conv, in.IfBusy)
 		if err != nil {
 			return err
 		}
-		if s.admit != nil {
-			if err := s.admit.Admit(ctx, tx, a.TenantID, a.UserID); err != nil {
-				return err
-			}
+		if err := o.admitted(); err != nil {
+			return err
 		}
-		out, err = s.insertSent(ctx, tx, a, conv, in, busy, attached)
+		out, err = s.insertSent(ctx, tx, a, o, in, busy, attached)
 		return err
 	})
 	return out, err
+}
+
+// opened is what SendMessage reads before it writes.
+type opened struct {
+	conv dbsqlc.Conversation
+	set  settings.Settings
+	// prev is the run an earlier SendMessage with the same idempotency key made (sent).
+	prev dbsqlc.Run
+	sent bool
+	// admitted is the budgets' verdict on a new run.
+	admitted func() error
+}
+
+// open locks the conversation and reads the user's settings, the run an idempotency key made
+// and the budgets' admission, in one round trip: none of the reads depends on another.
+func (s *Service) open(ctx context.Context, tx *db.Tx, a auth.Actor, in Send) (opened, error) {
+	var (
+		b     pgx.Batch
+		o     = opened{admitted: func() error { return nil }}
+		set   dbsqlc.AgentSetting
+		found bool
+	)
+	dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.Conversation, error) {
+		return q.ConversationGetForUpdate(ctx, dbsqlc.ConversationGetForUpdateParams{TenantID: a.TenantID, ID: in.ConversationID})
+	}, &o.conv)
+	dbsqlc.QueueMaybe(&b, func(q *dbsqlc.Queries) (dbsqlc.AgentSetting, error) {
+		return q.AgentSettingsGet(ctx, dbsqlc.AgentSettingsGetParams{TenantID: a.TenantID, UserID: a.UserID})
+	}, &set, &found)
+	if in.IdempotencyKey != "" {
+		dbsqlc.QueueMaybe(&b, func(q *dbsqlc.Queries) (dbsqlc.Run, error) {
+			return q.RunGetByIdempotencyKey(ctx, dbsqlc.RunGetByIdempotencyKeyParams{TenantID: a.TenantID,
+				ConversationID: uuid.NullUUID{UUID: in.ConversationID, Valid: true}, IdempotencyKey: &in.IdempotencyKey})
+		}, &o.prev, &o.sent)
+	}
+	if s.admit != nil {
+		o.admitted = s.admit.QueueAdmit(&b, a.TenantID, a.UserID)
+	}
+	err := tx.SendBatch(ctx, &b).Close()
+	if db.IsNoRows(err) {
+		return o, apperr.NotFoundf("conversation")
+	}
+	if err != nil {
+		return o, fmt.Errorf("open conversation: %w", err)
+	}
+	o.set = settings.Of(set, found)
+	return o, nil
 }
 
 // check refuses a message SendMessage cannot take: empty, too long, not UTF-8, or with an
@@ -276,24 +319,14 @@ func (in Send) check() error {
 	return nil
 }
 
-// sentBefore finds the message and run an earlier SendMessage with the same idempotency key made
-// in conv (found); the key used for other content is CONFLICT.
-func sentBefore(ctx context.Context, tx *db.Tx, tenantID uuid.UUID, conv dbsqlc.Conversation, in Send) (Sent, bool, error) {
-	if in.IdempotencyKey == "" {
-		return Sent{}, false, nil
-	}
-	prev, err := tx.Q.RunGetByIdempotencyKey(ctx, dbsqlc.RunGetByIdempotencyKeyParams{TenantID: tenantID, ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, IdempotencyKey: &in.IdempotencyKey})
-	if db.IsNoRows(err) {
-		return Sent{}, false, nil
-	}
-	if err != nil {
-		return Sent{}, false, err
-	}
-	msg, err := tx.Q.MessageGet(ctx, dbsqlc.MessageGetParams{TenantID: tenantID, ID: prev.TriggerMessageID.UUID})
+// sentBefore returns the message and run prev, which an earlier SendMessage with the same
+// idempotency key made; the key used for other content is CONFLICT.
+func sentBefore(ctx context.Context, tx *db.Tx, prev dbsqlc.Run, in Send) (Sent, error) {
+	msg, err := tx.Q.MessageGet(ctx, dbsqlc.MessageGetParams{TenantID: prev.TenantID, ID: prev.TriggerMessageID.UUID})
 	if err == nil && msg.Content != in.Content {
-		return Sent{}, true, apperr.New(apperr.Conflict, "idempotencyKey was already used for another message in this conversation: use a new key for new content").With("runId", prev.ID)
+		return Sent{}, apperr.New(apperr.Conflict, "idempotencyKey was already used for another message in this conversation: use a new key for new content").With("runId", prev.ID)
 	}
-	return Sent{Message: msg, Run: prev}, true, err
+	return Sent{Message: msg, Run: prev}, err
 }
 
 // makeWay applies the busy policy (ENQUEUE when empty) to conv's active run and reports whether
@@ -314,21 +347,12 @@ func (s *Service) makeWay(ctx context.Context, tx *db.Tx, a auth.Actor, conv dbs
 }
 
 // insertSent stores the run (with its task.queued event and, unless busy, its job) and the user's
-// message in conv, at the conversation's next positions.
-func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, conv dbsqlc.Conversation, in Send, busy bool, attached []llm.Block) (Sent, error) {
-	set, err := settings.ForUser(ctx, tx, a)
-	if err != nil {
-		return Sent{}, err
-	}
+// message in the opened conversation, at its next positions.
+func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, o opened, in Send, busy bool, attached []llm.Block) (Sent, error) {
+	conv := o.conv
 	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
-	maxAttempts := int32(set.MaxRetries + 1)
-	// A run that starts now becomes the conversation's active one with the positions, and
-	// its job is inserted before it, so the run row names its job from the start.
-	pos, err := tx.Q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
-		ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
-	if err != nil {
-		return Sent{}, err
-	}
+	maxAttempts := int32(o.set.MaxRetries + 1)
+	// The job is inserted before the run, so the run row names its job from the start.
 	var jobID *int64
 	if !busy {
 		id, err := s.runs.InsertJob(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts)
@@ -349,28 +373,47 @@ func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, conv 
 	if err != nil {
 		return Sent{}, err
 	}
-	r, err := tx.Q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
-		TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: string(run.StatusQueued),
-		ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: pos.RunCount,
-		TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
-		Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
-	})
-	if err != nil {
-		return Sent{}, fmt.Errorf("insert run: %w", err)
-	}
-	out := Sent{Run: dbsqlc.Run(r)}
-	s.runs.Publisher().Stored(ctx, tx, queued, r.LastSeq)
 	blocks := append([]llm.Block{{Type: llm.BlockText, Text: in.Content}}, attached...)
 	parts, _ := json.Marshal(blocks)
-	out.Message, err = tx.Q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-		TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
-		RunSeq: pos.RunCount, Position: pos.MessageCount, Role: "USER", Content: in.Content, Parts: parts,
-		TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
-		AuthorID:      uuid.NullUUID{UUID: a.UserID, Valid: true},
-	})
-	if err != nil {
-		return Sent{}, fmt.Errorf("insert message: %w", err)
+	// The positions, the run and the message go in one round trip. The conversation has been
+	// locked since open read it, and nothing since moved its counts (an INTERRUPT ends runs, it
+	// stores no message), so the positions the update reserves are known: the reserved ones are
+	// checked against them. A run that starts now becomes the conversation's active one.
+	seq, position := conv.RunCount+1, conv.MessageCount+1
+	var (
+		b   pgx.Batch
+		pos dbsqlc.ConversationNextPositionsRow
+		r   dbsqlc.RunInsertWithEventsRow
+		out Sent
+	)
+	dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.ConversationNextPositionsRow, error) {
+		return q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
+			ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
+	}, &pos)
+	dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.RunInsertWithEventsRow, error) {
+		return q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
+			TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: string(run.StatusQueued),
+			ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: seq,
+			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
+			Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
+		})
+	}, &r)
+	dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.Message, error) {
+		return q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
+			RunSeq: seq, Position: position, Role: "USER", Content: in.Content, Parts: parts,
+			TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
+			AuthorID:      uuid.NullUUID{UUID: a.UserID, Valid: true},
+		})
+	}, &out.Message)
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return Sent{}, fmt.Errorf("insert run and message: %w", err)
 	}
+	if pos.RunCount != seq || pos.MessageCount != position {
+		return Sent{}, fmt.Errorf("conversation %s: positions %d/%d reserved, %d/%d expected", conv.ID, pos.RunCount, pos.MessageCount, seq, position)
+	}
+	out.Run = dbsqlc.Run(r)
+	s.runs.Publisher().Stored(ctx, tx, queued, r.LastSeq)
 	return out, nil
 }
 

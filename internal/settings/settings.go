@@ -127,7 +127,7 @@ func load(ctx context.Context, tx *db.Tx, a auth.Actor) (Settings, error) {
 	return loaded(tx.Q.AgentSettingsGet(ctx, dbsqlc.AgentSettingsGetParams{TenantID: a.TenantID, UserID: a.UserID}))
 }
 
-// Of is the settings of a row read in a batch (dbsqlc.QueueAgentSettingsGet): the defaults when
+// Of is the settings of a row read in a batch (dbsqlc.QueueMaybe): the defaults when
 // the user has none.
 func Of(row dbsqlc.AgentSetting, found bool) Settings {
 	if !found {

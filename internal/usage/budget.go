@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
@@ -167,19 +168,32 @@ func (s *Service) DeleteBudget(ctx context.Context, id uuid.UUID) error {
 }
 
 // Admit refuses a new run (BUDGET_EXCEEDED) while a budget applying to the user has nothing
-// left (spent + reserved >= limit). It runs inside the caller's transaction (sendMessage,
-// runTask); a budget with room left admits the run, whose calls then reserve as they go.
+// left (spent + reserved >= limit). It runs inside the caller's transaction (runTask, spawns,
+// team runs); a budget with room left admits the run, whose calls then reserve as they go.
 func (s *Service) Admit(ctx context.Context, tx *db.Tx, tenantID, userID uuid.UUID) error {
-	rows, err := tx.Q.BudgetExhausted(ctx, dbsqlc.BudgetExhaustedParams{TenantID: tenantID, UserID: userID})
-	if err != nil {
+	var b pgx.Batch
+	admitted := s.QueueAdmit(&b, tenantID, userID)
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("check budgets: %w", err)
 	}
-	if len(rows) == 0 {
-		return nil
+	return admitted()
+}
+
+// QueueAdmit is Admit with its read queued in b (sendMessage sends it with its other reads):
+// the function it returns is the verdict once b's results are read.
+func (s *Service) QueueAdmit(b *pgx.Batch, tenantID, userID uuid.UUID) func() error {
+	var rows []dbsqlc.BudgetExhaustedRow
+	dbsqlc.QueueMany(b, func(q *dbsqlc.Queries) ([]dbsqlc.BudgetExhaustedRow, error) {
+		return q.BudgetExhausted(context.Background(), dbsqlc.BudgetExhaustedParams{TenantID: tenantID, UserID: userID})
+	}, &rows)
+	return func() error {
+		if len(rows) == 0 {
+			return nil
+		}
+		b := rows[0]
+		s.metrics.BudgetRefused("admission", b.Scope)
+		return exceeded(b.Scope, b.Period)
 	}
-	b := rows[0]
-	s.metrics.BudgetRefused("admission", b.Scope)
-	return exceeded(b.Scope, b.Period)
 }
 
 // exceeded is the BUDGET_EXCEEDED error naming a budget by its scope and period.
