@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
@@ -42,25 +43,33 @@ func Build(ctx context.Context, tx *db.Tx, in BuildInput) (string, error) {
 	if tokens <= 0 {
 		tokens = DefaultMemoryTokens
 	}
-	var parts []string
+	var (
+		b     pgx.Batch
+		parts []string
+		p     dbsqlc.Project
+		tasks []dbsqlc.Task
+	)
 	if s := ModeInstruction(in.Mode); s != "" {
 		parts = append(parts, s)
 	}
 	if in.ProjectID != uuid.Nil {
-		p, err := tx.Q.ProjectGet(ctx, dbsqlc.ProjectGetParams{TenantID: in.TenantID, ID: in.ProjectID})
-		if err != nil {
-			return "", fmt.Errorf("load project: %w", err)
+		dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.Project, error) {
+			return q.ProjectGet(ctx, dbsqlc.ProjectGetParams{TenantID: in.TenantID, ID: in.ProjectID})
+		}, &p)
+		dbsqlc.QueueMany(&b, func(q *dbsqlc.Queries) ([]dbsqlc.Task, error) {
+			return q.ContextProjectTasks(ctx, dbsqlc.ContextProjectTasksParams{TenantID: in.TenantID, ProjectID: in.ProjectID, Lim: MaxTasks})
+		}, &tasks)
+	}
+	recalled := memory.QueueRecall(ctx, &b, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return "", fmt.Errorf("load project and memories: %w", err)
 		}
-		tasks, err := tx.Q.ContextProjectTasks(ctx, dbsqlc.ContextProjectTasksParams{TenantID: in.TenantID, ProjectID: in.ProjectID, Lim: MaxTasks})
-		if err != nil {
-			return "", fmt.Errorf("load tasks: %w", err)
-		}
+	}
+	if in.ProjectID != uuid.Nil {
 		parts = append(parts, projectInfo(p, tasks))
 	}
-	mems, err := memory.Recall(ctx, tx, memory.Scope{TenantID: in.TenantID, UserID: in.UserID, ProjectID: in.ProjectID}, in.Query, MaxRecalled, tokens)
-	if err != nil {
-		return "", err
-	}
+	mems := recalled()
 	if len(mems) > 0 {
 		var b strings.Builder
 		b.WriteString("What you remember about this user and project (from earlier conversations; use it when it is relevant):")

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
@@ -56,16 +57,30 @@ func Remember(ctx context.Context, tx *db.Tx, s Scope, content string, runID uui
 // at most limit of them, and no more than fit in tokens (about 4 characters per token; the
 // first always fits).
 func Recall(ctx context.Context, tx *db.Tx, s Scope, query string, limit, tokens int) ([]dbsqlc.Memory, error) {
-	if strings.TrimSpace(query) == "" || limit <= 0 {
+	var b pgx.Batch
+	recalled := QueueRecall(ctx, &b, s, query, limit, tokens)
+	if b.Len() == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Q.MemoryRecall(ctx, dbsqlc.MemoryRecallParams{
-		TenantID: s.TenantID, UserID: s.UserID, ProjectID: s.ProjectID, Query: query, Lim: int32(limit),
-	})
-	if err != nil {
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return nil, fmt.Errorf("recall: %w", err)
 	}
-	return fit(rows, tokens), nil
+	return recalled(), nil
+}
+
+// QueueRecall is Recall with its read queued in b (a system prompt's reads go together): the
+// function it returns gives the memories once b's results are read.
+func QueueRecall(ctx context.Context, b *pgx.Batch, s Scope, query string, limit, tokens int) func() []dbsqlc.Memory {
+	if strings.TrimSpace(query) == "" || limit <= 0 {
+		return func() []dbsqlc.Memory { return nil }
+	}
+	var rows []dbsqlc.MemoryRecallRow
+	dbsqlc.QueueMany(b, func(q *dbsqlc.Queries) ([]dbsqlc.MemoryRecallRow, error) {
+		return q.MemoryRecall(ctx, dbsqlc.MemoryRecallParams{
+			TenantID: s.TenantID, UserID: s.UserID, ProjectID: s.ProjectID, Query: query, Lim: int32(limit),
+		})
+	}, &rows)
+	return func() []dbsqlc.Memory { return fit(rows, tokens) }
 }
 
 // fit keeps the memories of rows (best first) that fit in tokens; the first always fits.
