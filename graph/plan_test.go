@@ -69,3 +69,41 @@ func TestSetPlanChangesSpendLimit(t *testing.T) {
 	require.Contains(t, plans.Plans, plan{Name: "free", SubagentsRunningMax: 8, SpendRate: 10, SpendBurst: 20}, "free's seeded figures")
 	require.Contains(t, plans.Plans, plan{Name: "enterprise", SubagentsRunningMax: 8, SpendRate: 200, SpendBurst: 400})
 }
+
+// TestSetPlanSpendDefaults: a plan created without spend limits gets the documented defaults
+// (10 per second, bursts of 20: the plans table's column defaults), and a later setPlan that
+// leaves them out keeps what an earlier one set instead of going back to the defaults.
+func TestSetPlanSpendDefaults(t *testing.T) {
+	t.Parallel()
+	c := demoEnv(t, apptest.Options{NoWork: true})
+	admin := c.platformAdmin(t)
+	const setPlan = `mutation($in: SetPlanInput!) { setPlan(input: $in) { name subagentsRunningMax spendRate spendBurst } }`
+	type plan struct {
+		Name                                       string
+		SubagentsRunningMax, SpendRate, SpendBurst int
+	}
+	set := func(in map[string]any) plan {
+		t.Helper()
+		var out struct{ SetPlan plan }
+		res := c.Do(t, admin, setPlan, map[string]any{"in": in})
+		require.Empty(t, res.Errors, "%s", res.Body)
+		res.Decode(t, &out)
+		return out.SetPlan
+	}
+	name := "defaults-" + uuid.NewString()[:8]
+	require.Equal(t, plan{Name: name, SubagentsRunningMax: 3, SpendRate: 10, SpendBurst: 20},
+		set(map[string]any{"name": name, "subagentsRunningMax": 3}), "a new plan gets the defaults")
+	require.Equal(t, plan{Name: name, SubagentsRunningMax: 3, SpendRate: 7, SpendBurst: 20},
+		set(map[string]any{"name": name, "subagentsRunningMax": 3, "spendRate": 7}), "only the rate given changes")
+	require.Equal(t, plan{Name: name, SubagentsRunningMax: 5, SpendRate: 7, SpendBurst: 20},
+		set(map[string]any{"name": name, "subagentsRunningMax": 5}), "an update without spend limits keeps them")
+
+	other := "given-" + uuid.NewString()[:8]
+	require.Equal(t, plan{Name: other, SubagentsRunningMax: 2, SpendRate: 30, SpendBurst: 60},
+		set(map[string]any{"name": other, "subagentsRunningMax": 2, "spendRate": 30, "spendBurst": 60}), "a new plan with its own limits")
+
+	var plans struct{ Plans []plan }
+	c.Do(t, admin, `{ plans { name subagentsRunningMax spendRate spendBurst } }`, nil).Decode(t, &plans)
+	require.Contains(t, plans.Plans, plan{Name: name, SubagentsRunningMax: 5, SpendRate: 7, SpendBurst: 20}, "as stored")
+	require.Contains(t, plans.Plans, plan{Name: other, SubagentsRunningMax: 2, SpendRate: 30, SpendBurst: 60})
+}

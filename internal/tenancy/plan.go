@@ -26,8 +26,8 @@ const (
 	MaxSpend            = 100_000
 )
 
-// PlanLimits are the limits setPlan sets. A nil spend limit keeps the plan's (a new plan's
-// defaults: 10 per second, bursts of 20).
+// PlanLimits are the limits setPlan sets. A nil spend limit keeps the plan's; a new plan gets
+// the plans table's column defaults.
 type PlanLimits struct {
 	SubagentsRunningMax int
 	// SpendRate and SpendBurst limit the spending mutations of one tenant on the plan, per
@@ -77,12 +77,12 @@ func (s *Service) SetPlan(ctx context.Context, name string, in PlanLimits) (dbsq
 		return dbsqlc.Plan{}, apperr.Invalid("subagentsRunningMax", "must be between %d and %d (got %d)", MinSubagentsRunning, MaxSubagentsRunning, subagentsRunningMax).
 			With("min", MinSubagentsRunning).With("max", MaxSubagentsRunning)
 	}
-	args := dbsqlc.PlanUpsertParams{Name: name, SubagentsRunningMax: int32(subagentsRunningMax)}
+	spend := dbsqlc.PlanSetSpendParams{Name: name}
 	for _, f := range []struct {
 		field string
 		in    *int
 		out   **int32
-	}{{"spendRate", in.SpendRate, &args.SpendRate}, {"spendBurst", in.SpendBurst, &args.SpendBurst}} {
+	}{{"spendRate", in.SpendRate, &spend.SpendRate}, {"spendBurst", in.SpendBurst, &spend.SpendBurst}} {
 		if f.in == nil {
 			continue
 		}
@@ -96,9 +96,14 @@ func (s *Service) SetPlan(ctx context.Context, name string, in PlanLimits) (dbsq
 	var out dbsqlc.Plan
 	err := s.db.InSystemTx(ctx, "plans: a platform admin sets a plan's limits", func(ctx context.Context, tx *db.Tx) error {
 		var err error
-		out, err = tx.Q.PlanUpsert(ctx, args)
+		out, err = tx.Q.PlanUpsert(ctx, dbsqlc.PlanUpsertParams{Name: name, SubagentsRunningMax: int32(subagentsRunningMax)})
 		if err != nil {
 			return fmt.Errorf("save plan %s: %w", name, err)
+		}
+		if spend.SpendRate != nil || spend.SpendBurst != nil {
+			if out, err = tx.Q.PlanSetSpend(ctx, spend); err != nil {
+				return fmt.Errorf("set plan %s's spend limits: %w", name, err)
+			}
 		}
 		s.planChanged(tx)
 		return nil

@@ -77,31 +77,50 @@ func (q *Queries) PlanList(ctx context.Context) ([]Plan, error) {
 	return items, nil
 }
 
+const planSetSpend = `-- name: PlanSetSpend :one
+UPDATE plans SET spend_rate = coalesce($1::integer, spend_rate),
+    spend_burst = coalesce($2::integer, spend_burst), updated_at = now()
+WHERE name = $3
+RETURNING name, subagents_running_max, updated_at, spend_rate, spend_burst
+`
+
+type PlanSetSpendParams struct {
+	SpendRate  *int32
+	SpendBurst *int32
+	Name       string
+}
+
+// Changes a plan's spend limits; one left NULL keeps the plan's.
+func (q *Queries) PlanSetSpend(ctx context.Context, arg PlanSetSpendParams) (Plan, error) {
+	row := q.db.QueryRow(ctx, planSetSpend, arg.SpendRate, arg.SpendBurst, arg.Name)
+	var i Plan
+	err := row.Scan(
+		&i.Name,
+		&i.SubagentsRunningMax,
+		&i.UpdatedAt,
+		&i.SpendRate,
+		&i.SpendBurst,
+	)
+	return i, err
+}
+
 const planUpsert = `-- name: PlanUpsert :one
-INSERT INTO plans (name, subagents_running_max, spend_rate, spend_burst)
-VALUES ($1, $2, coalesce($3::integer, 10), coalesce($4::integer, 20))
-ON CONFLICT (name) DO UPDATE SET subagents_running_max = EXCLUDED.subagents_running_max,
-    spend_rate = coalesce($3::integer, plans.spend_rate),
-    spend_burst = coalesce($4::integer, plans.spend_burst), updated_at = now()
+INSERT INTO plans (name, subagents_running_max)
+VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET subagents_running_max = EXCLUDED.subagents_running_max, updated_at = now()
 RETURNING name, subagents_running_max, updated_at, spend_rate, spend_burst
 `
 
 type PlanUpsertParams struct {
 	Name                string
 	SubagentsRunningMax int32
-	SpendRate           *int32
-	SpendBurst          *int32
 }
 
-// Creates a plan or changes its limits; a spend limit left NULL keeps the plan's (a new plan
-// gets the columns' defaults, 10 and 20).
+// Creates a plan or changes its sub-agent limit. A new plan's spend limits are the columns'
+// defaults (migrations/00029_plan_spend_limits.sql, the only place they are written);
+// PlanSetSpend then changes the ones the caller gave.
 func (q *Queries) PlanUpsert(ctx context.Context, arg PlanUpsertParams) (Plan, error) {
-	row := q.db.QueryRow(ctx, planUpsert,
-		arg.Name,
-		arg.SubagentsRunningMax,
-		arg.SpendRate,
-		arg.SpendBurst,
-	)
+	row := q.db.QueryRow(ctx, planUpsert, arg.Name, arg.SubagentsRunningMax)
 	var i Plan
 	err := row.Scan(
 		&i.Name,

@@ -10,13 +10,19 @@ SELECT * FROM plans WHERE name = $1;
 SELECT p.* FROM tenants t JOIN plans p ON p.name = t.plan WHERE t.id = $1;
 
 -- name: PlanUpsert :one
--- Creates a plan or changes its limits; a spend limit left NULL keeps the plan's (a new plan
--- gets the columns' defaults, 10 and 20).
-INSERT INTO plans (name, subagents_running_max, spend_rate, spend_burst)
-VALUES (sqlc.arg(name), sqlc.arg(subagents_running_max), coalesce(sqlc.narg(spend_rate)::integer, 10), coalesce(sqlc.narg(spend_burst)::integer, 20))
-ON CONFLICT (name) DO UPDATE SET subagents_running_max = EXCLUDED.subagents_running_max,
-    spend_rate = coalesce(sqlc.narg(spend_rate)::integer, plans.spend_rate),
-    spend_burst = coalesce(sqlc.narg(spend_burst)::integer, plans.spend_burst), updated_at = now()
+-- Creates a plan or changes its sub-agent limit. A new plan's spend limits are the columns'
+-- defaults (migrations/00029_plan_spend_limits.sql, the only place they are written);
+-- PlanSetSpend then changes the ones the caller gave.
+INSERT INTO plans (name, subagents_running_max)
+VALUES (sqlc.arg(name), sqlc.arg(subagents_running_max))
+ON CONFLICT (name) DO UPDATE SET subagents_running_max = EXCLUDED.subagents_running_max, updated_at = now()
+RETURNING *;
+
+-- name: PlanSetSpend :one
+-- Changes a plan's spend limits; one left NULL keeps the plan's.
+UPDATE plans SET spend_rate = coalesce(sqlc.narg(spend_rate)::integer, spend_rate),
+    spend_burst = coalesce(sqlc.narg(spend_burst)::integer, spend_burst), updated_at = now()
+WHERE name = sqlc.arg(name)
 RETURNING *;
 
 -- name: TenantSetPlan :one
