@@ -55,7 +55,7 @@ func TestBrowser(t *testing.T) {
 	model := llmtest.NewAnthropicServer(t)
 	model.SetResponder(script)
 
-	base, logPath := startDev(t, map[string]string{
+	base, logPath, devEnv := startDev(t, map[string]string{
 		"ANTHROPIC_API_KEY":     "test-key",
 		"ANTHROPIC_BASE_URL":    model.URL,
 		"AGENTRY_DEFAULT_MODEL": "anthropic:claude-sonnet-4-5",
@@ -74,6 +74,9 @@ func TestBrowser(t *testing.T) {
 		"SCREENSHOTS="+shots,
 		// The development mail sender logs each email: the scenarios open the links in it.
 		"AGENTRY_LOG="+logPath,
+		// `agentry admin grant EMAIL` with the server's environment makes a platform admin.
+		"AGENTRY_BIN="+apptest.Binary(t),
+		"AGENTRY_DEV_ENV="+string(devEnv),
 	)
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -84,8 +87,9 @@ func TestBrowser(t *testing.T) {
 }
 
 // startDev runs `agentry dev` on a fresh database and a free port until the test ends, and
-// returns its base URL once it is ready, and the path of its log.
-func startDev(t *testing.T, extra map[string]string) (string, string) {
+// returns its base URL once it is ready, the path of its log and its environment (a JSON
+// object, for the binary's other commands on the same database).
+func startDev(t *testing.T, extra map[string]string) (string, string, []byte) {
 	t.Helper()
 	addr, healthAddr := freeAddr(t), freeAddr(t)
 
@@ -113,6 +117,8 @@ func startDev(t *testing.T, extra map[string]string) (string, string) {
 	for k, v := range extra {
 		env[k] = v
 	}
+	envJSON, err := json.Marshal(env)
+	require.NoError(t, err)
 	cmd := exec.Command(apptest.Binary(t), "dev")
 	cmd.Dir = t.TempDir()
 	for k, v := range env {
@@ -158,7 +164,7 @@ func startDev(t *testing.T, extra map[string]string) (string, string) {
 		if err == nil {
 			_ = res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return base, logPath
+				return base, logPath, envJSON
 			}
 		}
 		require.True(t, time.Now().Before(deadline), "agentry dev was not ready within 2 minutes")

@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { createServer } from 'node:http';
+import { spawnSync } from 'node:child_process';
 
 const base = process.env.AGENTRY_URL;
 const shots = process.env.SCREENSHOTS ?? 'e2e/screenshots';
@@ -103,6 +104,14 @@ async function emailLink(to, path) {
     await new Promise((r) => setTimeout(r, 100)); // the email is sent after the answer
   }
   throw new Error(`no ${path} link for ${to} in the log`);
+}
+
+/** Makes email a platform admin with `agentry admin grant` (AGENTRY_BIN) on the server's own
+ * database (AGENTRY_DEV_ENV, the server's environment as JSON). */
+function grantPlatformAdmin(email) {
+  if (!process.env.AGENTRY_BIN || !process.env.AGENTRY_DEV_ENV) throw new Error('AGENTRY_BIN and AGENTRY_DEV_ENV are not set');
+  const r = spawnSync(process.env.AGENTRY_BIN, ['admin', 'grant', email], { env: JSON.parse(process.env.AGENTRY_DEV_ENV), encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`agentry admin grant ${email}: ${r.stdout}${r.stderr}`);
 }
 
 async function newConversation(page, title) {
@@ -647,6 +656,54 @@ await scenario('webhooks page: add a webhook, send a test, see it delivered in t
   } finally {
     receiver.close();
   }
+});
+
+await scenario("platform admin: a plan's limits, spend rate and burst included, are edited and kept", async () => {
+  const pat = await newUser('pat');
+  const { page } = pat;
+  grantPlatformAdmin(pat.email);
+  await page.reload(); // the token renewed on load says platformAdmin
+  await page.getByRole('link', { name: 'Platform admin' }).click();
+  const card = page.locator('[aria-label="Plans"]');
+  const form = card.getByRole('form', { name: 'Set a plan' });
+  const row = async (name) => (await card.locator('tbody tr', { has: page.getByRole('cell', { name, exact: true }) }).locator('td').allInnerTexts()).slice(0, 4);
+  const name = `e2e-${run}`;
+
+  // A new plan without spend figures gets the defaults.
+  await form.getByLabel('Plan name').fill(name);
+  await form.getByLabel('Sub-agents per tenant').fill('3');
+  await form.getByRole('button', { name: 'Save plan' }).click();
+  await card.getByRole('cell', { name, exact: true }).waitFor();
+  assert(JSON.stringify(await row(name)) === JSON.stringify([name, '3', '10', '20']), `a new plan gets the defaults: ${await row(name)}`);
+
+  // Picking the plan fills the form with its figures; change all three and save.
+  await card.getByRole('button', { name, exact: true }).click();
+  assert((await form.getByLabel('Spend per second').inputValue()) === '10', 'picking the plan fills the form');
+  await form.getByLabel('Sub-agents per tenant').fill('6');
+  await form.getByLabel('Spend per second').fill('12');
+  await form.getByLabel('Spend burst').fill('34');
+  await form.getByRole('button', { name: 'Save plan' }).click();
+  await page.waitForFunction((n) => [...document.querySelectorAll('[aria-label="Plans"] tbody tr')].some((tr) => tr.innerText.startsWith(n) && tr.innerText.includes('34')), name);
+  await card.scrollIntoViewIfNeeded();
+  await shot(page, 'admin-plans');
+  await page.reload();
+  await card.getByRole('cell', { name, exact: true }).waitFor();
+  assert(JSON.stringify(await row(name)) === JSON.stringify([name, '6', '12', '34']), `after a reload the plan has its new limits: ${await row(name)}`);
+
+  // A negative burst is refused with the server's coded error, naming the field; nothing changes.
+  await card.getByRole('button', { name, exact: true }).click();
+  await form.getByLabel('Spend burst').fill('-5');
+  await form.getByRole('button', { name: 'Save plan' }).click();
+  const alert = card.getByRole('alert');
+  await alert.waitFor();
+  const text = await alert.innerText();
+  assert(text === 'Check “spendBurst”: must be between 1 and 100000 (got -5)', `the coded error is shown, naming the field once: ${text}`);
+  await card.scrollIntoViewIfNeeded();
+  await shot(page, 'admin-plans-refused');
+  const plans = await gql(await tokenOf(page), '{ plans { name subagentsRunningMax spendRate spendBurst } }');
+  const stored = plans.plans.find((p) => p.name === name);
+  assert(stored.subagentsRunningMax === 6 && stored.spendRate === 12 && stored.spendBurst === 34, `nothing stored changed: ${JSON.stringify(stored)}`);
+  await pat.context.close();
 });
 
 await browser.close();

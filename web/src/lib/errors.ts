@@ -45,7 +45,8 @@ export function errorText(e: CombinedError | ErrorInfo | null | undefined): stri
     case 'NOT_FOUND':
       return `Not found: ${msg}. It may have been deleted, or it belongs to someone else.`;
     case 'BAD_USER_INPUT':
-      return info.field ? `Check “${info.field}”: ${msg}` : `Check your input: ${msg}`;
+      // The server's message starts with the field's name ("spendBurst: must be ..."): said once.
+      return info.field ? `Check “${info.field}”: ${msg.startsWith(`${info.field}: `) ? msg.slice(info.field.length + 2) : msg}` : `Check your input: ${msg}`;
     case 'BUDGET_EXCEEDED':
       return `The budget is used up: ${msg}. Ask an admin to raise it, or try again when the budget's period starts over.`;
     case 'RATE_LIMITED':

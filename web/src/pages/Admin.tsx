@@ -94,7 +94,7 @@ function Plans() {
   const [moved, setTenantPlan] = useMutation(SetTenantPlan);
   const [name, setName] = useState('');
   const [max, setMax] = useState('8');
-  // Left blank, a spend figure keeps the plan's own (a new plan's: 10 a second, bursts of 20).
+  // Left blank, a spend figure keeps the plan's own (a new plan gets the server's defaults).
   const [rate, setRate] = useState('');
   const [burst, setBurst] = useState('');
   const [tenant, setTenant] = useState('');
@@ -111,6 +111,13 @@ function Plans() {
     });
     if (!r.error) refetch({ requestPolicy: 'network-only' });
   };
+  // Picking a plan in the table fills the form with its figures.
+  const edit = (p: { name: string; subagentsRunningMax: number; spendRate: number; spendBurst: number }) => {
+    setName(p.name);
+    setMax(String(p.subagentsRunningMax));
+    setRate(String(p.spendRate));
+    setBurst(String(p.spendBurst));
+  };
   const move = async (e: FormEvent) => {
     e.preventDefault();
     await setTenantPlan({ tenantId: globalIDOf('Tenant', tenant), plan: plan.trim() });
@@ -118,46 +125,79 @@ function Plans() {
   return (
     <div className="card" style={{ marginTop: '1rem' }} aria-label="Plans">
       <h3 style={{ marginTop: 0 }}>Plans</h3>
+      <p className="muted small">Limits per tenant on the plan. Pick a plan to edit it; a spend field left empty keeps the plan's own (a new plan's defaults).</p>
       <ErrorBox error={q.error} />
-      <table>
-        <thead>
-          <tr>
-            <th>Plan</th>
-            <th>Running sub-agents per tenant</th>
-            <th>Spending per second</th>
-            <th>Spending burst</th>
-          </tr>
-        </thead>
-        <tbody>
-          {q.data?.plans.map((p) => (
-            <tr key={p.name}>
-              <td>{p.name}</td>
-              <td>{p.subagentsRunningMax}</td>
-              <td>{p.spendRate}</td>
-              <td>{p.spendBurst}</td>
+      <div className="table-wrap">
+        <table>
+          <thead>
+            <tr>
+              <th>Plan</th>
+              <th className="num" title="Sub-agents of one tenant queued or running at once">
+                Sub-agents<span className="hide-phone"> per tenant</span>
+              </th>
+              <th className="num" title="Spending mutations one tenant may make per second">
+                Spend<span className="hide-phone"> per second</span>
+                <span className="mobile-only">/s</span>
+              </th>
+              <th className="num" title="Spending mutations one tenant may make at once">
+                <span className="hide-phone">Spend </span>burst
+              </th>
             </tr>
-          ))}
-        </tbody>
-      </table>
-      <form className="row" style={{ marginTop: '0.5rem', gap: '0.5rem' }} onSubmit={save} aria-label="Set a plan">
-        <input aria-label="Plan name" placeholder="plan name" value={name} onChange={(e) => setName(e.target.value)} />
-        <input aria-label="Running sub-agents per tenant" type="number" min={1} max={10000} value={max} onChange={(e) => setMax(e.target.value)} />
-        <input aria-label="Spending per second" placeholder="per second (keep)" type="number" min={1} max={100000} value={rate} onChange={(e) => setRate(e.target.value)} />
-        <input aria-label="Spending burst" placeholder="burst (keep)" type="number" min={1} max={100000} value={burst} onChange={(e) => setBurst(e.target.value)} />
-        <button type="submit" disabled={set.fetching || !name.trim()}>
+          </thead>
+          <tbody>
+            {q.data?.plans.map((p) => (
+              <tr key={p.name}>
+                <td>
+                  <button type="button" className="link" title="Edit this plan's limits in the form below" onClick={() => edit(p)}>
+                    {p.name}
+                  </button>
+                </td>
+                <td className="num">{p.subagentsRunningMax}</td>
+                <td className="num">{p.spendRate}</td>
+                <td className="num">{p.spendBurst}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {/* noValidate: a figure out of range goes to the server, whose BAD_USER_INPUT names the field and the bounds. */}
+      <form className="row" style={{ marginTop: '0.75rem', alignItems: 'flex-end' }} onSubmit={save} noValidate aria-label="Set a plan">
+        <label style={{ flex: '2 1 12rem' }}>
+          Plan name
+          <input placeholder="e.g. team" value={name} onChange={(e) => setName(e.target.value)} />
+        </label>
+        <label style={{ flex: '1 1 6rem' }}>
+          Sub-agents per tenant
+          <input type="number" min={1} max={10000} value={max} onChange={(e) => setMax(e.target.value)} />
+        </label>
+        <label style={{ flex: '1 1 6rem' }}>
+          Spend per second
+          <input placeholder="keep" type="number" min={1} max={100000} value={rate} onChange={(e) => setRate(e.target.value)} />
+        </label>
+        <label style={{ flex: '1 1 6rem' }}>
+          Spend burst
+          <input placeholder="keep" type="number" min={1} max={100000} value={burst} onChange={(e) => setBurst(e.target.value)} />
+        </label>
+        <button type="submit" className="primary" disabled={set.fetching || !name.trim()}>
           Save plan
         </button>
       </form>
       <ErrorBox error={set.error} />
-      <form className="row" style={{ marginTop: '0.5rem', gap: '0.5rem' }} onSubmit={move} aria-label="Move a tenant">
-        <input aria-label="Tenant id" placeholder="tenant id" value={tenant} onChange={(e) => setTenant(e.target.value)} />
-        <select aria-label="Plan" value={plan} onChange={(e) => setPlanName(e.target.value)}>
-          {q.data?.plans.map((p) => (
-            <option key={p.name} value={p.name}>
-              {p.name}
-            </option>
-          ))}
-        </select>
+      <form className="row" style={{ marginTop: '1rem', alignItems: 'flex-end' }} onSubmit={move} aria-label="Move a tenant">
+        <label style={{ flex: '2 1 12rem' }}>
+          Tenant id
+          <input placeholder="the tenant to move" value={tenant} onChange={(e) => setTenant(e.target.value)} />
+        </label>
+        <label style={{ flex: '1 1 8rem' }}>
+          Plan
+          <select value={plan} onChange={(e) => setPlanName(e.target.value)}>
+            {q.data?.plans.map((p) => (
+              <option key={p.name} value={p.name}>
+                {p.name}
+              </option>
+            ))}
+          </select>
+        </label>
         <button type="submit" disabled={moved.fetching || !tenant.trim()}>
           Move tenant
         </button>
