@@ -1,8 +1,10 @@
 package graph_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +119,104 @@ func TestSignUpDoesNotTellTakenAddresses(t *testing.T) {
 	require.Nil(t, ms.Viewer.User.Name, "the holder's name changed")
 	require.Len(t, ms.Viewer.Memberships, 1)
 	require.Equal(t, "Holder's tenant", ms.Viewer.Memberships[0].Tenant.Name)
+}
+
+// TestSignUpAnswersTakenAndFreeAlike continues the enumeration attack on the rest of the
+// answer: the viewer's fields that are resolved for the request's own credential (memberships,
+// emailVerified) answer the same for a taken address as for a free one, anonymous or with the
+// attacker's own token, and so do the refusals of bad input (checked before the address is
+// looked up); the access tokens carry the same claims.
+func TestSignUpAnswersTakenAndFreeAlike(t *testing.T) {
+	t.Parallel()
+	env := apptest.Start(t, apptest.Options{NoWork: true})
+	holder := env.SignUp(t, "", "Holder's tenant")
+	attacker := env.SignUp(t, "", "Attacker's tenant")
+	n := 0
+	free := func() string {
+		n++
+		return fmt.Sprintf("free-%d-%d@example.com", n, time.Now().UnixNano())
+	}
+	const full = `mutation($in: SignUpInput!) { signUp(input: $in) {
+		accessToken refreshToken expiresAt
+		viewer { user { id email name } tenant { id name plan } role platformAdmin emailVerified memberships { role tenant { name } } } } }`
+	signUp := func(token, query, email string, in map[string]any) *apptest.Response {
+		vars := map[string]any{"email": email, "password": "the attacker's passphrase", "name": "Mallory", "tenantName": "Probe"}
+		for k, v := range in {
+			vars[k] = v
+		}
+		return env.Do(t, token, query, map[string]any{"in": vars})
+	}
+	// errorsOf keeps what a client sees of each error, by path (fields resolve concurrently,
+	// so their errors come in any order).
+	errorsOf := func(res *apptest.Response) []map[string]any {
+		out := []map[string]any{}
+		for _, e := range res.Errors {
+			out = append(out, map[string]any{"message": e.Message, "path": e.Path, "extensions": e.Extensions})
+		}
+		sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i]["path"]) < fmt.Sprint(out[j]["path"]) })
+		return out
+	}
+	// answer is a response with its tokens and ids reduced to their shape and the address
+	// replaced, so two sign-ups compare equal when a client cannot tell them apart.
+	answer := func(res *apptest.Response, email string) (int, any, []map[string]any) {
+		var data map[string]any
+		require.NoError(t, json.Unmarshal(res.Data, &data), "%s", res.Body)
+		if s, ok := data["signUp"].(map[string]any); ok {
+			s["accessToken"], s["refreshToken"], s["expiresAt"] = shapeOf(s["accessToken"]), shapeOf(s["refreshToken"]), shapeOf(s["expiresAt"])
+			v := s["viewer"].(map[string]any)
+			u, tn := v["user"].(map[string]any), v["tenant"].(map[string]any)
+			require.Equal(t, email, u["email"])
+			u["id"], u["email"], tn["id"] = shapeOf(u["id"]), "the address given", shapeOf(tn["id"])
+		}
+		return res.Status, data, errorsOf(res)
+	}
+	same := func(what string, taken, fresh *apptest.Response, freshEmail string) {
+		t.Helper()
+		ts, td, te := answer(taken, holder.Email)
+		fs, fd, fe := answer(fresh, freshEmail)
+		require.Equal(t, fs, ts, "%s: HTTP status", what)
+		require.Equal(t, fe, te, "%s: errors\n%s\n%s", what, fresh.Body, taken.Body)
+		require.Equal(t, fd, td, "%s: data\n%s\n%s", what, fresh.Body, taken.Body)
+	}
+
+	// Anonymous: the per-credential fields fail alike (there is no credential).
+	email := free()
+	same("anonymous", signUp("", full, holder.Email, nil), signUp("", full, email, nil), email)
+
+	// With the attacker's own token: those fields are the attacker's, alike.
+	email = free()
+	taken, fresh := signUp(attacker.AccessToken, full, holder.Email, nil), signUp(attacker.AccessToken, full, email, nil)
+	require.Empty(t, fresh.Errors, "%s", fresh.Body)
+	same("the attacker's token", taken, fresh, email)
+
+	// The access tokens carry the same claims (their values: other ids, other times).
+	claims := func(res *apptest.Response) []string {
+		var out struct{ SignUp struct{ AccessToken string } }
+		res.Decode(t, &out)
+		part := strings.Split(out.SignUp.AccessToken, ".")[1]
+		raw, err := base64.RawURLEncoding.DecodeString(part)
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(raw, &m))
+		keys := make([]string, 0, len(m))
+		for k, v := range m {
+			keys = append(keys, fmt.Sprintf("%s:%T", k, v))
+		}
+		sort.Strings(keys)
+		return keys
+	}
+	require.Equal(t, claims(fresh), claims(taken), "the access tokens' claims differ")
+
+	// Bad input is refused alike.
+	for _, bad := range []map[string]any{
+		{"password": "short"},
+		{"password": strings.Repeat("p", 257)},
+		{"tenantName": " "},
+		{"name": strings.Repeat("n", 201)},
+	} {
+		email = free()
+		taken, fresh = signUp("", enumSignUp, holder.Email, bad), signUp("", enumSignUp, email, bad)
+		require.Equal(t, "BAD_USER_INPUT", fresh.Code(), "%v: %s", bad, fresh.Body)
+		same(fmt.Sprintf("%v", bad), taken, fresh, email)
+	}
 }
