@@ -9,6 +9,14 @@ import (
 	"github.com/agentry/agentry/internal/app/apptest"
 )
 
+const setPlan = `mutation($in: SetPlanInput!) { setPlan(input: $in) { name subagentsRunningMax spendRate spendBurst } }`
+
+// plan is a Plan as setPlan and plans answer it.
+type plan struct {
+	Name                                       string
+	SubagentsRunningMax, SpendRate, SpendBurst int
+}
+
 // TestSetPlanChangesSpendLimit: the spend limit enforced on a tenant is its plan's row. A
 // platform admin makes a plan allowing bursts of 2 spending mutations and puts the tenant on
 // it: sendMessage is soon RATE_LIMITED. Raising the plan's burst through setPlan lets the
@@ -16,12 +24,7 @@ import (
 func TestSetPlanChangesSpendLimit(t *testing.T) {
 	t.Parallel()
 	c := demoEnv(t, apptest.Options{NoWork: true, Env: map[string]string{"AGENTRY_RATE_LIMIT_SPEND": ""}}) // the plans' own limits
-	const setPlan = `mutation($in: SetPlanInput!) { setPlan(input: $in) { name subagentsRunningMax spendRate spendBurst } }`
 	const setTenantPlan = `mutation($t: ID!, $p: String!) { setTenantPlan(tenantId: $t, plan: $p) { id plan } }`
-	type plan struct {
-		Name                                       string
-		SubagentsRunningMax, SpendRate, SpendBurst int
-	}
 	name := "tight-" + uuid.NewString()[:8]
 	require.Equal(t, "FORBIDDEN", c.Do(t, c.s.AccessToken, setPlan, map[string]any{"in": map[string]any{"name": name, "subagentsRunningMax": 8, "spendBurst": 1000}}).Code())
 	admin := c.platformAdmin(t)
@@ -77,11 +80,6 @@ func TestSetPlanSpendDefaults(t *testing.T) {
 	t.Parallel()
 	c := demoEnv(t, apptest.Options{NoWork: true})
 	admin := c.platformAdmin(t)
-	const setPlan = `mutation($in: SetPlanInput!) { setPlan(input: $in) { name subagentsRunningMax spendRate spendBurst } }`
-	type plan struct {
-		Name                                       string
-		SubagentsRunningMax, SpendRate, SpendBurst int
-	}
 	set := func(in map[string]any) plan {
 		t.Helper()
 		var out struct{ SetPlan plan }
