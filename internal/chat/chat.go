@@ -378,7 +378,9 @@ func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, o ope
 	// The positions, the run and the message go in one round trip. The conversation has been
 	// locked since open read it, and nothing since moved its counts (an INTERRUPT ends runs, it
 	// stores no message), so the positions the update reserves are known: the reserved ones are
-	// checked against them. A run that starts now becomes the conversation's active one.
+	// checked against them. A run that starts now becomes the conversation's active one. The
+	// user's scope admitted the conversation when open locked it; these writes in it are the
+	// server's and go tenant-wide.
 	seq, position := conv.RunCount+1, conv.MessageCount+1
 	var (
 		b   pgx.Batch
@@ -386,26 +388,28 @@ func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, o ope
 		r   dbsqlc.RunInsertWithEventsRow
 		out Sent
 	)
-	dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.ConversationNextPositionsRow, error) {
-		return q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
-			ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
-	}, &pos)
-	dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.RunInsertWithEventsRow, error) {
-		return q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
-			TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: string(run.StatusQueued),
-			ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: seq,
-			TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
-			Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
-		})
-	}, &r)
-	dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.Message, error) {
-		return q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
-			TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
-			RunSeq: seq, Position: position, Role: "USER", Content: in.Content, Parts: parts,
-			TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
-			AuthorID:      uuid.NullUUID{UUID: a.UserID, Valid: true},
-		})
-	}, &out.Message)
+	tx.QueueTenantWide(ctx, &b, "sendMessage: the run and the message in the conversation locked as the user", func(b *pgx.Batch) {
+		dbsqlc.QueueOne(b, func(q *dbsqlc.Queries) (dbsqlc.ConversationNextPositionsRow, error) {
+			return q.ConversationNextPositions(ctx, dbsqlc.ConversationNextPositionsParams{TenantID: a.TenantID, ID: conv.ID, N: 1, NewRun: true,
+				ActiveRunID: uuid.NullUUID{UUID: runID, Valid: !busy}})
+		}, &pos)
+		dbsqlc.QueueOne(b, func(q *dbsqlc.Queries) (dbsqlc.RunInsertWithEventsRow, error) {
+			return q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
+				TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: string(run.StatusQueued),
+				ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: seq,
+				TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
+				Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
+			})
+		}, &r)
+		dbsqlc.QueueOne(b, func(q *dbsqlc.Queries) (dbsqlc.Message, error) {
+			return q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+				TenantID: a.TenantID, ID: msgID, ConversationID: conv.ID, RunID: uuid.NullUUID{UUID: runID, Valid: true},
+				RunSeq: seq, Position: position, Role: "USER", Content: in.Content, Parts: parts,
+				TokenEstimate: int32(EstimateTokens(in.Content) + attachmentTokens(attached)),
+				AuthorID:      uuid.NullUUID{UUID: a.UserID, Valid: true},
+			})
+		}, &out.Message)
+	})
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return Sent{}, fmt.Errorf("insert run and message: %w", err)
 	}

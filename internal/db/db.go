@@ -155,6 +155,7 @@ type Tx struct {
 	TenantID uuid.UUID
 	system   bool
 	user     UserScope
+	d        *DB
 	root     *Tx
 	after    []afterItem
 	batches  map[any]*commitBatch
@@ -324,7 +325,7 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 			return fmt.Errorf("savepoint: %w", err)
 		}
 		root := parent.rootTx()
-		child := &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system, user: parent.user, root: root}
+		child := &Tx{Tx: sp, Q: parent.Q.WithTx(sp), TenantID: tenantID, system: parent.system, user: parent.user, d: d, root: root}
 		if !parent.system && user != parent.user {
 			// The savepoint acts for ctx's user; the parent's scope comes back after it.
 			if _, err := sp.Exec(ctx, "SELECT "+d.userConfig(user)); err != nil {
@@ -354,7 +355,24 @@ func (d *DB) run(ctx context.Context, tenantID uuid.UUID, system bool, fn func(c
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	return finish(ctx, &Tx{Tx: ptx, Q: d.Q.WithTx(ptx), TenantID: tenantID, system: system, user: user}, fn)
+	return finish(ctx, &Tx{Tx: ptx, Q: d.Q.WithTx(ptx), TenantID: tenantID, system: system, user: user, d: d}, fn)
+}
+
+// QueueTenantWide queues in b, around the statements queue adds, the switch of the
+// transaction's scope from its user to the whole tenant and back. It is for writes whose target
+// the transaction has read under its user's scope already, with values the server chose:
+// sendMessage locks the conversation as its user, then writes the positions, the run and the
+// message in it, which the user policies would check again row by row (about half of those
+// writes' time). reason says which path; it is logged at debug level.
+func (t *Tx) QueueTenantWide(ctx context.Context, b *pgx.Batch, reason string, queue func(b *pgx.Batch)) {
+	if t.user.UserID == uuid.Nil {
+		queue(b)
+		return
+	}
+	t.d.log.DebugContext(ctx, "tenant-wide statements", slog.String("reason", reason))
+	b.Queue("SELECT " + t.d.userConfig(UserScope{}))
+	queue(b)
+	b.Queue("SELECT " + t.d.userConfig(t.user))
 }
 
 // finish runs fn in tx, then commits tx (releasing a savepoint, or committing the outermost

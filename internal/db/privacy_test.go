@@ -170,6 +170,19 @@ func TestUserPrivacyBelowTheServices(t *testing.T) {
 	require.Equal(t, 3, wide)
 	require.Equal(t, 2, after)
 
+	// So do the statements a batch queues tenant-wide, and b's scope comes back within the batch.
+	var queued, batchAfter int
+	require.NoError(t, d.InTx(bctx, f.tenant, func(ctx context.Context, tx *db.Tx) error {
+		var b pgx.Batch
+		tx.QueueTenantWide(ctx, &b, "test", func(b *pgx.Batch) {
+			b.Queue(`SELECT count(*) FROM conversations`).QueryRow(func(r pgx.Row) error { return r.Scan(&queued) })
+		})
+		b.Queue(`SELECT count(*) FROM conversations`).QueryRow(func(r pgx.Row) error { return r.Scan(&batchAfter) })
+		return tx.SendBatch(ctx, &b).Close()
+	}))
+	require.Equal(t, 3, queued)
+	require.Equal(t, 2, batchAfter)
+
 	// What a user sees follows their membership as it is now: removed, b sees nothing, not even
 	// their own conversation, whatever their credential still says.
 	conn, err := pgx.Connect(ctx, ownerURL)
