@@ -531,7 +531,7 @@ func (q *Queries) RoutineListTaskReady(ctx context.Context, arg RoutineListTaskR
 }
 
 const routineRunForUpdate = `-- name: RoutineRunForUpdate :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
 `
 
 type RoutineRunForUpdateParams struct {

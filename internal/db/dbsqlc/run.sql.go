@@ -316,7 +316,7 @@ func (q *Queries) RunAddUsage(ctx context.Context, arg RunAddUsageParams) error 
 }
 
 const runFence = `-- name: RunFence :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR NO KEY UPDATE
 `
 
 type RunFenceParams struct {
@@ -562,7 +562,7 @@ func (q *Queries) RunGetByIdempotencyKey(ctx context.Context, arg RunGetByIdempo
 }
 
 const runGetForUpdate = `-- name: RunGetForUpdate :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
 `
 
 type RunGetForUpdateParams struct {
@@ -570,6 +570,10 @@ type RunGetForUpdateParams struct {
 	ID       uuid.UUID
 }
 
+// Runs are locked FOR NO KEY UPDATE, here and wherever a run row is locked: their key never
+// changes, and the FOR KEY SHARE lock that a foreign-key check takes on a run (a child's row
+// updated twice in one transaction checks its parent's) must not conflict with it, or two
+// children ending at once, each holding that share and then locking their parent, deadlock.
 func (q *Queries) RunGetForUpdate(ctx context.Context, arg RunGetForUpdateParams) (Run, error) {
 	row := q.db.QueryRow(ctx, runGetForUpdate, arg.TenantID, arg.ID)
 	var i Run
@@ -1225,7 +1229,7 @@ const runListQueuedBehind = `-- name: RunListQueuedBehind :many
 SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
 ORDER BY conversation_seq
-FOR UPDATE
+FOR NO KEY UPDATE
 `
 
 type RunListQueuedBehindParams struct {
@@ -1297,7 +1301,7 @@ SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, 
 WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
 ORDER BY conversation_seq
 LIMIT 1
-FOR UPDATE
+FOR NO KEY UPDATE
 `
 
 type RunNextQueuedParams struct {

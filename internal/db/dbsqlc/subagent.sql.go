@@ -13,6 +13,46 @@ import (
 	"github.com/google/uuid"
 )
 
+const conversationDescendantsForUpdate = `-- name: ConversationDescendantsForUpdate :many
+WITH RECURSIVE tree AS (
+    SELECT c.id, c.conversation_id, c.depth FROM runs c WHERE c.tenant_id = $1::uuid AND c.parent_run_id = $2::uuid
+    UNION ALL
+    SELECT c.id, c.conversation_id, c.depth FROM runs c JOIN tree ON c.tenant_id = $1::uuid AND c.parent_run_id = tree.id
+)
+SELECT cv.id FROM conversations cv JOIN tree ON cv.id = tree.conversation_id
+WHERE cv.tenant_id = $1::uuid
+ORDER BY tree.depth, cv.id
+FOR UPDATE OF cv
+`
+
+type ConversationDescendantsForUpdateParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Locks the conversations of every descendant of a run, shallowest first, in id order within a
+// depth: a cascade locks them before any run (conversations first, then runs), in one order
+// whatever subtree it starts from.
+func (q *Queries) ConversationDescendantsForUpdate(ctx context.Context, arg ConversationDescendantsForUpdateParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, conversationDescendantsForUpdate, arg.TenantID, arg.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runClearWait = `-- name: RunClearWait :exec
 UPDATE runs SET wait_for = NULL, wait_until = NULL WHERE tenant_id = $1 AND id = $2
 `
@@ -36,7 +76,7 @@ WITH RECURSIVE tree AS (
 SELECT r.tenant_id, r.id, r.user_id, r.kind, r.status, r.conversation_id, r.conversation_seq, r.trigger_message_id, r.idempotency_key, r.attempt, r.max_attempts, r.turns, r.llm_calls, r.failure_class, r.error, r.termination_reason, r.input_tokens, r.output_tokens, r.cost_micros, r.last_seq, r.job_id, r.lease_owner, r.lease_expires_at, r.cancel_requested, r.created_at, r.started_at, r.finished_at, r.stop_requested, r.pause_requested, r.consecutive_failures, r.backtracks, r.must_reflect, r.task_id, r.parent_run_id, r.depth, r.wait_until, r.wait_for FROM runs r JOIN tree ON r.id = tree.id
 WHERE r.tenant_id = $1::uuid
 ORDER BY r.depth DESC, r.id
-FOR UPDATE OF r
+FOR NO KEY UPDATE OF r
 `
 
 type RunDescendantsForUpdateParams struct {
@@ -105,7 +145,7 @@ func (q *Queries) RunDescendantsForUpdate(ctx context.Context, arg RunDescendant
 }
 
 const runGetForUpdateSkipLocked = `-- name: RunGetForUpdateSkipLocked :one
-SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE SKIP LOCKED
+SELECT tenant_id, id, user_id, kind, status, conversation_id, conversation_seq, trigger_message_id, idempotency_key, attempt, max_attempts, turns, llm_calls, failure_class, error, termination_reason, input_tokens, output_tokens, cost_micros, last_seq, job_id, lease_owner, lease_expires_at, cancel_requested, created_at, started_at, finished_at, stop_requested, pause_requested, consecutive_failures, backtracks, must_reflect, task_id, parent_run_id, depth, wait_until, wait_for FROM runs WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE SKIP LOCKED
 `
 
 type RunGetForUpdateSkipLockedParams struct {

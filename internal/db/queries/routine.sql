@@ -100,7 +100,7 @@ WHERE tenant_id = $1 AND id = $2 AND status = 'QUEUED'
 RETURNING *;
 
 -- name: RoutineRunForUpdate :one
-SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
+SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE;
 
 -- name: RoutineStepRunInsertLink :exec
 INSERT INTO routine_step_runs (tenant_id, step_run_id, routine_run_id, step_key, step_type, execution, evaluation)

@@ -31,7 +31,11 @@ SELECT * FROM runs WHERE tenant_id = $1 AND id = $2;
 SELECT * FROM runs WHERE tenant_id = sqlc.arg(tenant_id) AND id = ANY(sqlc.arg(ids)::uuid[]);
 
 -- name: RunGetForUpdate :one
-SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
+-- Runs are locked FOR NO KEY UPDATE, here and wherever a run row is locked: their key never
+-- changes, and the FOR KEY SHARE lock that a foreign-key check takes on a run (a child's row
+-- updated twice in one transaction checks its parent's) must not conflict with it, or two
+-- children ending at once, each holding that share and then locking their parent, deadlock.
+SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE;
 
 -- name: RunGetByIdempotencyKey :one
 SELECT * FROM runs WHERE tenant_id = $1 AND conversation_id = $2 AND idempotency_key = $3;
@@ -63,14 +67,14 @@ SELECT * FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
 ORDER BY conversation_seq
 LIMIT 1
-FOR UPDATE;
+FOR NO KEY UPDATE;
 
 -- name: RunListQueuedBehind :many
 -- The queued runs of a conversation that wait behind its active one (no job yet), in order.
 SELECT * FROM runs
 WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'QUEUED' AND job_id IS NULL
 ORDER BY conversation_seq
-FOR UPDATE;
+FOR NO KEY UPDATE;
 
 -- name: RunAcquireWithEvents :one
 -- A worker takes the run: the attempt is bumped (the new fence) and the lease set. Only a
@@ -103,7 +107,7 @@ SELECT * FROM r;
 -- name: RunFence :one
 -- Locks the run if attempt is still current: every write of a worker goes through it, so a
 -- stale worker (its run taken over) writes nothing.
-SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR UPDATE;
+SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING' FOR NO KEY UPDATE;
 
 -- name: RunAddUsage :exec
 UPDATE runs SET

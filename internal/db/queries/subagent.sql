@@ -116,10 +116,24 @@ WITH RECURSIVE tree AS (
 SELECT r.* FROM runs r JOIN tree ON r.id = tree.id
 WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid
 ORDER BY r.depth DESC, r.id
-FOR UPDATE OF r;
+FOR NO KEY UPDATE OF r;
+
+-- name: ConversationDescendantsForUpdate :many
+-- Locks the conversations of every descendant of a run, shallowest first, in id order within a
+-- depth: a cascade locks them before any run (conversations first, then runs), in one order
+-- whatever subtree it starts from.
+WITH RECURSIVE tree AS (
+    SELECT c.id, c.conversation_id, c.depth FROM runs c WHERE c.tenant_id = sqlc.arg(tenant_id)::uuid AND c.parent_run_id = sqlc.arg(id)::uuid
+    UNION ALL
+    SELECT c.id, c.conversation_id, c.depth FROM runs c JOIN tree ON c.tenant_id = sqlc.arg(tenant_id)::uuid AND c.parent_run_id = tree.id
+)
+SELECT cv.id FROM conversations cv JOIN tree ON cv.id = tree.conversation_id
+WHERE cv.tenant_id = sqlc.arg(tenant_id)::uuid
+ORDER BY tree.depth, cv.id
+FOR UPDATE OF cv;
 
 -- name: RunGetForUpdateSkipLocked :one
-SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE SKIP LOCKED;
+SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- name: SubagentOrphans :many
 -- Sub-agents that have not ended under a parent that has (the parent completed or failed
