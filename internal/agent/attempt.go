@@ -323,6 +323,10 @@ func (a *attempt) fromError(ctx context.Context, err error) result {
 	if errors.Is(err, run.ErrFenced) {
 		return result{retry: &Retry{Class: llm.Terminal, Err: err, Fenced: true}}
 	}
+	if errors.Is(err, run.ErrCancelRequested) {
+		// Cancelled while River's cancel is on its way: what the attempt did since is dropped.
+		return done(run.Outcome{Status: run.StatusCancelled, Error: "cancelled", TerminationReason: run.ReasonUserCancel})
+	}
 	if o, ok := budgetOutcome(err); ok {
 		return done(o)
 	}

@@ -191,10 +191,11 @@ func (a *attempt) persistReplyAndFinish(ctx context.Context, p llm.Provider, mod
 func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool, end *run.Outcome) error {
 	r := a.lease.Run
 	// The reply takes the conversation's next position, and ending the run hands the
-	// conversation to its next queued run: InFenceConversation locks it before the lease, the
-	// order of every run's end and of an interrupting sendMessage (the conversation, then its
-	// active run).
-	err := a.e.runs.InFenceConversation(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+	// conversation to its next queued run: InFenceWork locks it before the lease, the order of
+	// every run's end and of an interrupting sendMessage (the conversation, then its active
+	// run). A run whose cancel was requested stores no reply (a partial one neither), and no
+	// usage: ErrCancelRequested, and the attempt ends the run CANCELLED.
+	err := a.e.runs.InFenceWork(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		if a.tail != nil {
 			// The reply's last delta goes out with its message.completed.
 			a.e.pub.Stage(ctx, tx, r.TenantID, *a.tail)
@@ -272,6 +273,9 @@ func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, 
 	})
 	if err == nil {
 		a.tail = nil // published with the commit
+	}
+	if errors.Is(err, run.ErrCancelRequested) {
+		a.release(ctx, callIndex) // nothing settles the call's reservation
 	}
 	return err
 }

@@ -184,7 +184,7 @@ func (a *attempt) runParallel(ctx context.Context, batch []dbsqlc.ToolCall, res 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := a.e.runs.InFenceConversation(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+	if err := a.e.runs.InFenceWork(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		for i, c := range batch {
 			if err := a.recordCall(ctx, tx, c, outs[i], errs[i], ""); err != nil {
 				return err
@@ -220,7 +220,7 @@ func (a *attempt) runStep(ctx context.Context, plans []plannedCall, res *stepRes
 	// conversation first would hold back every message sent to it until the step ends. Its
 	// tool-result messages then lock the conversation after the lease, the reverse of an
 	// interrupting sendMessage's order, so that race can deadlock (Postgres aborts one side).
-	err := a.e.runs.InFence(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+	err := a.e.runs.InFenceStep(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		for i, p := range plans {
 			c := p.call
 			if p.skip != "" {

@@ -185,10 +185,7 @@ func (s *Service) RequestStop(ctx context.Context, runID uuid.UUID) (dbsqlc.Run,
 	var workers, desc []dbsqlc.Run
 	return s.controlAfter(ctx, runID, func(ctx context.Context, tx *db.Tx, tenantID uuid.UUID) error {
 		var err error
-		if workers, err = s.lockWorkers(ctx, tx, tenantID, runID); err != nil {
-			return err
-		}
-		desc, err = s.lockDescendants(ctx, tx, tenantID, runID)
+		workers, desc, err = s.lockTree(ctx, tx, tenantID, runID)
 		return err
 	}, func(ctx context.Context, tx *db.Tx, r dbsqlc.Run) error {
 		if r.Status == StatusRunning {

@@ -110,6 +110,11 @@ var errNotFound = river.ErrNotFound
 // stale and it must stop without writing.
 var ErrFenced = errors.New("run lease lost: a newer attempt owns the run")
 
+// ErrCancelRequested means the run's cancel was requested (cancelRun, an ancestor's cancel, an
+// INTERRUPT): its worker stores none of its work any more (InFenceWork) and ends the run
+// CANCELLED.
+var ErrCancelRequested = errors.New("run cancel requested: its worker stores nothing more")
+
 // LeaseDuration is how long a lease lasts without renewal; the worker renews it every
 // LeaseRenewEvery, and the reaper takes over runs whose lease expired (their worker died).
 const (
@@ -176,16 +181,50 @@ func (s *Service) OnWorkers(kind string, h WorkersHook) {
 // end locks (lockConversations), then its workers when its kind has a workers hook (returned;
 // none: nil).
 func (s *Service) lockWorkers(ctx context.Context, tx *db.Tx, tenantID, id uuid.UUID) ([]dbsqlc.Run, error) {
+	w, _, err := s.lock(ctx, tx, tenantID, id, false)
+	return w, err
+}
+
+// lockTree is what a control that cascades to run id's descendants (cancel, stop, interrupt)
+// locks before the run itself: the conversations the run's end locks, its descendants'
+// conversations (ConversationDescendantsForUpdate), its workers, then its descendants
+// (lockDescendants). Conversations come before every run, as in every transaction that ends a
+// run: a descendant's worker locks its conversation before its run, and its end locks its run
+// before its parent's.
+func (s *Service) lockTree(ctx context.Context, tx *db.Tx, tenantID, id uuid.UUID) (workers, desc []dbsqlc.Run, err error) {
+	return s.lock(ctx, tx, tenantID, id, true)
+}
+
+func (s *Service) lock(ctx context.Context, tx *db.Tx, tenantID, id uuid.UUID, tree bool) (workers, desc []dbsqlc.Run, err error) {
 	r, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: tenantID, ID: id})
 	if db.IsNoRows(err) {
-		return nil, nil // the caller answers NOT_FOUND when it locks the run
+		return nil, nil, nil // the caller answers NOT_FOUND when it locks the run
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load run %s: %w", id, err)
+		return nil, nil, fmt.Errorf("load run %s: %w", id, err)
 	}
 	if err := s.lockConversations(ctx, tx, r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	if tree {
+		if _, err := tx.Q.ConversationDescendantsForUpdate(ctx, dbsqlc.ConversationDescendantsForUpdateParams{TenantID: tenantID, ID: id}); err != nil {
+			return nil, nil, fmt.Errorf("lock the conversations of run %s's descendants: %w", id, err)
+		}
+	}
+	if workers, err = s.lockHookWorkers(ctx, tx, r); err != nil {
+		return nil, nil, err
+	}
+	if tree {
+		if desc, err = s.lockDescendants(ctx, tx, tenantID, id); err != nil {
+			return nil, nil, err
+		}
+	}
+	return workers, desc, nil
+}
+
+// lockHookWorkers locks the workers of run r when its kind has a workers hook (none: nil).
+func (s *Service) lockHookWorkers(ctx context.Context, tx *db.Tx, r dbsqlc.Run) ([]dbsqlc.Run, error) {
+	id := r.ID
 	h := s.workers[r.Kind]
 	if h == nil {
 		return nil, nil
@@ -418,15 +457,60 @@ func (s *Service) InFenceConversation(ctx context.Context, l Lease, fn func(ctx 
 	})
 }
 
+// InFenceWork is InFenceConversation for a transaction that stores the run's work (a model's
+// reply and its usage, a step's results): it is refused with ErrCancelRequested once the run's
+// cancel was requested. The cancel locks the run's row, so it commits either before the lease
+// is locked here (refused) or after this transaction (which it then ends): nothing of a
+// cancelled run's work is stored after its cancel committed.
+func (s *Service) InFenceWork(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
+	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		if err := s.lockConversations(ctx, tx, l.Run); err != nil {
+			return err
+		}
+		if err := fenceWork(ctx, tx, l); err != nil {
+			return err
+		}
+		return fn(ctx, tx)
+	})
+}
+
+// InFenceStep is InFenceWork for a transaction in which a step's tools run: it takes the lease
+// alone (the conversation's row lock would hold back every message sent to the conversation
+// until the step ends) and is refused with ErrCancelRequested once the run's cancel was
+// requested.
+func (s *Service) InFenceStep(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
+	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		if err := fenceWork(ctx, tx, l); err != nil {
+			return err
+		}
+		return fn(ctx, tx)
+	})
+}
+
 // fence checks and locks the lease in tx (ErrFenced when its attempt moved on).
 func fence(ctx context.Context, tx *db.Tx, l Lease) error {
-	if _, err := tx.Q.RunFence(ctx, dbsqlc.RunFenceParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt}); err != nil {
-		if db.IsNoRows(err) {
-			return ErrFenced
-		}
-		return fmt.Errorf("fence run %s: %w", l.Run.ID, err)
+	_, err := lockLease(ctx, tx, l)
+	return err
+}
+
+// fenceWork is fence that also refuses a run whose cancel was requested (ErrCancelRequested).
+func fenceWork(ctx context.Context, tx *db.Tx, l Lease) error {
+	r, err := lockLease(ctx, tx, l)
+	if err == nil && r.CancelRequested {
+		return ErrCancelRequested
 	}
-	return nil
+	return err
+}
+
+func lockLease(ctx context.Context, tx *db.Tx, l Lease) (dbsqlc.Run, error) {
+	r, err := tx.Q.RunFence(ctx, dbsqlc.RunFenceParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt})
+	if db.IsNoRows(err) {
+		return r, ErrFenced
+	}
+	if err != nil {
+		return r, fmt.Errorf("fence run %s: %w", l.Run.ID, err)
+	}
+	return r, nil
 }
 
 // lockConversations takes the row locks of the conversations run r's end locks: those of its
@@ -593,10 +677,7 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, erro
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		// The conversations its end locks first, then the runs that work it (a team run's
 		// phase in flight), which its finish hook cancels.
-		if _, err := s.lockWorkers(ctx, tx, a.TenantID, runID); err != nil {
-			return err
-		}
-		desc, err := s.lockDescendants(ctx, tx, a.TenantID, runID)
+		_, desc, err := s.lockTree(ctx, tx, a.TenantID, runID)
 		if err != nil {
 			return err
 		}
@@ -682,10 +763,7 @@ func (s *Service) Interrupt(ctx context.Context, tx *db.Tx, a auth.Actor, conv d
 	if !conv.ActiveRunID.Valid {
 		return false, nil
 	}
-	if _, err := s.lockWorkers(ctx, tx, conv.TenantID, conv.ActiveRunID.UUID); err != nil {
-		return false, err
-	}
-	desc, err := s.lockDescendants(ctx, tx, conv.TenantID, conv.ActiveRunID.UUID)
+	_, desc, err := s.lockTree(ctx, tx, conv.TenantID, conv.ActiveRunID.UUID)
 	if err != nil {
 		return false, err
 	}
@@ -756,7 +834,7 @@ func (s *Service) cancelDescendants(ctx context.Context, tx *db.Tx, desc []dbsql
 // ended. A run that has ended already is left as it is (its descendants are still cancelled).
 func (s *Service) CancelTree(ctx context.Context, tenantID, id uuid.UUID, reason string) error {
 	return s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		desc, err := s.lockDescendants(ctx, tx, tenantID, id)
+		_, desc, err := s.lockTree(ctx, tx, tenantID, id)
 		if err != nil {
 			return err
 		}
