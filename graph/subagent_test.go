@@ -467,6 +467,29 @@ func TestSubagentCancelCascades(t *testing.T) {
 	}
 }
 
+// TestSubagentSiblingsEndTogether: 3 parents, each with 10 sub-agents that reply at the same
+// moment, the reply ending each run. A sub-agent's end updates its run row twice (its usage,
+// then its status), which takes a share lock on its parent's row (the foreign-key check), then
+// locks the parent to report to it: siblings doing so at once must not deadlock. A deadlock
+// aborts one side, whose attempt is retried: no run may have been retried, and every one
+// completes.
+func TestSubagentSiblingsEndTogether(t *testing.T) {
+	t.Parallel()
+	c := demoEnv(t, apptest.Options{})
+	var ids []string
+	for range 3 {
+		s, res := c.send(t, c.conversation(t, nil), "spawn 10 sub-agents: think for 10 ms then wait for sub-agents", nil)
+		require.Empty(t, res.Errors, "%s", res.Body)
+		ids = append(ids, s.RunID)
+	}
+	for _, id := range ids {
+		r := c.waitRun(t, id, 2*time.Minute)
+		require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+	}
+	require.Zero(t, c.count(t, `SELECT count(*) FROM run_events WHERE type = 'task.retrying'`), "an attempt was retried (a deadlock aborted it)")
+	require.Equal(t, 30, c.count(t, `SELECT count(*) FROM subagents WHERE status = 'COMPLETED'`))
+}
+
 // TestSubagentLimitsEndRuns: a sub-agent past its timeout ends TIMED_OUT and one past its max
 // tokens ends FAILED (budget_exceeded), each with its reason; the parent's wait_subagents reports
 // both, and their slots are free.
