@@ -69,7 +69,8 @@ func (a *attempt) react(ctx context.Context, p llm.Provider, model llm.Model, st
 
 // callFailed is how a failed model call (err) ends the attempt: a reply cut after output reached
 // subscribers is kept and ends the run FAILED stream_failed; otherwise the error decides (a
-// partial reply of a cancelled call is kept for the record).
+// partial reply of a call cut by a timeout or shutdown is kept for the record; one cut by the
+// run's cancel is not: InFenceWork refuses it).
 func (a *attempt) callFailed(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, calls int, err error) result {
 	var le *llm.Error
 	if errors.As(err, &le) && le.Emitted && len(resp.Blocks) > 0 && ctx.Err() == nil {

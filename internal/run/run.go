@@ -675,8 +675,9 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, erro
 	}
 	var out dbsqlc.Run
 	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		// The conversations its end locks first, then the runs that work it (a team run's
-		// phase in flight), which its finish hook cancels.
+		// The conversations its end locks and its descendants' first, then the runs that work
+		// it (a team run's phase in flight), which its finish hook cancels, then its
+		// descendants (lockTree).
 		_, desc, err := s.lockTree(ctx, tx, a.TenantID, runID)
 		if err != nil {
 			return err
@@ -799,9 +800,9 @@ func (s *Service) Interrupt(ctx context.Context, tx *db.Tx, a auth.Actor, conv d
 }
 
 // lockDescendants locks every descendant of run id (its sub-agents, theirs, ...), deepest
-// first, and returns them shallowest first. A cascade takes them before the run itself: a
-// child's own start and end lock the child's row, then its parent's, and the same order here
-// means the two never wait for each other.
+// first, and returns them shallowest first. A cascade takes them after their conversations and
+// before the run itself (lockTree): a child's own start and end lock the child's conversation,
+// its row, then its parent's, and the same order here means the two never wait for each other.
 func (s *Service) lockDescendants(ctx context.Context, tx *db.Tx, tenantID, id uuid.UUID) ([]dbsqlc.Run, error) {
 	desc, err := tx.Q.RunDescendantsForUpdate(ctx, dbsqlc.RunDescendantsForUpdateParams{TenantID: tenantID, ID: id})
 	if err != nil {
