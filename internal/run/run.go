@@ -431,12 +431,7 @@ func StartedEvents(kind string, attempt int32) []events.New {
 // InFence runs fn in a transaction that first checks (and locks) the lease: when the run's
 // attempt moved on, fn does not run and ErrFenced is returned.
 func (s *Service) InFence(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
-	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		if err := fence(ctx, tx, l); err != nil {
-			return err
-		}
-		return fn(ctx, tx)
-	})
+	return s.inFence(ctx, l, false, false, fn)
 }
 
 // InFenceConversation is InFence for a transaction that writes the run's conversation (a
@@ -446,15 +441,7 @@ func (s *Service) InFence(ctx context.Context, l Lease, fn func(ctx context.Cont
 // conversation, then its active run's workers, then the run), so none of them waits for another
 // while holding what the other waits for.
 func (s *Service) InFenceConversation(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
-	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		if err := s.lockConversations(ctx, tx, l.Run); err != nil {
-			return err
-		}
-		if err := fence(ctx, tx, l); err != nil {
-			return err
-		}
-		return fn(ctx, tx)
-	})
+	return s.inFence(ctx, l, true, false, fn)
 }
 
 // InFenceWork is InFenceConversation for a transaction that stores the run's work (a model's
@@ -463,15 +450,7 @@ func (s *Service) InFenceConversation(ctx context.Context, l Lease, fn func(ctx 
 // is locked here (refused) or after this transaction (which it then ends): nothing of a
 // cancelled run's work is stored after its cancel committed.
 func (s *Service) InFenceWork(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
-	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		if err := s.lockConversations(ctx, tx, l.Run); err != nil {
-			return err
-		}
-		if err := fenceWork(ctx, tx, l); err != nil {
-			return err
-		}
-		return fn(ctx, tx)
-	})
+	return s.inFence(ctx, l, true, true, fn)
 }
 
 // InFenceStep is InFenceWork for a transaction in which a step's tools run: it takes the lease
@@ -479,29 +458,31 @@ func (s *Service) InFenceWork(ctx context.Context, l Lease, fn func(ctx context.
 // until the step ends) and is refused with ErrCancelRequested once the run's cancel was
 // requested.
 func (s *Service) InFenceStep(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
+	return s.inFence(ctx, l, false, true, fn)
+}
+
+// inFence runs fn in a transaction that locks the conversations the run's end locks first when
+// conversations is set, then the lease (fence), refusing a run whose cancel was requested when
+// work is set.
+func (s *Service) inFence(ctx context.Context, l Lease, conversations, work bool, fn func(ctx context.Context, tx *db.Tx) error) error {
 	return s.db.InTx(ctx, l.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
-		if err := fenceWork(ctx, tx, l); err != nil {
+		if conversations {
+			if err := s.lockConversations(ctx, tx, l.Run); err != nil {
+				return err
+			}
+		}
+		r, err := lockLease(ctx, tx, l)
+		if err != nil {
 			return err
+		}
+		if work && r.CancelRequested {
+			return ErrCancelRequested
 		}
 		return fn(ctx, tx)
 	})
 }
 
-// fence checks and locks the lease in tx (ErrFenced when its attempt moved on).
-func fence(ctx context.Context, tx *db.Tx, l Lease) error {
-	_, err := lockLease(ctx, tx, l)
-	return err
-}
-
-// fenceWork is fence that also refuses a run whose cancel was requested (ErrCancelRequested).
-func fenceWork(ctx context.Context, tx *db.Tx, l Lease) error {
-	r, err := lockLease(ctx, tx, l)
-	if err == nil && r.CancelRequested {
-		return ErrCancelRequested
-	}
-	return err
-}
-
+// lockLease checks and locks the lease in tx (ErrFenced when its attempt moved on).
 func lockLease(ctx context.Context, tx *db.Tx, l Lease) (dbsqlc.Run, error) {
 	r, err := tx.Q.RunFence(ctx, dbsqlc.RunFenceParams{TenantID: l.Run.TenantID, ID: l.Run.ID, Attempt: l.Attempt})
 	if db.IsNoRows(err) {
