@@ -95,7 +95,7 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 }
 
 const conversationGetForUpdate = `-- name: ConversationGetForUpdate :one
-SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id FROM conversations WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
 `
 
 type ConversationGetForUpdateParams struct {
@@ -103,6 +103,9 @@ type ConversationGetForUpdateParams struct {
 	ID       uuid.UUID
 }
 
+// FOR NO KEY UPDATE, like every lock on a conversation or a run: their keys never change, and
+// the FOR KEY SHARE lock a foreign-key check takes on the conversation (a run of it updated
+// twice in one transaction) must not wait for it.
 func (q *Queries) ConversationGetForUpdate(ctx context.Context, arg ConversationGetForUpdateParams) (Conversation, error) {
 	row := q.db.QueryRow(ctx, conversationGetForUpdate, arg.TenantID, arg.ID)
 	var i Conversation

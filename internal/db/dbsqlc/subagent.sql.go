@@ -22,7 +22,7 @@ WITH RECURSIVE tree AS (
 SELECT cv.id FROM conversations cv JOIN tree ON cv.id = tree.conversation_id
 WHERE cv.tenant_id = $1::uuid
 ORDER BY tree.depth, cv.id
-FOR UPDATE OF cv
+FOR NO KEY UPDATE OF cv
 `
 
 type ConversationDescendantsForUpdateParams struct {

@@ -20,7 +20,10 @@ SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2;
 SELECT * FROM conversations WHERE tenant_id = sqlc.arg(tenant_id) AND id = ANY(sqlc.arg(ids)::uuid[]);
 
 -- name: ConversationGetForUpdate :one
-SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2 FOR UPDATE;
+-- FOR NO KEY UPDATE, like every lock on a conversation or a run: their keys never change, and
+-- the FOR KEY SHARE lock a foreign-key check takes on the conversation (a run of it updated
+-- twice in one transaction) must not wait for it.
+SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE;
 
 -- name: ConversationList :many
 -- A user's conversations and those shared with the tenant, newest first, after a cursor

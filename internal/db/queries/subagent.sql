@@ -130,7 +130,7 @@ WITH RECURSIVE tree AS (
 SELECT cv.id FROM conversations cv JOIN tree ON cv.id = tree.conversation_id
 WHERE cv.tenant_id = sqlc.arg(tenant_id)::uuid
 ORDER BY tree.depth, cv.id
-FOR UPDATE OF cv;
+FOR NO KEY UPDATE OF cv;
 
 -- name: RunGetForUpdateSkipLocked :one
 SELECT * FROM runs WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE SKIP LOCKED;
