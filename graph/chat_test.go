@@ -429,4 +429,9 @@ func TestCancelStreamingRun(t *testing.T) {
 	}
 	evs := sub.Collect(5*time.Second, nil)
 	require.Equal(t, "execution.cancelled", evs[len(evs)-1].Type)
+	// The call the cancel cut is metered (a cancel does not make a call free); its partial reply,
+	// which the user saw stream, is not stored.
+	runID := approvalUUID(t, "Run", s.RunID)
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM usage_records WHERE run_id = $1`, runID))
+	require.Zero(t, c.count(t, `SELECT count(*) FROM messages WHERE run_id = $1 AND role = 'ASSISTANT'`, runID))
 }

@@ -414,7 +414,7 @@ func (c *chatEnv) descendantsOf(t *testing.T, runID string) map[uuid.UUID]string
 
 // TestSubagentCancelCascades: a parent with 3 sub-agents, each waiting for 2 of its own that are
 // in a model call, is cancelled: every descendant ends CANCELLED, and none of them stores a
-// reply or a usage record after the cancel committed.
+// reply after the cancel committed or calls the model again.
 func TestSubagentCancelCascades(t *testing.T) {
 	t.Parallel()
 	c := demoEnv(t, apptest.Options{})
@@ -455,13 +455,19 @@ func TestSubagentCancelCascades(t *testing.T) {
 		}
 		return len(d) == 9
 	}, 10*time.Second, 20*time.Millisecond)
+	parent := approvalUUID(t, "Run", s.RunID)
 	late := c.count(t, `WITH RECURSIVE tree AS (
 			SELECT id FROM runs WHERE parent_run_id = $1
 			UNION ALL SELECT r.id FROM runs r JOIN tree ON r.parent_run_id = tree.id)
-		SELECT (SELECT count(*) FROM messages WHERE role = 'ASSISTANT' AND created_at > $2 AND run_id IN (SELECT id FROM tree))
-		     + (SELECT count(*) FROM usage_records WHERE created_at > $2 AND run_id IN (SELECT id FROM tree))`,
-		approvalUUID(t, "Run", s.RunID), cancelled)
-	require.Zero(t, late, "replies or usage stored after the cancel")
+		SELECT count(*) FROM messages WHERE role = 'ASSISTANT' AND created_at > $2 AND run_id IN (SELECT id FROM tree)`,
+		parent, cancelled)
+	require.Zero(t, late, "replies stored after the cancel")
+	// No model call started after the cancel: a sub-agent made two (spawn, wait), a grandchild
+	// one (think). Those the cancel cut are metered all the same (TestCancelStreamingRun).
+	again := c.count(t, `SELECT count(*) FROM usage_records u JOIN runs r ON r.id = u.run_id
+		WHERE (r.parent_run_id = $1 AND u.call_index > 1)
+		   OR (r.parent_run_id IN (SELECT id FROM runs WHERE parent_run_id = $1) AND u.call_index > 0)`, parent)
+	require.Zero(t, again, "a sub-agent called the model after the cancel")
 	for _, sa := range c.subagents(t) {
 		require.Equal(t, "CANCELLED", sa.Status)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -194,8 +195,8 @@ func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, 
 	// The reply takes the conversation's next position, and ending the run hands the
 	// conversation to its next queued run: InFenceWork locks it before the lease, the order of
 	// every run's end and of an interrupting sendMessage (the conversation, then its active
-	// run). A run whose cancel was requested stores no reply (a partial one neither), and no
-	// usage: ErrCancelRequested, and the attempt ends the run CANCELLED.
+	// run). A run whose cancel was requested stores no reply (a partial one neither):
+	// ErrCancelRequested, and the attempt ends the run CANCELLED; the call is metered still.
 	err := a.e.runs.InFenceWork(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		if a.tail != nil {
 			// The reply's last delta goes out with its message.completed.
@@ -230,32 +231,11 @@ func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, 
 				}
 			}
 		}
-		cost := model.Cost(resp.Usage)
-		var settle *dbsqlc.UsageRecord
-		rec, err := tx.Q.UsageRecordInsert(ctx, dbsqlc.UsageRecordInsertParams{
-			TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, UserID: r.UserID, RunKind: r.Kind, CallIndex: idx,
-			Provider: p.Name(), Model: model.ID, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
-			CachedTokens: resp.Usage.CachedTokens, CostMicros: cost,
-		})
-		if err != nil && !db.IsNoRows(err) {
-			return fmt.Errorf("meter usage: %w", err)
+		metered, settle, err := a.meter(ctx, tx, p, model, resp, callIndex)
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			if err := tx.Q.RunAddUsage(ctx, dbsqlc.RunAddUsageParams{
-				TenantID: r.TenantID, ID: r.ID, Attempt: a.lease.Attempt, InputTokens: rec.InputTokens,
-				OutputTokens: rec.OutputTokens, CostMicros: rec.CostMicros, LlmCalls: idx + 1, Turns: idx + 1,
-			}); err != nil {
-				return err
-			}
-			settle = &rec
-			tx.AfterCommit(func() {
-				a.e.metrics.Metered(rec.Provider, rec.Model, rec.InputTokens, rec.OutputTokens, rec.CachedTokens, rec.CostMicros)
-			})
-			news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{
-				"callIndex": callIndex, "provider": p.Name(), "model": model.ID, "inputTokens": rec.InputTokens,
-				"outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,
-			}})
-		}
+		news = append(news, metered...)
 		if _, err = a.e.pub.Append(ctx, tx, a.lease.Scope(), news...); err != nil {
 			return err
 		}
@@ -264,19 +244,61 @@ func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, 
 				return err
 			}
 		}
-		if settle != nil {
-			// The settlement locks the run's stripe of the tenant's budgets, which other model
-			// calls of the tenant may need: it is the transaction's last statement, so the locks
-			// are held only until the commit.
-			return a.settle(ctx, tx, callIndex, resp.Usage, settle.CostMicros)
-		}
-		return nil
+		return settle()
 	})
 	if err == nil {
 		a.tail = nil // published with the commit
 	}
-	if errors.Is(err, run.ErrCancelRequested) {
-		a.release(ctx, callIndex) // nothing settles the call's reservation
+	if errors.Is(err, run.ErrCancelRequested) || errors.Is(err, run.ErrFenced) {
+		// The reply is not the run's any more (its cancel was requested, or it ended or moved
+		// on), but the call's tokens were spent all the same: they are metered on the run and
+		// settled against the budgets, so that a cancel cannot make a call free. No event says
+		// so: the run's stream may have ended.
+		merr := a.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
+			_, settle, err := a.meter(ctx, tx, p, model, resp, callIndex)
+			if err != nil {
+				return err
+			}
+			return settle()
+		})
+		if merr != nil {
+			a.log.WarnContext(ctx, "meter a call whose reply the run did not take", slog.Int("call_index", callIndex), slog.Any("error", merr))
+			a.release(ctx, callIndex)
+		}
 	}
 	return err
+}
+
+// meter records call callIndex's usage (once: a stored record is kept) on the run in tx and
+// returns its usage.recorded event and the settlement against the budgets, which the caller
+// makes the transaction's last statement: it locks the run's stripe of the tenant's budgets,
+// which other model calls of the tenant may need, so the locks are held only until the commit.
+func (a *attempt) meter(ctx context.Context, tx *db.Tx, p llm.Provider, model llm.Model, resp llm.Response, callIndex int) ([]events.New, func() error, error) {
+	r, idx := a.lease.Run, int32(callIndex)
+	none := func() error { return nil }
+	rec, err := tx.Q.UsageRecordInsert(ctx, dbsqlc.UsageRecordInsertParams{
+		TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, UserID: r.UserID, RunKind: r.Kind, CallIndex: idx,
+		Provider: p.Name(), Model: model.ID, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
+		CachedTokens: resp.Usage.CachedTokens, CostMicros: model.Cost(resp.Usage),
+	})
+	if db.IsNoRows(err) {
+		return nil, none, nil
+	}
+	if err != nil {
+		return nil, none, fmt.Errorf("meter usage: %w", err)
+	}
+	if err := tx.Q.RunAddUsage(ctx, dbsqlc.RunAddUsageParams{
+		TenantID: r.TenantID, ID: r.ID, Attempt: a.lease.Attempt, InputTokens: rec.InputTokens,
+		OutputTokens: rec.OutputTokens, CostMicros: rec.CostMicros, LlmCalls: idx + 1, Turns: idx + 1,
+	}); err != nil {
+		return nil, none, err
+	}
+	tx.AfterCommit(func() {
+		a.e.metrics.Metered(rec.Provider, rec.Model, rec.InputTokens, rec.OutputTokens, rec.CachedTokens, rec.CostMicros)
+	})
+	news := []events.New{{Type: events.UsageRecorded, Data: map[string]any{
+		"callIndex": callIndex, "provider": p.Name(), "model": model.ID, "inputTokens": rec.InputTokens,
+		"outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,
+	}}}
+	return news, func() error { return a.settle(ctx, tx, callIndex, resp.Usage, rec.CostMicros) }, nil
 }

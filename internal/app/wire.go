@@ -178,6 +178,7 @@ func (a *App) runKinds() {
 	})
 	a.Runs.OnFinish(run.KindChatTurn, a.Workspace.Finished)
 	a.Executor.Register(subagent.KindSubagent, a.Subagents)
+	a.Runs.OnConversations(subagent.KindSubagent, a.Subagents.ParentConversation)
 	a.Runs.OnFinish(subagent.KindSubagent, func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error {
 		if err := a.Subagents.Finished(ctx, tx, fin); err != nil {
 			return err

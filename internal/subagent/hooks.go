@@ -82,6 +82,24 @@ var endEvents = map[run.Status]string{
 	run.StatusTimedOut:  events.SubagentTimedOut,
 }
 
+// ParentConversation is the run.ConversationsHook of SUBAGENT runs: a sub-agent's end may resume
+// its parent, which hands the parent's conversation to it, so that conversation is locked
+// before the sub-agent's own and its run. A cascade locks conversations in the same order
+// (ancestors' first), then the runs.
+func (s *Service) ParentConversation(ctx context.Context, tx *db.Tx, r dbsqlc.Run) ([]uuid.UUID, error) {
+	if !r.ParentRunID.Valid {
+		return nil, nil
+	}
+	p, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: r.TenantID, ID: r.ParentRunID.UUID})
+	if db.IsNoRows(err) || err == nil && !p.ConversationID.Valid {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parent of sub-agent run %s: %w", r.ID, err)
+	}
+	return []uuid.UUID{p.ConversationID.UUID}, nil
+}
+
 // Finished records a sub-agent's end in the transaction that ends its run: its status, its
 // final answer (whole) or error, the end's event on the parent's stream (tokens, duration,
 // error and failure class), the parent resumed when it was waiting for it and waits for no one
