@@ -363,21 +363,32 @@ func eventData(sa dbsqlc.Subagent, more map[string]any) map[string]any {
 // requestDispatch enqueues a dispatcher pass in tx (after a spawn, or a slot freed). A pass
 // that waits for a worker is enough: a job inserted in tx is seen only once tx commits, so that
 // pass reads what tx wrote, and the request collapses into it (River's unique jobs). A pass
-// already running may not: then the request is the other key's pass (Again). When both are
+// already running may not: then the request is the other key's pass (Again), inserted once tx
+// has committed in a transaction of its own, because a unique insert locks the pass it
+// collapses into, and a transaction holding the running pass's row while it waited for the
+// other key's deadlocked against River's completer (which finishes both). When both are
 // running, the next request or the periodic pass (DispatchEvery) starts what they missed.
 func (s *Service) requestDispatch(ctx context.Context, tx *db.Tx) error {
 	if s.jobs == nil {
 		return nil
 	}
-	for _, again := range []bool{false, true} {
-		res, err := s.jobs.InsertTx(ctx, tx.Tx, DispatchArgs{Again: again}, nil)
-		if err != nil {
-			return fmt.Errorf("enqueue sub-agent dispatch: %w", err)
-		}
-		if !res.UniqueSkippedAsDuplicate || res.Job == nil || res.Job.State != rivertype.JobStateRunning {
-			return nil
-		}
+	res, err := s.jobs.InsertTx(ctx, tx.Tx, DispatchArgs{}, nil)
+	if err != nil {
+		return fmt.Errorf("enqueue sub-agent dispatch: %w", err)
 	}
+	if !res.UniqueSkippedAsDuplicate || res.Job == nil || res.Job.State != rivertype.JobStateRunning {
+		return nil
+	}
+	ctx = db.Detach(context.WithoutCancel(ctx))
+	tx.AfterCommit(func() {
+		err := s.db.InSystemTx(ctx, "sub-agent dispatch request: River's tables belong to no tenant", func(ctx context.Context, tx *db.Tx) error {
+			_, err := s.jobs.InsertTx(ctx, tx.Tx, DispatchArgs{Again: true}, nil)
+			return err
+		})
+		if err != nil {
+			s.log.WarnContext(ctx, "request a sub-agent dispatch pass (the periodic pass makes up for it)", slog.Any("error", err))
+		}
+	})
 	return nil
 }
 
