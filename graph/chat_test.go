@@ -429,9 +429,13 @@ func TestCancelStreamingRun(t *testing.T) {
 	}
 	evs := sub.Collect(5*time.Second, nil)
 	require.Equal(t, "execution.cancelled", evs[len(evs)-1].Type)
-	// The call the cancel cut is metered (a cancel does not make a call free); its partial reply,
-	// which the user saw stream, is not stored.
+	// The call the cancel cut is metered (a cancel does not make a call free) and its partial
+	// reply, which the user saw stream, is kept.
 	runID := approvalUUID(t, "Run", s.RunID)
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM usage_records WHERE run_id = $1`, runID))
-	require.Zero(t, c.count(t, `SELECT count(*) FROM messages WHERE run_id = $1 AND role = 'ASSISTANT'`, runID))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE run_id = $1 AND role = 'ASSISTANT' AND content = 'first words'`, runID))
+	// The conversation is free again: the next message runs.
+	c.llm.Enqueue(llmtest.Stream(llmtest.Text("after the cancel")))
+	next, _ := c.send(t, conv, "again", nil)
+	require.Equal(t, "COMPLETED", c.waitRun(t, next.RunID, 10*time.Second).Status)
 }

@@ -413,8 +413,8 @@ func (c *chatEnv) descendantsOf(t *testing.T, runID string) map[uuid.UUID]string
 }
 
 // TestSubagentCancelCascades: a parent with 3 sub-agents, each waiting for 2 of its own that are
-// in a model call, is cancelled: every descendant ends CANCELLED, and none of them stores a
-// reply after the cancel committed or calls the model again.
+// in a model call, is cancelled: every descendant ends CANCELLED and none of them calls the
+// model again.
 func TestSubagentCancelCascades(t *testing.T) {
 	t.Parallel()
 	c := demoEnv(t, apptest.Options{})
@@ -444,7 +444,6 @@ func TestSubagentCancelCascades(t *testing.T) {
 	require.Equal(t, "WAITING", c.run(t, s.RunID).Status)
 	res = c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": s.RunID})
 	require.Empty(t, res.Errors, "%s", res.Body)
-	cancelled := time.Now()
 	require.Equal(t, "CANCELLED", c.waitRun(t, s.RunID, 10*time.Second).Status)
 	require.Eventually(t, func() bool {
 		d := c.descendantsOf(t, s.RunID)
@@ -455,18 +454,15 @@ func TestSubagentCancelCascades(t *testing.T) {
 		}
 		return len(d) == 9
 	}, 10*time.Second, 20*time.Millisecond)
-	parent := approvalUUID(t, "Run", s.RunID)
-	late := c.count(t, `WITH RECURSIVE tree AS (
-			SELECT id FROM runs WHERE parent_run_id = $1
-			UNION ALL SELECT r.id FROM runs r JOIN tree ON r.parent_run_id = tree.id)
-		SELECT count(*) FROM messages WHERE role = 'ASSISTANT' AND created_at > $2 AND run_id IN (SELECT id FROM tree)`,
-		parent, cancelled)
-	require.Zero(t, late, "replies stored after the cancel")
 	// No model call started after the cancel: a sub-agent made two (spawn, wait), a grandchild
-	// one (think). Those the cancel cut are metered all the same (TestCancelStreamingRun).
-	again := c.count(t, `SELECT count(*) FROM usage_records u JOIN runs r ON r.id = u.run_id
-		WHERE (r.parent_run_id = $1 AND u.call_index > 1)
-		   OR (r.parent_run_id IN (SELECT id FROM runs WHERE parent_run_id = $1) AND u.call_index > 0)`, parent)
+	// one (think); the calls the cancel cut keep their partial replies and are metered.
+	parent := approvalUUID(t, "Run", s.RunID)
+	again := c.count(t, `SELECT (SELECT count(*) FROM usage_records u JOIN runs r ON r.id = u.run_id
+			WHERE (r.parent_run_id = $1 AND u.call_index > 1)
+			   OR (r.parent_run_id IN (SELECT id FROM runs WHERE parent_run_id = $1) AND u.call_index > 0))
+		+ (SELECT count(*) FROM messages m JOIN runs r ON r.id = m.run_id
+			WHERE m.role = 'ASSISTANT' AND ((r.parent_run_id = $1 AND m.llm_call_index > 1)
+			   OR (r.parent_run_id IN (SELECT id FROM runs WHERE parent_run_id = $1) AND m.llm_call_index > 0)))`, parent)
 	require.Zero(t, again, "a sub-agent called the model after the cancel")
 	for _, sa := range c.subagents(t) {
 		require.Equal(t, "CANCELLED", sa.Status)

@@ -70,8 +70,7 @@ func (a *attempt) react(ctx context.Context, p llm.Provider, model llm.Model, st
 
 // callFailed is how a failed model call (err) ends the attempt: a reply cut after output reached
 // subscribers is kept and ends the run FAILED stream_failed; otherwise the error decides (a
-// partial reply of a call cut by a timeout or shutdown is kept for the record; one cut by the
-// run's cancel is not: InFenceWork refuses it).
+// partial reply of a call cut by a cancel, a timeout or a shutdown is kept for the record).
 func (a *attempt) callFailed(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, calls int, err error) result {
 	var le *llm.Error
 	if errors.As(err, &le) && le.Emitted && len(resp.Blocks) > 0 && ctx.Err() == nil {
@@ -193,11 +192,12 @@ func (a *attempt) persistReplyAndFinish(ctx context.Context, p llm.Provider, mod
 func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int, partial bool, end *run.Outcome) error {
 	r := a.lease.Run
 	// The reply takes the conversation's next position, and ending the run hands the
-	// conversation to its next queued run: InFenceWork locks it before the lease, the order of
-	// every run's end and of an interrupting sendMessage (the conversation, then its active
-	// run). A run whose cancel was requested stores no reply (a partial one neither):
-	// ErrCancelRequested, and the attempt ends the run CANCELLED; the call is metered still.
-	err := a.e.runs.InFenceWork(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
+	// conversation to its next queued run: InFenceConversation locks it before the lease, the
+	// order of every run's end and of an interrupting sendMessage (the conversation, then its
+	// active run). A reply is the record of a call already made, so it is stored even once the
+	// run's cancel was requested (a call the cancel cut keeps the text its subscribers saw);
+	// what would be new work after the cancel (a step's tools) is refused (InFenceStep).
+	err := a.e.runs.InFenceConversation(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		if a.tail != nil {
 			// The reply's last delta goes out with its message.completed.
 			a.e.pub.Stage(ctx, tx, r.TenantID, *a.tail)
@@ -249,11 +249,11 @@ func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, 
 	if err == nil {
 		a.tail = nil // published with the commit
 	}
-	if errors.Is(err, run.ErrCancelRequested) || errors.Is(err, run.ErrFenced) {
-		// The reply is not the run's any more (its cancel was requested, or it ended or moved
-		// on), but the call's tokens were spent all the same: they are metered on the run and
-		// settled against the budgets, so that a cancel cannot make a call free. No event says
-		// so: the run's stream may have ended.
+	if errors.Is(err, run.ErrFenced) {
+		// The reply is not the run's any more (the run ended, a cancel among the ways, or moved
+		// on to another attempt), but the call's tokens were spent all the same: they are
+		// metered on the run and settled against the budgets, so that a cancel cannot make a
+		// call free. No event says so: the run's stream may have ended.
 		merr := a.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
 			_, settle, err := a.meter(ctx, tx, p, model, resp, callIndex)
 			if err != nil {

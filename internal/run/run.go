@@ -111,7 +111,7 @@ var errNotFound = river.ErrNotFound
 var ErrFenced = errors.New("run lease lost: a newer attempt owns the run")
 
 // ErrCancelRequested means the run's cancel was requested (cancelRun, an ancestor's cancel, an
-// INTERRUPT): its worker stores none of its work any more (InFenceWork) and ends the run
+// INTERRUPT): its worker starts no more work (InFenceWork, InFenceStep) and ends the run
 // CANCELLED.
 var ErrCancelRequested = errors.New("run cancel requested: its worker stores nothing more")
 
@@ -444,11 +444,12 @@ func (s *Service) InFenceConversation(ctx context.Context, l Lease, fn func(ctx 
 	return s.inFence(ctx, l, true, false, fn)
 }
 
-// InFenceWork is InFenceConversation for a transaction that stores the run's work (a model's
-// reply and its usage, a step's results): it is refused with ErrCancelRequested once the run's
-// cancel was requested. The cancel locks the run's row, so it commits either before the lease
-// is locked here (refused) or after this transaction (which it then ends): nothing of a
-// cancelled run's work is stored after its cancel committed.
+// InFenceWork is InFenceConversation for a transaction that stores new work of the run (a
+// parallel step's results): it is refused with ErrCancelRequested once the run's cancel was
+// requested. The cancel locks the run's row, so it commits either before the lease is locked
+// here (refused) or after this transaction (which it then ends): no work of a cancelled run is
+// stored after its cancel committed. A model's reply is the record of a call already made and
+// is stored all the same (InFenceConversation).
 func (s *Service) InFenceWork(ctx context.Context, l Lease, fn func(ctx context.Context, tx *db.Tx) error) error {
 	return s.inFence(ctx, l, true, true, fn)
 }
