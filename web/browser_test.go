@@ -99,10 +99,12 @@ func startDev(t *testing.T, extra map[string]string) (string, string, []byte) {
 	if redisURL == "" {
 		redisURL = "redis://127.0.0.1:6379/0"
 	}
+	// Pools of a test's size (dbtest.PoolSize, where the default is 8): the suite's other
+	// packages run beside this one on a Postgres that may allow 50 connections.
 	env := map[string]string{
 		"PATH":                      os.Getenv("PATH"),
 		"HOME":                      os.Getenv("HOME"),
-		"DATABASE_URL":              dbtest.URL(t),
+		"DATABASE_URL":              dbtest.PoolURL(dbtest.URL(t)),
 		"REDIS_URL":                 redisURL,
 		"AGENTRY_REDIS_PREFIX":      fmt.Sprintf("browser%d:", time.Now().UnixNano()),
 		"AGENTRY_MASTER_KEY":        base64.StdEncoding.EncodeToString(key),
