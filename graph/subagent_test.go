@@ -526,11 +526,13 @@ func TestSubagentLimitsEndRuns(t *testing.T) {
 // TestSubagentBudgetAndUsage: 50 sub-agents race for a tenant token budget that fits about 12
 // model calls. Sampled every 10 ms, spent + reserved never exceeds the limit; each sub-agent
 // completes or fails with budget_exceeded; no reservation is left; the parent's totals are the
-// sum of its own and its descendants' usage records.
+// sum of its own and its descendants' usage records. The sub-agents wait for approval until
+// the parent waits for them: otherwise they could use the budget up before the parent's
+// wait_subagents call, which fails the parent and cancels them (a fair outcome, not this test's).
 func TestSubagentBudgetAndUsage(t *testing.T) {
 	t.Parallel()
 	c := demoEnv(t, apptest.Options{})
-	c.settings(t, map[string]any{"maxTokensPerTask": 1024})
+	c.settings(t, map[string]any{"maxTokensPerTask": 1024, "subagentApproval": "REQUIRED"})
 	bud := c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
 	worst, _ := c.probeReservation(t, c.conversation(t, nil))
 	spent, _, _ := c.budgetRow(t, bud.ID)
@@ -558,6 +560,16 @@ func TestSubagentBudgetAndUsage(t *testing.T) {
 	}()
 	s, res := c.send(t, c.conversation(t, nil), "spawn 50 sub-agents: think for 10 ms then wait for sub-agents", nil)
 	require.Empty(t, res.Errors, "%s", res.Body)
+	require.Eventually(t, func() bool { return c.run(t, s.RunID).Status == "WAITING" }, time.Minute, 20*time.Millisecond)
+	var pending struct {
+		Approvals struct{ Edges []struct{ Node subagentApproval } }
+	}
+	c.Do(t, c.s.AccessToken, `{ approvals(status: PENDING, first: 100) { edges { node { id kind status run { id } } } } }`, nil).Decode(t, &pending)
+	require.Len(t, pending.Approvals.Edges, 50)
+	for _, e := range pending.Approvals.Edges {
+		res := c.Do(t, c.s.AccessToken, resolveMutation, map[string]any{"id": e.Node.ID, "d": "APPROVE"})
+		require.Empty(t, res.Errors, "%s", res.Body)
+	}
 	r := c.waitRun(t, s.RunID, 2*time.Minute)
 	require.Eventually(t, func() bool {
 		return c.count(t, `SELECT count(*) FROM subagents WHERE status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')`) == 0
