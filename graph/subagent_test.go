@@ -562,7 +562,9 @@ func TestSubagentBudgetAndUsage(t *testing.T) {
 	require.Empty(t, res.Errors, "%s", res.Body)
 	require.Eventually(t, func() bool { return c.run(t, s.RunID).Status == "WAITING" }, time.Minute, 20*time.Millisecond)
 	var pending struct {
-		Approvals struct{ Edges []struct{ Node subagentApproval } }
+		Approvals struct {
+			Edges []struct{ Node subagentApproval }
+		}
 	}
 	c.Do(t, c.s.AccessToken, `{ approvals(status: PENDING, first: 100) { edges { node { id kind status run { id } } } } }`, nil).Decode(t, &pending)
 	require.Len(t, pending.Approvals.Edges, 50)
