@@ -20,6 +20,7 @@ import (
 // and each step's StepResult is stored once, each step execution worked by one run.
 func TestRoutineSurvivesWorkerSIGKILL(t *testing.T) {
 	t.Parallel()
+	apptest.Serial(t)
 	bin := apptest.Binary(t)
 	srv := llmtest.NewAnthropicServer(t)
 	started := make(chan struct{})

@@ -21,6 +21,7 @@ import (
 // test's), fires exactly once per tick over three ticks, and says when it fires next.
 func TestCronRoutineFiresOncePerTickAcrossProcesses(t *testing.T) {
 	t.Parallel()
+	apptest.Serial(t)
 	srv := llmtest.NewAnthropicServer(t)
 	env := map[string]string{"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": srv.BaseURL(), "AGENTRY_DEFAULT_MODEL": "anthropic:claude-sonnet-4-5"}
 	url := dbtest.URL(t)

@@ -34,6 +34,7 @@ func demoEnv(t testing.TB, o apptest.Options) *chatEnv {
 // killed when t ends. The returned process may be SIGKILLed by the test.
 func startWorker(t *testing.T, c *chatEnv, name string) *os.Process {
 	t.Helper()
+	apptest.Serial(t)
 	bin := apptest.Binary(t)
 	cmd := exec.Command(bin, "worker")
 	cmd.Env = c.ProcessEnv(map[string]string{"AGENTRY_RETRY_BASE_DELAY": "50ms", "AGENTRY_SHUTDOWN_TIMEOUT": "2s"})

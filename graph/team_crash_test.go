@@ -24,6 +24,7 @@ type teamWorker struct {
 
 func startTeamWorker(t *testing.T, env *apptest.Env, extra map[string]string) *teamWorker {
 	t.Helper()
+	apptest.Serial(t)
 	w := &teamWorker{cmd: exec.Command(apptest.Binary(t), "worker"), logs: &tpLog{}, done: make(chan struct{})}
 	w.cmd.Env = env.ProcessEnv(extra)
 	w.cmd.Stdout, w.cmd.Stderr = w.logs, w.logs

@@ -44,6 +44,7 @@ func (l *tpLog) String() string {
 // cleanly on SIGTERM.
 func TestTwoProcesses(t *testing.T) {
 	t.Parallel()
+	apptest.Serial(t)
 	start := time.Now()
 	bin := apptest.Binary(t)
 	t.Logf("built cmd/agentry in %s", time.Since(start).Round(time.Millisecond))

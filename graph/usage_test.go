@@ -688,6 +688,7 @@ type usWorker struct {
 // usStartWorker runs an `agentry worker` process against env, stopped when t ends.
 func usStartWorker(t *testing.T, env *apptest.Env, extra map[string]string) *usWorker {
 	t.Helper()
+	apptest.Serial(t)
 	cmd := exec.Command(apptest.Binary(t), "worker")
 	cmd.Env = env.ProcessEnv(extra)
 	require.NoError(t, cmd.Start())

@@ -90,10 +90,11 @@ func TestStartupConfigurationMistakes(t *testing.T) {
 // chat turn with the demo model; each stops cleanly on SIGTERM.
 func TestServeAndWorkerOnOneMachine(t *testing.T) {
 	t.Parallel()
+	apptest.Serial(t)
 	bin := apptest.Binary(t)
 	dir := t.TempDir()
 	apiAddr := freeAddr(t) // 8080 may be taken on a shared machine
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbtest.URL(t), "AGENTRY_HTTP_ADDR=" + apiAddr}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbtest.PoolURL(dbtest.URL(t)), "AGENTRY_HTTP_ADDR=" + apiAddr}
 	if u := os.Getenv("REDIS_URL"); u != "" {
 		env = append(env, "REDIS_URL="+u)
 	}

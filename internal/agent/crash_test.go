@@ -84,6 +84,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Skip("spawns worker processes")
 	}
 	t.Parallel()
+	apptest.Serial(t)
 	srv := llmtest.NewOpenAIServer(t)
 	llmEnv := map[string]string{"OPENAI_API_KEY": "test", "OPENAI_BASE_URL": srv.BaseURL(), "AGENTRY_DEFAULT_MODEL": "openai:gpt-4o-mini"}
 	env := apptest.Start(t, apptest.Options{NoWork: true, Env: llmEnv})

@@ -80,6 +80,7 @@ func TestStepAtomicUnderSIGKILL(t *testing.T) {
 		t.Skip("spawns worker processes")
 	}
 	t.Parallel()
+	apptest.Serial(t)
 	const kills, lanes = 50, 3
 	srv := llmtest.NewOpenAIServer(t)
 	llmEnv := map[string]string{"OPENAI_API_KEY": "test", "OPENAI_BASE_URL": srv.BaseURL(), "AGENTRY_DEFAULT_MODEL": "openai:gpt-4o-mini"}

@@ -70,7 +70,17 @@ func urlOf(t testing.TB, m migrator) string {
 		},
 		ForceTerminateConnections: true,
 	}
-	return pgtestdb.Custom(t, conf, m).URL()
+	// The test's name goes with every connection (pg_stat_activity.application_name), to see
+	// which test holds the server's connections.
+	return pgtestdb.Custom(t, conf, m).URL() + "&application_name=" + url.QueryEscape(appName(t.Name()))
+}
+
+// appName is a test's name cut to what Postgres keeps of an application_name (63 bytes).
+func appName(name string) string {
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return name
 }
 
 // PoolSize is how many connections a pool of a test holds at most. Tests run in parallel
