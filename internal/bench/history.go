@@ -130,13 +130,18 @@ func measureHistory(ctx context.Context, e *env, rep *Report) error {
 				return err
 			}
 			var total int64
+			var parts []string
 			for t, v := range after {
 				total += v - before[t]
+				if per := float64(v-before[t]) / float64(n); per >= 1 {
+					parts = append(parts, fmt.Sprintf("%s %.1f", t, per))
+				}
 			}
+			slices.Sort(parts)
 			which := map[bool]string{true: "1-" + fmt.Sprint(n), false: fmt.Sprintf("%d-%d", done+1, done+n)}[done == 0]
 			rep.Extra["HISTORY rows read per turn, long conversation turns "+which] = float64(total) / float64(n)
-			progress(e.o.Progress, "HISTORY long conversation turns %s: %.1f rows read per turn (messages %.1f)", which,
-				float64(total)/float64(n), float64(after["messages"]-before["messages"])/float64(n))
+			progress(e.o.Progress, "HISTORY long conversation turns %s: %.1f rows read per turn (%s)", which,
+				float64(total)/float64(n), strings.Join(parts, ", "))
 		}
 		switch {
 		case done == 0:

@@ -151,15 +151,12 @@ func (s *Service) CheckAlerts(ctx context.Context, tenantID uuid.UUID) ([]events
 		}
 		if s.runaway > 0 {
 			now := time.Now()
-			recent, err := tx.Q.UsageCostSince(ctx, dbsqlc.UsageCostSinceParams{TenantID: tenantID, Since: now.Add(-RunawayWindow)})
+			w, err := tx.Q.UsageCostWindows(ctx, dbsqlc.UsageCostWindowsParams{TenantID: tenantID,
+				Recent: now.Add(-RunawayWindow), Since: now.Add(-RunawayWindow - time.Hour)})
 			if err != nil {
 				return err
 			}
-			withHour, err := tx.Q.UsageCostSince(ctx, dbsqlc.UsageCostSinceParams{TenantID: tenantID, Since: now.Add(-RunawayWindow - time.Hour)})
-			if err != nil {
-				return err
-			}
-			hour := withHour - recent
+			recent, hour := w.RecentMicros, w.SinceMicros-w.RecentMicros
 			// The hour's average per 10 minutes; a tenant without a trailing hour has no average
 			// to run away from.
 			share := hour * int64(RunawayWindow) / int64(time.Hour)

@@ -32,22 +32,31 @@ func (q *Queries) CostAlertClaim(ctx context.Context, arg CostAlertClaimParams) 
 	return key, err
 }
 
-const usageCostSince = `-- name: UsageCostSince :one
-SELECT coalesce(sum(cost_micros), 0)::bigint AS micros FROM usage_records
-WHERE tenant_id = $1 AND created_at >= $2
+const usageCostWindows = `-- name: UsageCostWindows :one
+SELECT coalesce(sum(cost_micros) FILTER (WHERE created_at >= $1::timestamptz), 0)::bigint AS recent_micros,
+       coalesce(sum(cost_micros), 0)::bigint AS since_micros
+FROM usage_records
+WHERE tenant_id = $2 AND created_at >= $3::timestamptz
 `
 
-type UsageCostSinceParams struct {
+type UsageCostWindowsParams struct {
+	Recent   time.Time
 	TenantID uuid.UUID
 	Since    time.Time
 }
 
-// The tenant's metered cost from `since` (the runaway-cost alert's windows).
-func (q *Queries) UsageCostSince(ctx context.Context, arg UsageCostSinceParams) (int64, error) {
-	row := q.db.QueryRow(ctx, usageCostSince, arg.TenantID, arg.Since)
-	var micros int64
-	err := row.Scan(&micros)
-	return micros, err
+type UsageCostWindowsRow struct {
+	RecentMicros int64
+	SinceMicros  int64
+}
+
+// The tenant's metered cost from `recent` and from `since` (earlier): the runaway-cost alert's
+// two windows, in one read of the records.
+func (q *Queries) UsageCostWindows(ctx context.Context, arg UsageCostWindowsParams) (UsageCostWindowsRow, error) {
+	row := q.db.QueryRow(ctx, usageCostWindows, arg.Recent, arg.TenantID, arg.Since)
+	var i UsageCostWindowsRow
+	err := row.Scan(&i.RecentMicros, &i.SinceMicros)
+	return i, err
 }
 
 const webhookDelete = `-- name: WebhookDelete :execrows

@@ -70,17 +70,9 @@ func urlOf(t testing.TB, m migrator) string {
 		},
 		ForceTerminateConnections: true,
 	}
-	// The test's name goes with every connection (pg_stat_activity.application_name), to see
-	// which test holds the server's connections.
-	return pgtestdb.Custom(t, conf, m).URL() + "&application_name=" + url.QueryEscape(appName(t.Name()))
-}
-
-// appName is a test's name cut to what Postgres keeps of an application_name (63 bytes).
-func appName(name string) string {
-	if len(name) > 63 {
-		name = name[:63]
-	}
-	return name
+	// The test's name goes with every connection (pg_stat_activity.application_name, which
+	// Postgres cuts to 63 bytes), to see which test holds the server's connections.
+	return pgtestdb.Custom(t, conf, m).URL() + "&application_name=" + url.QueryEscape(t.Name())
 }
 
 // PoolSize is how many connections a pool of a test holds at most. Tests run in parallel

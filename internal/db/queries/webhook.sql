@@ -43,7 +43,10 @@ INSERT INTO cost_alerts (tenant_id, key) VALUES (@tenant_id, @key)
 ON CONFLICT DO NOTHING
 RETURNING key;
 
--- name: UsageCostSince :one
--- The tenant's metered cost from `since` (the runaway-cost alert's windows).
-SELECT coalesce(sum(cost_micros), 0)::bigint AS micros FROM usage_records
-WHERE tenant_id = @tenant_id AND created_at >= @since;
+-- name: UsageCostWindows :one
+-- The tenant's metered cost from `recent` and from `since` (earlier): the runaway-cost alert's
+-- two windows, in one read of the records.
+SELECT coalesce(sum(cost_micros) FILTER (WHERE created_at >= @recent::timestamptz), 0)::bigint AS recent_micros,
+       coalesce(sum(cost_micros), 0)::bigint AS since_micros
+FROM usage_records
+WHERE tenant_id = @tenant_id AND created_at >= @since::timestamptz;
