@@ -2,6 +2,7 @@ import { useEffect, useReducer, useRef, useState } from 'react';
 import { Link, useParams } from 'react-router';
 import { useMutation, useQuery, useSubscription } from 'urql';
 import { Badge, Empty, ErrorBox, Json, Loading } from '../components/ui';
+import { Markdown } from '../components/Markdown';
 import { session } from '../lib/client';
 import { dateTime, duration, money, time, tokens } from '../lib/format';
 import { emptyEvents, eventsReducer, type RunEventLike } from '../lib/events';
@@ -404,7 +405,7 @@ function SubagentTree({ nodes }: { nodes: SubagentNode[] }) {
               {s.error}
             </div>
           )}
-          {s.result && <div className="muted small subagent-result">{s.result.length > 300 ? s.result.slice(0, 300) + '…' : s.result}</div>}
+          {s.result && <Markdown className="muted small subagent-result" text={s.result.length > 300 ? s.result.slice(0, 300) + '…' : s.result} />}
           {s.run && s.depth < 3 && <Children runId={s.run.id} active={SUB_ACTIVE.has(s.status)} />}
         </li>
       ))}
