@@ -35,6 +35,11 @@ const RunawayWindow = 10 * time.Minute
 // meanwhile is checked when it has passed, so a busy tenant costs one check a second.
 const AlertInterval = time.Second
 
+// RunawayInterval is the least time between two runaway checks of a busy tenant in the
+// background: the check sums the cost of the tenant's usage records of the trailing 70 minutes,
+// and an alert about a 10-minute window may come a minute late.
+const RunawayInterval = time.Minute
+
 // alerts runs the alert checks of each tenant in the background, at most one at a time and one
 // per AlertInterval; a check asked for meanwhile runs once the interval has passed.
 type alerts struct {
@@ -69,8 +74,13 @@ func (s *Service) kickAlerts(ctx context.Context, tenantID uuid.UUID) {
 	ctx = db.Detach(context.WithoutCancel(ctx))
 	go func() {
 		defer a.wg.Done()
+		var runawayAt time.Time
 		for {
-			if _, err := s.CheckAlerts(ctx, tenantID); err != nil {
+			runaway := time.Since(runawayAt) >= RunawayInterval
+			if runaway {
+				runawayAt = time.Now()
+			}
+			if _, err := s.checkAlerts(ctx, tenantID, runaway); err != nil {
 				s.log.WarnContext(ctx, "check cost alerts", "tenant_id", tenantID.String(), "error", err)
 			}
 			t := time.NewTimer(AlertInterval)
@@ -117,6 +127,11 @@ type thresholdData struct {
 // sends it (to webhooks, and to the activity stream after commit), so racing checks send each
 // once. It returns the events it sent.
 func (s *Service) CheckAlerts(ctx context.Context, tenantID uuid.UUID) ([]events.Event, error) {
+	return s.checkAlerts(ctx, tenantID, true)
+}
+
+// checkAlerts is CheckAlerts, with the runaway check only when runaway is true.
+func (s *Service) checkAlerts(ctx context.Context, tenantID uuid.UUID, runaway bool) ([]events.Event, error) {
 	var evs []events.Event
 	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		evs = nil
@@ -149,7 +164,7 @@ func (s *Service) CheckAlerts(ctx context.Context, tenantID uuid.UUID) ([]events
 				}
 			}
 		}
-		if s.runaway > 0 {
+		if s.runaway > 0 && runaway {
 			now := time.Now()
 			w, err := tx.Q.UsageCostWindows(ctx, dbsqlc.UsageCostWindowsParams{TenantID: tenantID,
 				Recent: now.Add(-RunawayWindow), Since: now.Add(-RunawayWindow - time.Hour)})
