@@ -429,10 +429,13 @@ func TestCancelStreamingRun(t *testing.T) {
 	}
 	evs := sub.Collect(5*time.Second, nil)
 	require.Equal(t, "execution.cancelled", evs[len(evs)-1].Type)
-	// The call the cancel cut is metered (a cancel does not make a call free) and its partial
-	// reply, which the user saw stream, is kept.
+	// The call the cancel cut is metered (a cancel does not make a call free), with tokens both
+	// ways although OpenAI's stream reports its usage only at its end, which this one never
+	// reached; its partial reply, which the user saw stream, is kept.
 	runID := approvalUUID(t, "Run", s.RunID)
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM usage_records WHERE run_id = $1`, runID))
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM usage_records WHERE run_id = $1 AND input_tokens > 0 AND output_tokens > 0 AND cost_micros > 0`, runID),
+		"the cut call was metered as free")
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE run_id = $1 AND role = 'ASSISTANT' AND content = 'first words'`, runID))
 	// The conversation is free again: the next message runs.
 	c.llm.Enqueue(llmtest.Stream(llmtest.Text("after the cancel")))

@@ -12,11 +12,13 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/llm"
 	"github.com/agentry/agentry/internal/run"
+	"github.com/agentry/agentry/internal/usage"
 )
 
 // defaultSystemPrompt is prepended to every conversation's own system prompt.
@@ -144,6 +146,13 @@ func (a *attempt) call(ctx context.Context, p llm.Provider, req llm.Request, cal
 	endCall(span, err)
 	if ev, ok := co.take(); ok {
 		a.tail = &ev
+	}
+	if err != nil && resp.Usage == (llm.Usage{}) && len(resp.Blocks) > 0 {
+		// A stream cut after output (a cancel, a timeout, a shutdown, a provider's failure)
+		// before the provider reported its usage, which OpenAI's does at the end: the call is
+		// metered as estimated from what it sent and what came back, never as free.
+		resp.Usage = llm.Usage{InputTokens: usage.EstimateInput(req),
+			OutputTokens: int64(contextwin.EstimateText(llm.Message{Blocks: resp.Blocks}.Text()))}
 	}
 	if err != nil && held {
 		a.release(ctx, callIndex) // a partial reply that is kept still settles its usage
