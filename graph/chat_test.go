@@ -395,6 +395,29 @@ func TestSendMessageInterrupt(t *testing.T) {
 	require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the interrupted run's model stream was not closed")
 }
 
+// TestCancelBeforeOutputIsMetered: a run cancelled while its model call has sent nothing yet
+// (OpenAI's stream is open; its usage would come at its end) ends CANCELLED, and the call is
+// metered with its request's estimated input and no output: the provider had the request.
+func TestCancelBeforeOutputIsMetered(t *testing.T) {
+	t.Parallel()
+	c := newChatEnv(t, "openai")
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	c.llm.Enqueue(llmtest.Stream(llmtest.Wait(gate), llmtest.Text("never sent")))
+	s, _ := c.send(t, c.conversation(t, nil), "go", nil)
+	require.Eventually(t, func() bool { return c.llm.Calls() == 1 }, 10*time.Second, 10*time.Millisecond)
+	res := c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": s.RunID})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
+	require.Equal(t, "CANCELLED", c.waitRun(t, s.RunID, 5*time.Second).Status)
+	runID := approvalUUID(t, "Run", s.RunID)
+	require.Eventually(t, func() bool {
+		return c.count(t, `SELECT count(*) FROM usage_records WHERE run_id = $1`, runID) == 1
+	}, 5*time.Second, 10*time.Millisecond, "the cut call was not metered")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM usage_records WHERE run_id = $1 AND input_tokens > 0 AND output_tokens = 0`, runID))
+	require.Zero(t, c.count(t, `SELECT count(*) FROM messages WHERE run_id = $1 AND role = 'ASSISTANT'`, runID))
+}
+
 func TestCancelStreamingRun(t *testing.T) {
 	t.Parallel()
 	c := newChatEnv(t, "openai")

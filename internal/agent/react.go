@@ -82,8 +82,12 @@ func (a *attempt) callFailed(ctx context.Context, p llm.Provider, model llm.Mode
 		}
 		return done(run.Outcome{Status: run.StatusFailed, FailureClass: string(le.Class), Error: "model stream failed after partial output: " + le.Error(), TerminationReason: ReasonStreamFailed})
 	}
-	if ctx.Err() != nil && len(resp.Blocks) > 0 {
+	switch {
+	case ctx.Err() != nil && len(resp.Blocks) > 0:
 		_ = a.persistReply(context.WithoutCancel(ctx), p, model, resp, calls, true)
+	case ctx.Err() != nil && resp.Usage != (llm.Usage{}):
+		// Cut before any output: nothing to keep but the call's usage.
+		a.meterAlone(context.WithoutCancel(ctx), p, model, resp, calls)
 	}
 	return a.fromError(ctx, err)
 }
@@ -147,10 +151,11 @@ func (a *attempt) call(ctx context.Context, p llm.Provider, req llm.Request, cal
 	if ev, ok := co.take(); ok {
 		a.tail = &ev
 	}
-	if err != nil && resp.Usage == (llm.Usage{}) && len(resp.Blocks) > 0 {
-		// A stream cut after output (a cancel, a timeout, a shutdown, a provider's failure)
-		// before the provider reported its usage, which OpenAI's does at the end: the call is
-		// metered as estimated from what it sent and what came back, never as free.
+	if err != nil && resp.Usage == (llm.Usage{}) && (len(resp.Blocks) > 0 || ctx.Err() != nil) {
+		// A stream cut before the provider reported its usage (OpenAI's comes at the end): after
+		// output (a cancel, a timeout, a shutdown, a provider's failure), or by this side before
+		// any (the provider had the request). The call is metered as estimated from what it sent
+		// and what came back, never as free.
 		resp.Usage = llm.Usage{InputTokens: usage.EstimateInput(req),
 			OutputTokens: int64(contextwin.EstimateText(llm.Message{Blocks: resp.Blocks}.Text()))}
 	}
@@ -260,22 +265,27 @@ func (a *attempt) persist(ctx context.Context, p llm.Provider, model llm.Model, 
 	}
 	if errors.Is(err, run.ErrFenced) {
 		// The reply is not the run's any more (the run ended, a cancel among the ways, or moved
-		// on to another attempt), but the call's tokens were spent all the same: they are
-		// metered on the run and settled against the budgets, so that a cancel cannot make a
-		// call free. No event says so: the run's stream may have ended.
-		merr := a.e.db.InTx(ctx, r.TenantID, func(ctx context.Context, tx *db.Tx) error {
-			_, settle, err := a.meter(ctx, tx, p, model, resp, callIndex)
-			if err != nil {
-				return err
-			}
-			return settle()
-		})
-		if merr != nil {
-			a.log.WarnContext(ctx, "meter a call whose reply the run did not take", slog.Int("call_index", callIndex), slog.Any("error", merr))
-			a.release(ctx, callIndex)
-		}
+		// on to another attempt), but the call's tokens were spent all the same.
+		a.meterAlone(ctx, p, model, resp, callIndex)
 	}
 	return err
+}
+
+// meterAlone records call callIndex's usage on the run and settles it against the budgets in a
+// transaction of its own, for a call whose reply the run does not take (so that a cancel cannot
+// make a call free). No event says so: the run's stream may have ended.
+func (a *attempt) meterAlone(ctx context.Context, p llm.Provider, model llm.Model, resp llm.Response, callIndex int) {
+	err := a.e.db.InTx(ctx, a.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		_, settle, err := a.meter(ctx, tx, p, model, resp, callIndex)
+		if err != nil {
+			return err
+		}
+		return settle()
+	})
+	if err != nil {
+		a.log.WarnContext(ctx, "meter a call whose reply the run did not take", slog.Int("call_index", callIndex), slog.Any("error", err))
+		a.release(ctx, callIndex)
+	}
 }
 
 // meter records call callIndex's usage (once: a stored record is kept) on the run in tx and
