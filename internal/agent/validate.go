@@ -219,7 +219,8 @@ func (a *attempt) runStep(ctx context.Context, plans []plannedCall, res *stepRes
 	// The tools run inside this transaction, so it takes the lease alone: locking the
 	// conversation first would hold back every message sent to it until the step ends. Its
 	// tool-result messages then lock the conversation after the lease, the reverse of an
-	// interrupting sendMessage's order, so that race can deadlock (Postgres aborts one side).
+	// interrupting sendMessage's order, so that race can deadlock: Postgres ends one side, and
+	// the controls run again (db.InTxRetry) once the step has gone on.
 	// Once the run's cancel was requested the step is refused (InFenceStep).
 	err := a.e.runs.InFenceStep(ctx, a.lease, func(ctx context.Context, tx *db.Tx) error {
 		for i, p := range plans {

@@ -230,7 +230,7 @@ func (s *Service) SendMessage(ctx context.Context, in Send) (Sent, error) {
 		return Sent{}, err
 	}
 	var out Sent
-	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+	err = s.db.InTxRetry(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		o, err := s.open(ctx, tx, a, in)
 		if err != nil {
 			return err

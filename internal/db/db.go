@@ -274,6 +274,25 @@ func (d *DB) InTx(ctx context.Context, tenantID uuid.UUID, fn func(ctx context.C
 	return d.run(ctx, tenantID, false, fn)
 }
 
+// InTxRetry is InTx for a transaction that takes row locks in an order another one can
+// reverse: a control of a run (cancel, stop, pause, resume, an interrupting sendMessage) locks
+// the conversation, then the run, while a worker's tool step holds its run from its first event
+// on and locks the conversation to store the tools' results. When Postgres ends the
+// transaction as a deadlock's victim, it runs again once the other has gone on (at most three
+// runs in all). fn must have no effect outside its transaction. Inside another transaction it
+// is InTx: the outer transaction is the victim.
+func (d *DB) InTxRetry(ctx context.Context, tenantID uuid.UUID, fn func(ctx context.Context, tx *Tx) error) error {
+	err := d.InTx(ctx, tenantID, fn)
+	if _, nested := TxFrom(ctx); nested {
+		return err
+	}
+	for runs := 1; runs < 3 && IsDeadlock(err) && ctx.Err() == nil; runs++ {
+		d.log.InfoContext(ctx, "transaction run again after a deadlock", slog.Int("run", runs+1))
+		err = d.InTx(ctx, tenantID, fn)
+	}
+	return err
+}
+
 // InSystemTx runs fn in a transaction that sees every tenant's rows. It exists for the few paths
 // that must find a tenant from a credential (API keys, refresh tokens, login) and for background
 // sweeps; reason says which, and is logged at debug level.
@@ -424,6 +443,12 @@ func IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 func IsUniqueViolation(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505" && (constraint == "" || pgErr.ConstraintName == constraint)
+}
+
+// IsDeadlock reports whether err is Postgres ending a transaction as a deadlock's victim.
+func IsDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }
 
 // IsCheckViolation reports whether err is a CHECK-constraint violation and names the constraint.

@@ -323,7 +323,7 @@ func (s *Service) controlAfter(ctx context.Context, runID uuid.UUID, first func(
 		return dbsqlc.Run{}, err
 	}
 	var out dbsqlc.Run
-	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+	err = s.db.InTxRetry(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		if first != nil {
 			if err := first(ctx, tx, a.TenantID); err != nil {
 				return err

@@ -656,7 +656,7 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, erro
 		return dbsqlc.Run{}, err
 	}
 	var out dbsqlc.Run
-	err = s.db.InTx(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
+	err = s.db.InTxRetry(ctx, a.TenantID, func(ctx context.Context, tx *db.Tx) error {
 		// The conversations its end locks and its descendants' first, then the runs that work
 		// it (a team run's phase in flight), which its finish hook cancels, then its
 		// descendants (lockTree).
@@ -816,7 +816,7 @@ func (s *Service) cancelDescendants(ctx context.Context, tx *db.Tx, desc []dbsql
 // caller: the sub-agent dispatcher cancels the sub-agents left running under a parent that has
 // ended. A run that has ended already is left as it is (its descendants are still cancelled).
 func (s *Service) CancelTree(ctx context.Context, tenantID, id uuid.UUID, reason string) error {
-	return s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+	return s.db.InTxRetry(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		_, desc, err := s.lockTree(ctx, tx, tenantID, id)
 		if err != nil {
 			return err
