@@ -381,6 +381,37 @@ func TestContextWindowSummariserFailureFallsBack(t *testing.T) {
 	}
 }
 
+// TestCancelWhileSummarisingIsMetered: a run cancelled while the summariser answers ends
+// CANCELLED, and the summarisation call it cut is metered (a usage record at a negative call
+// index, with the request's estimated input): the provider had the request.
+func TestCancelWhileSummarisingIsMetered(t *testing.T) {
+	t.Parallel()
+	c := newCWEnv(t, nil)
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	c.summary = func(int, llmtest.Request) llmtest.Reply {
+		return llmtest.Stream(llmtest.Wait(gate), llmtest.Text("never sent"))
+	}
+	conv := c.conversation(t, nil)
+	c.seed(t, conv, 299)
+	s, res := c.send(t, conv, "where were we?", nil)
+	require.Empty(t, res.Errors, "%s", res.Body)
+	require.Eventually(t, func() bool { _, sums := c.counts(); return len(sums) == 1 }, 15*time.Second, 10*time.Millisecond)
+	res = c.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": s.RunID})
+	require.Empty(t, res.Errors, "%s", res.Body)
+	require.Equal(t, "CANCELLED", c.waitRun(t, s.RunID, 10*time.Second).Status)
+	runID := approvalUUID(t, "Run", s.RunID)
+	require.Eventually(t, func() bool {
+		return c.count(t, `SELECT count(*) FROM usage_records WHERE run_id = $1`, runID) == 1
+	}, 5*time.Second, 10*time.Millisecond, "the cut summarisation call was not metered")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM usage_records WHERE run_id = $1 AND call_index < 0 AND input_tokens > 1000 AND cost_micros > 0`, runID))
+	var out struct{ Run struct{ InputTokens int } }
+	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { inputTokens } }`, map[string]any{"id": s.RunID}).Decode(t, &out)
+	require.Greater(t, out.Run.InputTokens, 1000, "the run's usage counts the call")
+	mains, _ := c.counts()
+	require.Empty(t, mains, "the run made no call of its own")
+}
+
 func TestContextStrategiesChangeRequestSize(t *testing.T) {
 	t.Parallel()
 	c := newCWEnv(t, nil)

@@ -172,6 +172,27 @@ func (m *summaryMeter) Release(ctx context.Context, callIndex int) {
 	}
 }
 
+// Spent meters summarisation call callIndex alone, in a transaction of its own, and settles
+// its reservation: the run was cancelled or timed out while the summary was made, so the
+// window that would have stored it is not used. No event says so (as meterAlone).
+func (m *summaryMeter) Spent(ctx context.Context, callIndex int, provider string, model llm.Model, u llm.Usage) {
+	ctx = context.WithoutCancel(ctx)
+	a := m.a
+	err := a.e.db.InTx(ctx, a.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
+		met, err := contextwin.MeterCall(ctx, tx, a.lease.Run, a.lease.Attempt, provider, model, callIndex, u)
+		if err != nil || met == nil {
+			return err
+		}
+		return a.settle(ctx, tx, callIndex, u, met.CostMicros)
+	})
+	if err != nil {
+		a.log.WarnContext(ctx, "meter a summarisation call whose window the run did not use", slog.Int("call_index", callIndex), slog.Any("error", err))
+		m.Release(ctx, callIndex)
+		return
+	}
+	delete(m.held, callIndex)
+}
+
 // settleSummaries settles, inside tx, the reservations of the summarisation calls Persist
 // metered; reservations of calls it did not meter stay held for releaseSummaries.
 func (m *summaryMeter) settleSummaries(ctx context.Context, tx *db.Tx, metered []contextwin.Metered) error {

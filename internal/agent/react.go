@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentry/agentry/internal/contextwin"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/events"
@@ -156,8 +155,7 @@ func (a *attempt) call(ctx context.Context, p llm.Provider, req llm.Request, cal
 		// output (a cancel, a timeout, a shutdown, a provider's failure), or by this side before
 		// any (the provider had the request). The call is metered as estimated from what it sent
 		// and what came back, never as free.
-		resp.Usage = llm.Usage{InputTokens: usage.EstimateInput(req),
-			OutputTokens: int64(contextwin.EstimateText(llm.Message{Blocks: resp.Blocks}.Text()))}
+		resp.Usage = usage.EstimateCut(req, resp.Blocks)
 	}
 	if err != nil && held {
 		a.release(ctx, callIndex) // a partial reply that is kept still settles its usage

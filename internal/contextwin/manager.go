@@ -49,6 +49,7 @@ import (
 
 	"github.com/agentry/agentry/internal/db/dbsqlc"
 	"github.com/agentry/agentry/internal/llm"
+	"github.com/agentry/agentry/internal/usage"
 )
 
 // Limits of the window.
@@ -98,8 +99,13 @@ type Meter interface {
 	// the key of its reservation and usage record). An error refuses the call (a
 	// BUDGET_EXCEEDED apperr when a budget has no room): the window falls back to truncation.
 	Reserve(ctx context.Context, model llm.Model, req llm.Request) (callIndex int, err error)
-	// Release gives back the reservation of a call whose answer will not be stored.
+	// Release gives back the reservation of a call whose answer will not be stored and that
+	// consumed nothing (it failed before the provider took it).
 	Release(ctx context.Context, callIndex int)
+	// Spent meters, on its own, a call that consumed u but whose answer will not be stored (the
+	// run was cancelled or timed out while the summary was made), and settles its reservation:
+	// a cancel does not make a call free.
+	Spent(ctx context.Context, callIndex int, provider string, model llm.Model, u llm.Usage)
 }
 
 // Models resolves "provider:model" references (the llm.Registry).
@@ -351,7 +357,7 @@ func (m *Manager) Apply(ctx context.Context, in Input) (Window, error) {
 		if ctx.Err() != nil {
 			if in.Meter != nil {
 				for _, c := range res.calls {
-					in.Meter.Release(ctx, c.Index)
+					in.Meter.Spent(ctx, c.Index, res.provider, res.model, c.Usage)
 				}
 			}
 			return Window{}, ctx.Err()
@@ -481,7 +487,8 @@ func (m *Manager) SummaryModel(ref string) (llm.Provider, llm.Model, string, err
 
 // summarise folds msgs into prev with the summary model, chunk by chunk when they do not fit
 // one call. Each call is reserved with in.Meter first; on an error the calls that answered
-// before it are still in the result (their usage is metered).
+// before it, and the failed one when it consumed something, are in the result (their usage is
+// metered).
 func (m *Manager) summarise(ctx context.Context, in Input, prev string, msgs []dbsqlc.Message, maxTokens int) (summarised, error) {
 	var res summarised
 	p, model, ref, err := m.SummaryModel(in.Conversation.Model)
@@ -514,13 +521,15 @@ func (m *Manager) summarise(ctx context.Context, in Input, prev string, msgs []d
 			}
 		}
 		text, usage, err := m.call(ctx, p, req)
+		if usage != (llm.Usage{}) {
+			res.calls = append(res.calls, Call{Index: idx, Usage: usage})
+		}
 		if err != nil {
-			if in.Meter != nil {
+			if in.Meter != nil && usage == (llm.Usage{}) {
 				in.Meter.Release(ctx, idx)
 			}
 			return res, fmt.Errorf("summarise with %s: %w", ref, err)
 		}
-		res.calls = append(res.calls, Call{Index: idx, Usage: usage})
 		res.usage.InputTokens += usage.InputTokens
 		res.usage.OutputTokens += usage.OutputTokens
 		res.usage.CachedTokens += usage.CachedTokens
@@ -531,6 +540,9 @@ func (m *Manager) summarise(ctx context.Context, in Input, prev string, msgs []d
 	return res, nil
 }
 
+// call makes one summarisation call and returns its text and usage. A stream cut before the
+// provider reported its usage, after output or by this side (a cancel, the summary timeout),
+// is metered as estimated, as the run's own calls are.
 func (m *Manager) call(ctx context.Context, p llm.Provider, req llm.Request) (string, llm.Usage, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.summaryTimeout())
 	defer cancel()
@@ -539,6 +551,9 @@ func (m *Manager) call(ctx context.Context, p llm.Provider, req llm.Request) (st
 		return "", llm.Usage{}, err
 	}
 	resp, err := llm.Collect(s, nil)
+	if err != nil && resp.Usage == (llm.Usage{}) && (len(resp.Blocks) > 0 || ctx.Err() != nil) {
+		resp.Usage = usage.EstimateCut(req, resp.Blocks)
+	}
 	if err != nil {
 		return "", resp.Usage, err
 	}

@@ -372,6 +372,7 @@ type meter struct {
 	refuse   error
 	reserved []int
 	released []int
+	spent    map[int]llm.Usage
 }
 
 func (m *meter) Reserve(_ context.Context, _ llm.Model, _ llm.Request) (int, error) {
@@ -384,6 +385,13 @@ func (m *meter) Reserve(_ context.Context, _ llm.Model, _ llm.Request) (int, err
 }
 
 func (m *meter) Release(_ context.Context, idx int) { m.released = append(m.released, idx) }
+
+func (m *meter) Spent(_ context.Context, idx int, _ string, _ llm.Model, u llm.Usage) {
+	if m.spent == nil {
+		m.spent = map[int]llm.Usage{}
+	}
+	m.spent[idx] = u
+}
 
 func TestSummaryCallsAreReservedFirst(t *testing.T) {
 	t.Parallel()
@@ -415,5 +423,41 @@ func TestSummaryCallsAreReservedFirst(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, w.Applied.Fallback)
 		require.Equal(t, []int{-1}, m.released, "a failed call gives its reservation back")
+	})
+	t.Run("cut after output", func(t *testing.T) {
+		// The stream broke before the provider reported its usage: the call is metered with
+		// the window (a fallback), as estimated from its request and the text it sent.
+		b := setup(t, 28_000)
+		b.fake.SetResponder(func(llm.Request) llmtest.Reply { return llmtest.Stream(llmtest.Text("SUMMARY so far"), llmtest.Cut()) })
+		m := &meter{}
+		w, err := b.m.Apply(context.Background(), contextwin.Input{Conversation: conv("DEFAULT"), Model: b.model, History: history(300), Meter: m})
+		require.NoError(t, err)
+		require.True(t, w.Applied.Fallback)
+		require.Empty(t, m.released)
+		require.Len(t, w.Applied.Calls, 1)
+		require.Equal(t, -1, w.Applied.Calls[0].Index)
+		require.Greater(t, w.Applied.Calls[0].Usage.InputTokens, int64(1000), "the request's estimated input")
+		require.Positive(t, w.Applied.Calls[0].Usage.OutputTokens)
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		// The run was cancelled while the summariser answered: Apply fails, and the call
+		// that was cut is spent (metered alone), not released.
+		b := setup(t, 28_000)
+		gate := make(chan struct{})
+		t.Cleanup(func() { close(gate) })
+		b.fake.SetResponder(func(llm.Request) llmtest.Reply { return llmtest.Stream(llmtest.Wait(gate), llmtest.Text("never")) })
+		m := &meter{}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for b.fake.Calls() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+		}()
+		_, err := b.m.Apply(ctx, contextwin.Input{Conversation: conv("DEFAULT"), Model: b.model, History: history(300), Meter: m})
+		require.ErrorIs(t, err, context.Canceled)
+		require.Empty(t, m.released)
+		require.Len(t, m.spent, 1)
+		require.Greater(t, m.spent[-1].InputTokens, int64(1000), "the request's estimated input")
 	})
 }

@@ -52,30 +52,43 @@ func Persist(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, conver
 			}
 			idx, next = next, next-1
 		}
-		rec, err := tx.Q.UsageRecordInsert(ctx, dbsqlc.UsageRecordInsertParams{
-			TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, UserID: r.UserID, RunKind: r.Kind, CallIndex: int32(idx),
-			Provider: a.Provider, Model: a.Model.ID, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-			CachedTokens: u.CachedTokens, CostMicros: a.Model.Cost(u),
-		})
-		if db.IsNoRows(err) {
-			continue // metered already
-		}
+		m, err := MeterCall(ctx, tx, r, attempt, a.Provider, a.Model, idx, u)
 		if err != nil {
-			return nil, nil, fmt.Errorf("meter summary: %w", err)
-		}
-		if err := tx.Q.RunAddUsage(ctx, dbsqlc.RunAddUsageParams{
-			TenantID: r.TenantID, ID: r.ID, Attempt: attempt, InputTokens: rec.InputTokens,
-			OutputTokens: rec.OutputTokens, CostMicros: rec.CostMicros,
-		}); err != nil {
 			return nil, nil, err
 		}
-		metered = append(metered, Metered{Index: idx, Usage: u, CostMicros: rec.CostMicros})
+		if m == nil {
+			continue // metered already
+		}
+		metered = append(metered, *m)
 		news = append(news, events.New{Type: events.UsageRecorded, Data: map[string]any{
 			"callIndex": idx, "purpose": "context_summary", "provider": a.Provider, "model": a.Model.ID,
-			"inputTokens": rec.InputTokens, "outputTokens": rec.OutputTokens, "cachedTokens": rec.CachedTokens, "costMicros": rec.CostMicros,
+			"inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "cachedTokens": u.CachedTokens, "costMicros": m.CostMicros,
 		}})
 	}
 	return append(news, events.New{Type: events.ContextWindowApplied, Data: a.EventData()}), metered, nil
+}
+
+// MeterCall stores the usage record of summarisation call idx of run r (provider, model, u)
+// and adds its usage to the run, in tx. It returns nil when the call was metered already.
+func MeterCall(ctx context.Context, tx *db.Tx, r dbsqlc.Run, attempt int32, provider string, model llm.Model, idx int, u llm.Usage) (*Metered, error) {
+	rec, err := tx.Q.UsageRecordInsert(ctx, dbsqlc.UsageRecordInsertParams{
+		TenantID: r.TenantID, ID: uuid.Must(uuid.NewV7()), RunID: r.ID, UserID: r.UserID, RunKind: r.Kind, CallIndex: int32(idx),
+		Provider: provider, Model: model.ID, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CachedTokens: u.CachedTokens, CostMicros: model.Cost(u),
+	})
+	if db.IsNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("meter summary: %w", err)
+	}
+	if err := tx.Q.RunAddUsage(ctx, dbsqlc.RunAddUsageParams{
+		TenantID: r.TenantID, ID: r.ID, Attempt: attempt, InputTokens: rec.InputTokens,
+		OutputTokens: rec.OutputTokens, CostMicros: rec.CostMicros,
+	}); err != nil {
+		return nil, err
+	}
+	return &Metered{Index: idx, Usage: u, CostMicros: rec.CostMicros}, nil
 }
 
 // Metered is a summarisation call Persist stored a usage record for: its reservation is

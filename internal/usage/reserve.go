@@ -19,6 +19,13 @@ import (
 // sweeper releases it afterwards whatever its run says.
 const ReservationTTL = 2 * time.Hour
 
+// EstimateCut is the usage of a call cut before its provider reported it (OpenAI reports at
+// the end of the stream): the request's estimated input, and about 4 characters per token of
+// what came back.
+func EstimateCut(req llm.Request, reply []llm.Block) llm.Usage {
+	return llm.Usage{InputTokens: EstimateInput(req), OutputTokens: int64((len(llm.Message{Blocks: reply}.Text()) + 3) / 4)}
+}
+
 // EstimateInput is the worst-case input of a request in tokens: about 4 characters per token
 // over the system prompt, the messages and the tool definitions, 1000 per image.
 func EstimateInput(req llm.Request) int64 {
