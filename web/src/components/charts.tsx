@@ -1,3 +1,4 @@
+import { Fragment } from 'react';
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
 import { money, tokens } from '../lib/format';
 
@@ -52,6 +53,19 @@ export function CostChart({ data }: { data: Bucket[] }) {
   );
 }
 
+// breakable lets a bucket's name wrap only after a colon ("anthropic:" / "claude-sonnet-4-5"),
+// not inside a model's name; a name without one (an email) wraps where it must.
+function breakable(text: string) {
+  const parts = text.split(/(?<=:)/);
+  if (parts.length === 1) return text;
+  return parts.map((part, i) => (
+    <Fragment key={i}>
+      {i > 0 && <wbr />}
+      <span style={{ whiteSpace: 'nowrap' }}>{part}</span>
+    </Fragment>
+  ));
+}
+
 export function BucketTable({ rows, label, name }: { rows: Bucket[]; label: string; name?: (key: string) => string }) {
   if (rows.length === 0) return <p className="muted">No usage in this range.</p>;
   const max = Math.max(...rows.map((r) => r.costMicros), 1);
@@ -72,7 +86,7 @@ export function BucketTable({ rows, label, name }: { rows: Bucket[]; label: stri
             .sort((a, b) => b.costMicros - a.costMicros || b.inputTokens + b.outputTokens - (a.inputTokens + a.outputTokens))
             .map((r) => (
               <tr key={r.key}>
-                <td style={{ overflowWrap: 'anywhere' }}>{name ? name(r.key) : r.key}</td>
+                <td style={{ overflowWrap: 'break-word' }}>{breakable(name ? name(r.key) : r.key)}</td>
                 <td className="num">{r.calls}</td>
                 <td className="num">{tokens(r.inputTokens + r.outputTokens)}</td>
                 <td className="num">{money(r.costMicros)}</td>
