@@ -128,6 +128,19 @@ func (c *chatEnv) waitRun(t *testing.T, id string, timeout time.Duration) runVie
 	}
 }
 
+// systemConn is a connection of the owner's that sees every tenant's rows (the owner is
+// subject to the forced row-level security too); it closes when the test ends.
+func systemConn(t testing.TB, ownerURL string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, ownerURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, `SELECT set_config('app.system', 'on', false)`)
+	require.NoError(t, err)
+	return conn
+}
+
 func (c *chatEnv) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), c.OwnerURL)

@@ -120,12 +120,17 @@ func (c *cwEnv) seed(t *testing.T, conv string, n int) []string {
 		add("ASSISTANT", llm.Block{Type: llm.BlockText, Text: fmt.Sprintf("answer %03d %s", i, body)})
 	}
 	texts, rows = texts[:n], rows[:n]
+	ctx := context.Background()
+	tx, err := systemConn(t, c.OwnerURL).Begin(ctx)
+	require.NoError(t, err)
 	for _, r := range rows {
-		cwExec(t, c.OwnerURL, `
+		_, err := tx.Exec(ctx, `
 WITH c AS (UPDATE conversations SET message_count = message_count + 1 WHERE id = $1 RETURNING tenant_id, id, message_count, run_count)
 INSERT INTO messages (tenant_id, id, conversation_id, run_seq, position, role, content, parts)
 SELECT tenant_id, gen_random_uuid(), id, run_count, message_count, $2, $3, $4 FROM c`, convID, r[0], r[1], r[2])
+		require.NoError(t, err)
 	}
+	require.NoError(t, tx.Commit(ctx))
 	return texts
 }
 
@@ -393,7 +398,7 @@ func TestCancelWhileSummarisingIsMetered(t *testing.T) {
 		return llmtest.Stream(llmtest.Wait(gate), llmtest.Text("never sent"))
 	}
 	conv := c.conversation(t, nil)
-	c.seed(t, conv, 299)
+	c.seed(t, conv, 120)
 	s, res := c.send(t, conv, "where were we?", nil)
 	require.Empty(t, res.Errors, "%s", res.Body)
 	require.Eventually(t, func() bool { _, sums := c.counts(); return len(sums) == 1 }, 15*time.Second, 10*time.Millisecond)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/llm/llmtest"
@@ -33,11 +32,7 @@ func TestConcurrentInterrupts(t *testing.T) {
 
 	// Sample the conversation's RUNNING runs from a connection of the owner's.
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.OwnerURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `SELECT set_config('app.system', 'on', false)`)
-	require.NoError(t, err)
+	conn := systemConn(t, c.OwnerURL)
 	convID := approvalUUID(t, "Conversation", conv)
 	sample := func() (running, unended int) {
 		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'RUNNING'),

@@ -135,12 +135,7 @@ func sessPost(ctx context.Context, env *apptest.Env, token, query string, vars m
 func sessScanDatabase(t *testing.T, ownerURL string, needles []string) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, ownerURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	// The owner is subject to the forced row-level security too: open every tenant's rows.
-	_, err = conn.Exec(ctx, `SELECT set_config('app.system', 'on', false)`)
-	require.NoError(t, err)
+	conn := systemConn(t, ownerURL)
 
 	rows, err := conn.Query(ctx, `SELECT table_name::text, column_name::text, data_type::text
 		FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position`)
@@ -225,13 +220,7 @@ func TestRefreshRotationAndReuse(t *testing.T) {
 // it had been spent a minute ago.
 func sessAgeRotations(t *testing.T, env *apptest.Env) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.OwnerURL)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `SELECT set_config('app.system', 'on', false)`)
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `UPDATE refresh_tokens SET rotated_at = rotated_at - interval '1 minute' WHERE rotated_at IS NOT NULL`)
+	_, err := systemConn(t, env.OwnerURL).Exec(context.Background(), `UPDATE refresh_tokens SET rotated_at = rotated_at - interval '1 minute' WHERE rotated_at IS NOT NULL`)
 	require.NoError(t, err)
 }
 

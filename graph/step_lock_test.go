@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentry/agentry/internal/llm/llmtest"
@@ -36,11 +35,7 @@ func TestControlDuringToolStep(t *testing.T) {
 			})
 			conv := c.conversation(t, nil)
 			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, c.OwnerURL)
-			require.NoError(t, err)
-			defer conn.Close(ctx)
-			_, err = conn.Exec(ctx, `SELECT set_config('app.system', 'on', false)`)
-			require.NoError(t, err)
+			conn := systemConn(t, c.OwnerURL)
 			// Hold the project's row: write_file creating a file locks it (WorkspaceLock).
 			hold, err := conn.Begin(ctx)
 			require.NoError(t, err)
