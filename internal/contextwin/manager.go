@@ -357,6 +357,10 @@ func (m *Manager) Apply(ctx context.Context, in Input) (Window, error) {
 		if ctx.Err() != nil {
 			if in.Meter != nil {
 				for _, c := range res.calls {
+					if c.Usage == (llm.Usage{}) {
+						in.Meter.Release(ctx, c.Index) // a provider that reports no usage
+						continue
+					}
 					in.Meter.Spent(ctx, c.Index, res.provider, res.model, c.Usage)
 				}
 			}
@@ -521,18 +525,19 @@ func (m *Manager) summarise(ctx context.Context, in Input, prev string, msgs []d
 			}
 		}
 		text, usage, err := m.call(ctx, p, req)
-		if usage != (llm.Usage{}) {
-			res.calls = append(res.calls, Call{Index: idx, Usage: usage})
-		}
-		if err != nil {
-			if in.Meter != nil && usage == (llm.Usage{}) {
+		if err != nil && usage == (llm.Usage{}) {
+			if in.Meter != nil {
 				in.Meter.Release(ctx, idx)
 			}
 			return res, fmt.Errorf("summarise with %s: %w", ref, err)
 		}
+		res.calls = append(res.calls, Call{Index: idx, Usage: usage})
 		res.usage.InputTokens += usage.InputTokens
 		res.usage.OutputTokens += usage.OutputTokens
 		res.usage.CachedTokens += usage.CachedTokens
+		if err != nil {
+			return res, fmt.Errorf("summarise with %s: %w", ref, err)
+		}
 		prev = clip(text, maxTokens*CharsPerToken)
 		lines = lines[n:]
 	}
