@@ -35,8 +35,8 @@ const RunawayWindow = 10 * time.Minute
 // meanwhile is checked when it has passed, so a busy tenant costs one check a second.
 const AlertInterval = time.Second
 
-// RunawayInterval is the least time between two runaway checks of a busy tenant in the
-// background: the check sums the cost of the tenant's usage records of the trailing 70 minutes,
+// RunawayInterval is the least time between two runaway checks of a tenant in the background,
+// however its settlements are spaced: the check sums the cost of the tenant's usage records of the trailing 70 minutes,
 // and an alert about a 10-minute window may come a minute late.
 const RunawayInterval = time.Minute
 
@@ -45,9 +45,13 @@ const RunawayInterval = time.Minute
 type alerts struct {
 	mu      sync.Mutex
 	running map[uuid.UUID]bool // tenant -> another check was asked for meanwhile
-	stop    chan struct{}
-	stopped bool
-	wg      sync.WaitGroup
+	// runawayAt is when a tenant's last runaway check ran, kept across the loops kickAlerts
+	// starts and ends (a tenant settling every 2 s starts one per settlement); an entry goes
+	// once its check is due again.
+	runawayAt map[uuid.UUID]time.Time
+	stop      chan struct{}
+	stopped   bool
+	wg        sync.WaitGroup
 }
 
 // kickAlerts checks the tenant's cost alerts in the background, after a settlement committed.
@@ -74,13 +78,8 @@ func (s *Service) kickAlerts(ctx context.Context, tenantID uuid.UUID) {
 	ctx = db.Detach(context.WithoutCancel(ctx))
 	go func() {
 		defer a.wg.Done()
-		var runawayAt time.Time
 		for {
-			runaway := time.Since(runawayAt) >= RunawayInterval
-			if runaway {
-				runawayAt = time.Now()
-			}
-			if _, err := s.checkAlerts(ctx, tenantID, runaway); err != nil {
+			if _, err := s.checkAlerts(ctx, tenantID, a.runawayDue(tenantID, time.Now())); err != nil {
 				s.log.WarnContext(ctx, "check cost alerts", "tenant_id", tenantID.String(), "error", err)
 			}
 			t := time.NewTimer(AlertInterval)
@@ -92,6 +91,9 @@ func (s *Service) kickAlerts(ctx context.Context, tenantID uuid.UUID) {
 			a.mu.Lock()
 			if !a.running[tenantID] || a.stopped {
 				delete(a.running, tenantID)
+				if time.Since(a.runawayAt[tenantID]) >= RunawayInterval {
+					delete(a.runawayAt, tenantID) // due anyway: the entry need not stay
+				}
 				a.mu.Unlock()
 				return
 			}
@@ -99,6 +101,21 @@ func (s *Service) kickAlerts(ctx context.Context, tenantID uuid.UUID) {
 			a.mu.Unlock()
 		}
 	}()
+}
+
+// runawayDue reports whether the tenant's runaway check is due at now (none in the
+// RunawayInterval before), and if so takes it.
+func (a *alerts) runawayDue(tenantID uuid.UUID, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if last, ok := a.runawayAt[tenantID]; ok && now.Sub(last) < RunawayInterval {
+		return false
+	}
+	if a.runawayAt == nil {
+		a.runawayAt = map[uuid.UUID]time.Time{}
+	}
+	a.runawayAt[tenantID] = now
+	return true
 }
 
 // StopAlerts ends the background alert checks and waits for a running one (graceful stop): a
