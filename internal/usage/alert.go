@@ -36,8 +36,8 @@ const RunawayWindow = 10 * time.Minute
 const AlertInterval = time.Second
 
 // RunawayInterval is the least time between two runaway checks of a tenant in the background,
-// however its settlements are spaced: the check sums the cost of the tenant's usage records of the trailing 70 minutes,
-// and an alert about a 10-minute window may come a minute late.
+// however its settlements are spaced: the check sums the cost of the tenant's usage records of
+// the trailing 70 minutes, and an alert about a 10-minute window may come a minute late.
 const RunawayInterval = time.Minute
 
 // alerts runs the alert checks of each tenant in the background, at most one at a time and one
