@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentry/agentry/internal/db"
@@ -34,10 +35,10 @@ type attempt struct {
 	earlier []Failure
 	// built is the context builder's system-prompt text for this attempt (nil until built).
 	built *string
-	// first is the state read with the lease (loadFirst), for the first load; nil after.
+	// first is the state read with the lease (firstReads), for the first load; nil after.
 	first *state
 	// pre is the first call's budget reservation, made in the transaction that acquired the
-	// run (loadFirst); the call it was made for uses it, else it is released. nil after.
+	// run (firstReads); the call it was made for uses it, else it is released. nil after.
 	pre *preReserved
 	// tail is the last token delta of the latest reply, not published yet: it goes out with
 	// the transaction that stores the reply (persistReply), else with the next call or at the
@@ -63,7 +64,7 @@ func done(o run.Outcome) result { return result{outcome: o} }
 func (a *attempt) work(ctx context.Context) result {
 	defer a.flushTail(context.WithoutCancel(ctx))
 	defer a.releaseUnused(ctx)
-	// a.set and a.conv were read with the lease (loadFirst).
+	// a.set and a.conv were read with the lease (firstReads).
 	if err := a.startKind(ctx); err != nil {
 		return a.fromError(ctx, err)
 	}
@@ -256,46 +257,54 @@ func (a *attempt) execute(ctx context.Context, lease run.Lease) error {
 	return nil
 }
 
-// loadFirst reads, in the transaction that acquires the run (run.Service.Acquire), what the
-// attempt needs first: the settings of the run's user, its conversation and, on the first
-// attempt of a kind without hooks (a chat turn), the run's state for the first step and the
-// context builder's text. A chat turn thus starts with one transaction instead of three.
-func (a *attempt) loadFirst(ctx context.Context, tx *db.Tx, l run.Lease) error {
-	r := l.Run
+// firstReads reads with the acquisition of run runID (run.Service.Acquire), in its round trip,
+// what the attempt needs first: the settings of the run's user, its conversation and, when the
+// job's first attempt works it, the run's state for the first step. Once they are read, on the
+// run's first attempt of a kind without hooks (a chat turn), the context builder's text is
+// read and the first call reserved in the same transaction. A chat turn thus starts with one
+// transaction instead of three.
+func (a *attempt) firstReads(ctx context.Context, tenantID, runID uuid.UUID) run.Reads {
 	var (
-		b     pgx.Batch
-		set   dbsqlc.AgentSetting
-		found bool
+		set        dbsqlc.AgentSetting
+		found, hit bool
+		st         *state
 	)
-	dbsqlc.QueueMaybe(&b, func(q *dbsqlc.Queries) (dbsqlc.AgentSetting, error) {
-		return q.AgentSettingsGet(ctx, dbsqlc.AgentSettingsGetParams{TenantID: r.TenantID, UserID: r.UserID})
-	}, &set, &found)
-	if r.ConversationID.Valid {
-		dbsqlc.QueueOne(&b, func(q *dbsqlc.Queries) (dbsqlc.Conversation, error) {
-			return q.ConversationGet(ctx, dbsqlc.ConversationGetParams{TenantID: r.TenantID, ID: r.ConversationID.UUID})
-		}, &a.conv)
+	return run.Reads{
+		Queue: func(b *pgx.Batch) {
+			dbsqlc.QueueMaybe(b, func(q *dbsqlc.Queries) (dbsqlc.AgentSetting, error) {
+				return q.AgentSettingsGetForRun(ctx, dbsqlc.AgentSettingsGetForRunParams{TenantID: tenantID, RunID: runID})
+			}, &set, &found)
+			dbsqlc.QueueMaybe(b, func(q *dbsqlc.Queries) (dbsqlc.Conversation, error) {
+				return q.ConversationGetForRun(ctx, dbsqlc.ConversationGetForRunParams{TenantID: tenantID, RunID: runID})
+			}, &a.conv, &hit)
+			if a.job.Number <= 1 {
+				st = queueState(ctx, b, tenantID, runID)
+			}
+		},
+		Then: func(ctx context.Context, tx *db.Tx, l run.Lease) error {
+			a.set = settings.Of(set, found)
+			if a.e.hooks[l.Run.Kind] != nil || l.Attempt != 1 {
+				return nil
+			}
+			if st == nil { // a later job took the run's first attempt (its job was retried unworked)
+				read, err := readStateOf(ctx, tx, l.Run)
+				if err != nil {
+					return fmt.Errorf("load run %s: %w", runID, err)
+				}
+				st = &read
+			}
+			st.run = l.Run
+			a.first = st
+			if a.e.window != nil {
+				text, err := a.buildContext(ctx, tx, l.Run, *st)
+				if err != nil {
+					return err
+				}
+				a.built = &text
+			}
+			return a.reserveFirst(ctx, tx, l, *st)
+		},
 	}
-	first := a.e.hooks[r.Kind] == nil && l.Attempt == 1
-	var st *state
-	if first {
-		st = queueState(ctx, &b, r)
-	}
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return fmt.Errorf("load run %s: %w", r.ID, err)
-	}
-	a.set = settings.Of(set, found)
-	if !first {
-		return nil
-	}
-	a.first = st
-	if a.e.window != nil {
-		text, err := a.buildContext(ctx, tx, r, *st)
-		if err != nil {
-			return err
-		}
-		a.built = &text
-	}
-	return a.reserveFirst(ctx, tx, l, *st)
 }
 
 var errTimeout = errors.New("attempt timed out (settings.timeoutSeconds)")

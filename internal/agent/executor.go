@@ -230,7 +230,7 @@ var ErrCancelled = errors.New("run cancelled")
 // (its lease commits) before it calls the model.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
 	a := &attempt{e: e, job: at}
-	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, a.loadFirst)
+	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, a.firstReads(ctx, tenantID, runID))
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentry/agentry/internal/db"
@@ -26,7 +27,7 @@ func (a *attempt) load(ctx context.Context) (state, error) {
 	var st state
 	var err error
 	if a.first != nil {
-		st, a.first = *a.first, nil // read with the lease (loadFirst)
+		st, a.first = *a.first, nil // read with the lease (firstReads)
 	} else {
 		err = a.e.db.InTx(ctx, a.lease.Run.TenantID, func(ctx context.Context, tx *db.Tx) error {
 			var err error
@@ -60,22 +61,24 @@ func readState(ctx context.Context, tx *db.Tx, l run.Lease) (state, error) {
 // readStateOf is readState of run r as read already: its three reads in one round trip.
 func readStateOf(ctx context.Context, tx *db.Tx, r dbsqlc.Run) (state, error) {
 	var b pgx.Batch
-	st := queueState(ctx, &b, r)
-	return *st, tx.SendBatch(ctx, &b).Close()
+	st := queueState(ctx, &b, r.TenantID, r.ID)
+	st.run = r
+	err := tx.SendBatch(ctx, &b).Close()
+	return *st, err
 }
 
-// queueState queues the reads of run r's state in b; the state is whole once b's results are
-// read.
-func queueState(ctx context.Context, b *pgx.Batch, r dbsqlc.Run) *state {
-	st := &state{run: r}
+// queueState queues in b the reads of run runID's state (keyed by the run alone); the state
+// but its run is whole once b's results are read.
+func queueState(ctx context.Context, b *pgx.Batch, tenantID, runID uuid.UUID) *state {
+	st := &state{}
 	dbsqlc.QueueMany(b, func(q *dbsqlc.Queries) ([]dbsqlc.Message, error) {
-		return q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: r.TenantID, RunID: r.ID})
+		return q.MessageListContext(ctx, dbsqlc.MessageListContextParams{TenantID: tenantID, RunID: runID})
 	}, &st.hist)
 	dbsqlc.QueueMany(b, func(q *dbsqlc.Queries) ([]dbsqlc.ToolCall, error) {
-		return q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: r.TenantID, RunID: r.ID})
+		return q.ToolCallListByRun(ctx, dbsqlc.ToolCallListByRunParams{TenantID: tenantID, RunID: runID})
 	}, &st.calls)
 	dbsqlc.QueueMany(b, func(q *dbsqlc.Queries) ([]dbsqlc.Message, error) {
-		return q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: r.TenantID, RunID: r.ID})
+		return q.MessageListNewerUser(ctx, dbsqlc.MessageListNewerUserParams{TenantID: tenantID, RunID: runID})
 	}, &st.newer)
 	return st
 }

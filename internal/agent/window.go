@@ -107,7 +107,7 @@ func (a *attempt) contextText(ctx context.Context, st state) (string, error) {
 }
 
 // buildContext runs the context builder for run r at state st inside tx (the first attempt of
-// a chat turn does it in the transaction that acquires the run: loadFirst).
+// a chat turn does it in the transaction that acquires the run: firstReads).
 func (a *attempt) buildContext(ctx context.Context, tx *db.Tx, r dbsqlc.Run, st state) (string, error) {
 	query := ""
 	for i := len(st.hist) - 1; i >= 0; i-- {

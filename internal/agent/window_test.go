@@ -130,8 +130,11 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 		WithContextWindow(contextwin.New(contextwin.Options{})))
 	model := llm.Lookup("openai", "gpt-4o")
 
-	var req llm.Request
-	var statements, rows, read int64
+	var (
+		req                    llm.Request
+		statements, rows, read int64
+		want                   state
+	)
 	err = d.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		r, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: tenantID, ID: runID})
 		if err != nil {
@@ -151,9 +154,16 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 			return err
 		}
 		counter.on.Store(true)
-		if err := tr.loadFirst(ctx, tx, lease); err != nil {
+		first := tr.firstReads(ctx, tenantID, runID)
+		var b pgx.Batch
+		first.Queue(&b)
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 			return err
 		}
+		if err := first.Then(ctx, tx, lease); err != nil {
+			return err
+		}
+		want = *tr.first
 		tr.lease = lease
 		var applied bool
 		if req, applied, err = tr.request(ctx, model, *tr.first, false, false); err != nil {
@@ -184,4 +194,29 @@ func TestTurnRequestReadsOnlyItsWindow(t *testing.T) {
 	require.LessOrEqual(t, statements, int64(10), "statements")
 	require.LessOrEqual(t, rows, int64(20), "rows returned")
 	require.LessOrEqual(t, read, int64(50), "rows read (pg_stat_xact_user_tables)")
+
+	// A job retried before it acquired the run works the run's first attempt: its acquisition's
+	// batch holds the settings and the conversation alone, and the state is read after it.
+	err = d.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
+		r, err := tx.Q.RunGet(ctx, dbsqlc.RunGetParams{TenantID: tenantID, ID: runID})
+		if err != nil {
+			return err
+		}
+		tr := &attempt{e: e, job: Attempt{Number: 2}}
+		first := tr.firstReads(ctx, tenantID, runID)
+		var b pgx.Batch
+		first.Queue(&b)
+		require.Equal(t, 2, b.Len(), "the settings and the conversation")
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return err
+		}
+		if err := first.Then(ctx, tx, run.Lease{Run: r, Attempt: 1}); err != nil {
+			return err
+		}
+		require.NotNil(t, tr.first, "the state is read after the batch")
+		require.Equal(t, want, *tr.first)
+		require.Equal(t, convID, tr.conv.ID)
+		return nil
+	})
+	require.NoError(t, err)
 }

@@ -381,25 +381,45 @@ type Lease struct {
 // Scope is the event scope of the leased run.
 func (l Lease) Scope() events.Scope { return ScopeOf(l.Run) }
 
+// Reads is what a worker reads with its acquisition of a run. Queue queues, in the batch whose
+// first statement acquires the run, reads keyed by the run alone: they run after the
+// acquisition, in its transaction and its round trip. Then runs once they are read, with the new
+// lease, in the same transaction; an error from it undoes the acquisition.
+type Reads struct {
+	Queue func(b *pgx.Batch)
+	Then  func(ctx context.Context, tx *db.Tx, l Lease) error
+}
+
 // Acquire takes a run for a worker: the attempt is bumped (fencing out any older worker) and
-// execution.started stored, by one statement (RunAcquireWithEvents). It returns ErrFenced when
-// the run is already terminal, or its current job is not jobID. Each of also runs after it in
-// the same transaction with the new lease (the worker's first reads: one transaction instead of
-// several); an error from one undoes the acquisition. The lease is the worker's once Acquire
-// has returned: the acquisition has committed.
-func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, also ...func(ctx context.Context, tx *db.Tx, l Lease) error) (Lease, error) {
+// execution.started stored, by one statement (RunAcquireWithEvents), sent with the worker's
+// first reads (one round trip and one transaction instead of several). It returns ErrFenced when
+// the run is already terminal, or its current job is not jobID. The lease is the worker's once
+// Acquire has returned: the acquisition has committed.
+func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, with ...Reads) (Lease, error) {
 	var l Lease
 	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
 		// execution.started (and task.started on the first attempt) is stored by the statement
 		// that acquires the run; the same events are published once the transaction commits.
 		now := time.Now()
-		got, err := tx.Q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
-			LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
-		if db.IsNoRows(err) {
-			return ErrFenced
+		var (
+			b     pgx.Batch
+			got   dbsqlc.RunAcquireWithEventsRow
+			found bool
+		)
+		dbsqlc.QueueMaybe(&b, func(q *dbsqlc.Queries) (dbsqlc.RunAcquireWithEventsRow, error) {
+			return q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
+				LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
+		}, &got, &found)
+		for _, w := range with {
+			if w.Queue != nil {
+				w.Queue(&b)
+			}
 		}
-		if err != nil {
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 			return fmt.Errorf("acquire run %s: %w", runID, err)
+		}
+		if !found {
+			return ErrFenced
 		}
 		r := dbsqlc.Run(got)
 		l = Lease{Run: r, Attempt: r.Attempt, Owner: owner}
@@ -408,9 +428,11 @@ func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner 
 			return err
 		}
 		s.pub.Stored(ctx, tx, started, r.LastSeq)
-		for _, fn := range also {
-			if err := fn(ctx, tx, l); err != nil {
-				return err
+		for _, w := range with {
+			if w.Then != nil {
+				if err := w.Then(ctx, tx, l); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -94,6 +94,46 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 	return i, err
 }
 
+const conversationGetForRun = `-- name: ConversationGetForRun :one
+SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id FROM conversations
+WHERE tenant_id = $1::uuid
+  AND id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
+`
+
+type ConversationGetForRunParams struct {
+	TenantID uuid.UUID
+	RunID    uuid.UUID
+}
+
+// The conversation of run run_id (none for a run outside one). Keyed by the run alone, so a
+// worker reads it in the round trip that acquires the run.
+func (q *Queries) ConversationGetForRun(ctx context.Context, arg ConversationGetForRunParams) (Conversation, error) {
+	row := q.db.QueryRow(ctx, conversationGetForRun, arg.TenantID, arg.RunID)
+	var i Conversation
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ProjectID,
+		&i.UserID,
+		&i.Title,
+		&i.Mode,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Agentic,
+		&i.Summary,
+		&i.SummarizedThrough,
+		&i.ActiveRunID,
+		&i.MessageCount,
+		&i.RunCount,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Kind,
+		&i.Visibility,
+		&i.OwnerRunID,
+	)
+	return i, err
+}
+
 const conversationGetForUpdate = `-- name: ConversationGetForUpdate :one
 SELECT tenant_id, id, project_id, user_id, title, mode, model, system_prompt, agentic, summary, summarized_through, active_run_id, message_count, run_count, created_at, updated_at, kind, visibility, owner_run_id FROM conversations WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
 `

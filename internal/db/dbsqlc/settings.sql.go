@@ -46,6 +46,45 @@ func (q *Queries) AgentSettingsGet(ctx context.Context, arg AgentSettingsGetPara
 	return i, err
 }
 
+const agentSettingsGetForRun = `-- name: AgentSettingsGetForRun :one
+SELECT tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold, max_tokens_per_task, max_retries, timeout_seconds, context_strategy, updated_at, team_max_iterations, team_timeout_minutes, team_token_budget, team_architect_max_turns, team_executor_max_turns, team_reviewer_max_turns, subagent_approval FROM agent_settings
+WHERE tenant_id = $1::uuid
+  AND user_id = (SELECT r.user_id FROM runs r WHERE r.tenant_id = $1::uuid AND r.id = $2::uuid)
+`
+
+type AgentSettingsGetForRunParams struct {
+	TenantID uuid.UUID
+	RunID    uuid.UUID
+}
+
+// The settings of run_id's user. Keyed by the run alone, so a worker reads them in the round
+// trip that acquires the run.
+func (q *Queries) AgentSettingsGetForRun(ctx context.Context, arg AgentSettingsGetForRunParams) (AgentSetting, error) {
+	row := q.db.QueryRow(ctx, agentSettingsGetForRun, arg.TenantID, arg.RunID)
+	var i AgentSetting
+	err := row.Scan(
+		&i.TenantID,
+		&i.UserID,
+		&i.Personality,
+		&i.Verbosity,
+		&i.AutoExecute,
+		&i.ApprovalThreshold,
+		&i.MaxTokensPerTask,
+		&i.MaxRetries,
+		&i.TimeoutSeconds,
+		&i.ContextStrategy,
+		&i.UpdatedAt,
+		&i.TeamMaxIterations,
+		&i.TeamTimeoutMinutes,
+		&i.TeamTokenBudget,
+		&i.TeamArchitectMaxTurns,
+		&i.TeamExecutorMaxTurns,
+		&i.TeamReviewerMaxTurns,
+		&i.SubagentApproval,
+	)
+	return i, err
+}
+
 const agentSettingsUpsert = `-- name: AgentSettingsUpsert :one
 INSERT INTO agent_settings (
     tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold,

@@ -15,6 +15,13 @@ RETURNING *;
 -- name: ConversationGet :one
 SELECT * FROM conversations WHERE tenant_id = $1 AND id = $2;
 
+-- name: ConversationGetForRun :one
+-- The conversation of run run_id (none for a run outside one). Keyed by the run alone, so a
+-- worker reads it in the round trip that acquires the run.
+SELECT * FROM conversations
+WHERE tenant_id = sqlc.arg(tenant_id)::uuid
+  AND id = (SELECT r.conversation_id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid);
+
 -- name: ConversationListByIDs :many
 -- The tenant's conversations among ids (a batch for the GraphQL conversation loader).
 SELECT * FROM conversations WHERE tenant_id = sqlc.arg(tenant_id) AND id = ANY(sqlc.arg(ids)::uuid[]);

@@ -1,6 +1,13 @@
 -- name: AgentSettingsGet :one
 SELECT * FROM agent_settings WHERE tenant_id = $1 AND user_id = $2;
 
+-- name: AgentSettingsGetForRun :one
+-- The settings of run_id's user. Keyed by the run alone, so a worker reads them in the round
+-- trip that acquires the run.
+SELECT * FROM agent_settings
+WHERE tenant_id = sqlc.arg(tenant_id)::uuid
+  AND user_id = (SELECT r.user_id FROM runs r WHERE r.tenant_id = sqlc.arg(tenant_id)::uuid AND r.id = sqlc.arg(run_id)::uuid);
+
 -- name: AgentSettingsUpsert :one
 INSERT INTO agent_settings (
     tenant_id, user_id, personality, verbosity, auto_execute, approval_threshold,
