@@ -259,10 +259,11 @@ func (a *attempt) execute(ctx context.Context, lease run.Lease) error {
 
 // firstReads reads with the acquisition of run runID (run.Service.Acquire), in its round trip,
 // what the attempt needs first: the settings of the run's user, its conversation and, when the
-// job's first attempt works it, the run's state for the first step. Once they are read, on the
-// run's first attempt of a kind without hooks (a chat turn), the context builder's text is
-// read and the first call reserved in the same transaction. A chat turn thus starts with one
-// transaction instead of three.
+// job's first attempt works it, the run's state for the first step (the kind is not known
+// before the acquisition: a kind with hooks, which loads its own state, reads it for nothing).
+// Once they are read, on the run's first attempt of a kind without hooks (a chat turn), the
+// context builder's text is read and the first call reserved in the same transaction. A chat
+// turn thus starts with one transaction instead of three.
 func (a *attempt) firstReads(ctx context.Context, tenantID, runID uuid.UUID) run.Reads {
 	var (
 		set        dbsqlc.AgentSetting
