@@ -337,7 +337,8 @@ func TestSendMessageIdempotency(t *testing.T) {
 	c.waitRun(t, a.RunID, 10*time.Second)
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM runs`))
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM messages WHERE role = 'USER'`))
-	require.Len(t, c.Jobs(t, "run"), 1)
+	require.Empty(t, c.Jobs(t, "run"), "worked where it was sent, once: no job")
+	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM run_events WHERE type = 'execution.started'`))
 	require.Equal(t, 1, c.llm.Calls())
 }
 

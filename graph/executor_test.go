@@ -358,7 +358,18 @@ func TestRetryBackoffOn500(t *testing.T) {
 
 func TestUnauthorisedFailsAtOnce(t *testing.T) {
 	t.Parallel()
-	c := newChatEnv(t, "anthropic")
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			unauthorisedFailsAtOnce(t, p.env)
+		})
+	}
+}
+
+// unauthorisedFailsAtOnce is TestUnauthorisedFailsAtOnce in a process with configuration env:
+// through River the job ends cancelled; worked where it was sent, no job is made for it.
+func unauthorisedFailsAtOnce(t *testing.T, env map[string]string) {
+	c := newChatEnvWith(t, "anthropic", env)
 	c.llm.SetDefault(llmtest.Error(401, "invalid x-api-key"))
 	s, _ := c.send(t, c.conversation(t, nil), "hi", nil)
 	r := c.waitRun(t, s.RunID, 15*time.Second)
@@ -368,10 +379,14 @@ func TestUnauthorisedFailsAtOnce(t *testing.T) {
 	}
 	c.Do(t, c.s.AccessToken, `query($id: ID!) { run(id: $id) { failureClass } }`, map[string]any{"id": s.RunID}).Decode(t, &out)
 	require.Equal(t, "TERMINAL", *out.Run.FailureClass)
-	// River records the job's end after the worker returns, in batches.
-	require.Eventually(t, func() bool {
-		return len(c.Jobs(t, "run", rivertype.JobStateCancelled)) == 1
-	}, 5*time.Second, 20*time.Millisecond, "the job ends cancelled: River does not retry it")
+	if env == nil {
+		require.Empty(t, c.Jobs(t, "run"), "nothing handed to River")
+	} else {
+		// River records the job's end after the worker returns, in batches.
+		require.Eventually(t, func() bool {
+			return len(c.Jobs(t, "run", rivertype.JobStateCancelled)) == 1
+		}, 5*time.Second, 20*time.Millisecond, "the job ends cancelled: River does not retry it")
+	}
 	require.Equal(t, 1, c.llm.Calls(), "a terminal failure is not retried")
 }
 

@@ -54,7 +54,7 @@ func TestTraceOfATurn(t *testing.T) {
 			if sp.Name == "graphql.mutation" && hasAttr(sp, "graphql.operation.type", "mutation") && isSendMessage(spans, sp) {
 				op = sp
 			}
-			if sp.Name == "river.work/run" {
+			if isWork(sp) {
 				works++
 			}
 		}
@@ -82,7 +82,7 @@ func TestTraceOfATurn(t *testing.T) {
 			continue
 		}
 		switch {
-		case sp.Name == "river.work/run":
+		case isWork(sp):
 			work = sp
 		case sp.Name == "llm.call":
 			llmCalls++
@@ -93,7 +93,7 @@ func TestTraceOfATurn(t *testing.T) {
 			pg++
 		}
 	}
-	require.NotEmpty(t, work.Name, "the job's work is in the request's trace")
+	require.Equal(t, "local.work/run", work.Name, "the turn's work, in this process (it took the message), is in the request's trace")
 	require.True(t, descends(work, op.SpanContext.SpanID()), "the job span descends from the request's span")
 	require.Equal(t, 2, llmCalls)
 	require.Equal(t, 1, toolCalls)
@@ -128,13 +128,28 @@ func countNamed(spans tracetest.SpanStubs, name string) int {
 	return n
 }
 
-// isSendMessage reports whether op (a mutation span) has River's insert under it: the one
-// mutation of the test that enqueues a job.
+// isSendMessage reports whether op (a mutation span) has River's insert or a run's local work
+// under it: the one mutation of the test that starts a run.
 func isSendMessage(spans tracetest.SpanStubs, op tracetest.SpanStub) bool {
+	byID := map[trace.SpanID]tracetest.SpanStub{}
 	for _, sp := range spans {
-		if sp.Name == "river.insert_many" && sp.Parent.SpanID() == op.SpanContext.SpanID() {
-			return true
+		byID[sp.SpanContext.SpanID()] = sp
+	}
+	for _, sp := range spans {
+		if sp.Name != "river.insert_many" && sp.Name != "local.work/run" {
+			continue
+		}
+		for p, ok := sp, true; ok; p, ok = byID[p.Parent.SpanID()] {
+			if p.Parent.SpanID() == op.SpanContext.SpanID() {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// isWork reports whether sp is the span of a run's attempt: a River job's work, or that of a
+// chat turn worked by the process that took its message (jobs.Local).
+func isWork(sp tracetest.SpanStub) bool {
+	return sp.Name == "river.work/run" || sp.Name == "local.work/run"
 }

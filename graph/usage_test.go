@@ -796,7 +796,13 @@ func TestEveryCallReservedAfterTheLease(t *testing.T) {
 // owner ran stmts; the owner's connection stays open until the test ends.
 func budgetedWithOwnerSQL(t *testing.T, stmts ...string) (*chatEnv, *pgx.Conn) {
 	t.Helper()
-	c := newChatEnv(t, "anthropic")
+	return budgetedWithOwnerSQLEnv(t, nil, stmts...)
+}
+
+// budgetedWithOwnerSQLEnv is budgetedWithOwnerSQL with extra configuration.
+func budgetedWithOwnerSQLEnv(t *testing.T, extra map[string]string, stmts ...string) (*chatEnv, *pgx.Conn) {
+	t.Helper()
+	c := newChatEnvWith(t, "anthropic", extra)
 	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
 	ctx := context.Background()
 	owner, err := pgx.Connect(ctx, c.OwnerURL)

@@ -222,7 +222,10 @@ func (a *attempt) execute(ctx context.Context, lease run.Lease) error {
 		return nil
 	}
 	retry := res.retry
-	if retry != nil && at.Number < at.Max {
+	// A local attempt interrupted by its process's stop is not counted (as River does not count
+	// a job its stopping client cancelled): the run goes to River at once.
+	stopping := at.Local && errors.Is(context.Cause(workCtx), ErrStopping)
+	if retry != nil && (at.Number < at.Max || stopping) {
 		if err := e.runs.InFence(context.WithoutCancel(ctx), lease, func(ctx context.Context, tx *db.Tx) error {
 			cls, msg := string(retry.Class), retry.Err.Error()
 			if err := tx.Q.RunSetError(ctx, dbsqlc.RunSetErrorParams{TenantID: tenantID, ID: runID, Attempt: lease.Attempt, FailureClass: &cls, Error: &msg}); err != nil {
@@ -232,9 +235,19 @@ func (a *attempt) execute(ctx context.Context, lease run.Lease) error {
 			if retry.Delay > delay {
 				delay = retry.Delay
 			}
+			next := time.Now().Add(delay)
+			if at.Local {
+				when, prior := next, int32(at.Number)
+				if stopping {
+					when, prior = time.Now(), prior-1
+				}
+				if err := e.runs.Reschedule(ctx, tx, lease, when, prior); err != nil {
+					return err
+				}
+			}
 			_, err := e.pub.Append(ctx, tx, lease.Scope(), events.New{Type: events.TaskRetrying, Data: map[string]any{
 				"failureClass": retry.Class, "error": msg, "attempt": at.Number, "maxAttempts": at.Max,
-				"nextAttemptAt": time.Now().Add(delay).UTC(),
+				"nextAttemptAt": next.UTC(),
 			}})
 			return err
 		}); err != nil && !errors.Is(err, run.ErrFenced) {

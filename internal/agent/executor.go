@@ -149,8 +149,11 @@ type Attempt struct {
 	Number, Max int
 	// Owner identifies the worker (for the lease).
 	Owner string
-	// JobID is the River job; only the run's current job may work it.
+	// JobID is the River job; only the run's current job may work it. 0 for a Local attempt.
 	JobID int64
+	// Local is set when the attempt works a run this process claimed (run.Local) outside River:
+	// a retry is handed to River (run.Service.Reschedule) rather than returned to it.
+	Local bool
 }
 
 // Limits bound one run. Zero fields mean no limit.
@@ -224,20 +227,33 @@ func (r *Retry) Unwrap() error { return r.Err }
 // ErrCancelled is the context cause the worker sets when the run was cancelled remotely.
 var ErrCancelled = errors.New("run cancelled")
 
+// ErrStopping is the context cause a Local attempt's process sets when it stops: the run is
+// handed to River at once, the interrupted attempt not counted (as River does with its jobs).
+var ErrStopping = errors.New("the process is stopping")
+
 // Execute works one attempt of a run. It returns nil when the run reached a terminal state (or
 // was already there, or another attempt owns it), a *Retry when the attempt should be retried,
 // or another error for a failure that was recorded as terminal. The attempt acquires the run
 // (its lease commits) before it calls the model.
 func (e *Executor) Execute(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) error {
-	a := &attempt{e: e, job: at}
-	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, a.firstReads(ctx, tenantID, runID))
+	reads, work := e.Claimed(ctx, tenantID, runID, at)
+	lease, err := e.runs.Acquire(ctx, tenantID, runID, at.Owner, at.JobID, reads)
 	if errors.Is(err, run.ErrFenced) {
 		return nil // already finished or cancelled before we started
 	}
 	if err != nil {
 		return err
 	}
-	return a.execute(ctx, lease)
+	return work(ctx, lease)
+}
+
+// Claimed prepares an attempt of run runID acquired elsewhere than in Execute (the process
+// that takes a chat turn's message acquires it in the transaction that creates it:
+// run.Service.Place): reads go with the acquisition, and work, once it has committed, works the
+// attempt under its lease and returns what Execute returns.
+func (e *Executor) Claimed(ctx context.Context, tenantID, runID uuid.UUID, at Attempt) (reads run.Reads, work func(ctx context.Context, l run.Lease) error) {
+	a := &attempt{e: e, job: at}
+	return a.firstReads(ctx, tenantID, runID), a.execute
 }
 
 // Terminal reports a run that failed for good (no retry): the worker tells River to cancel the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -94,6 +95,10 @@ type App struct {
 	stopListening context.CancelFunc
 	// stopJobsUI stops the jobs UI's background services.
 	stopJobsUI context.CancelFunc
+	// local works the chat turns this process takes (a process that serves the API and works
+	// jobs; nil otherwise); stopLocal ends its subscription to run cancels.
+	local     *jobs.Local
+	stopLocal context.CancelFunc
 	// Tracer is the tracer provider (nil: tracing off); stopTracing flushes an exporter's.
 	Tracer      trace.TracerProvider
 	stopTracing func(context.Context) error
@@ -219,15 +224,24 @@ func (a *App) readiness(mode Mode) []health.Check {
 }
 
 // StopWork stops working jobs: River lets running jobs finish until ctx ends, then cancels
-// them and waits at most hard more.
+// them and waits at most hard more. The chat turns this process works itself stop alike; each
+// cancelled one is handed to River for its next attempt.
 func (a *App) StopWork(ctx context.Context, hard time.Duration) error {
+	var (
+		wg       sync.WaitGroup
+		localErr error
+	)
+	if a.local != nil {
+		wg.Go(func() { localErr = a.local.Stop(ctx, hard) })
+	}
 	err := a.River.Stop(ctx)
 	if err != nil {
 		hardCtx, cancel := context.WithTimeout(context.Background(), hard)
 		defer cancel()
 		err = a.River.StopAndCancel(hardCtx)
 	}
-	return err
+	wg.Wait()
+	return errors.Join(err, localErr)
 }
 
 // Close releases the connections. River must have been stopped.
@@ -241,6 +255,9 @@ func (a *App) Close() {
 	}
 	if a.stopJobsUI != nil {
 		a.stopJobsUI()
+	}
+	if a.stopLocal != nil {
+		a.stopLocal()
 	}
 	if a.Hub != nil {
 		errs = append(errs, a.Hub.Close())

@@ -111,7 +111,7 @@ func (a *App) identity(keys *auth.Keys) error {
 // services builds the domain services around runs (events go out through pub) and the tools.
 func (a *App) services(pub *events.Publisher) error {
 	cfg, log := a.Config, a.Log
-	a.Runs = run.NewService(a.DB, pub, log, run.WithMetrics(a.Metrics))
+	a.Runs = run.NewService(a.DB, pub, log, run.WithMetrics(a.Metrics), run.WithCancelSignal(jobs.CancelSignal(a.Redis, cfg.RedisPrefix, log)))
 	a.Approvals = approval.NewService(a.DB, a.Runs, cfg.ApprovalTTL, log)
 	pcfg := providerConfig(cfg)
 	a.Models = providers.New(pcfg)
@@ -222,11 +222,12 @@ func (a *App) jobs(mode Mode) error {
 			TracerProvider: a.Tracer, EnableWorkSpanJobKindSuffix: true,
 		})}
 	}
+	owner := fmt.Sprintf("%s/%d", host, os.Getpid())
 	var err error
 	if a.River, err = jobs.NewClient(a.DB, jobs.Options{
 		Middleware: middleware,
 		Work:       mode.Work, Concurrency: cfg.WorkerConcurrency, Log: a.Log, Executor: a.Executor,
-		RetryBaseDelay: cfg.RetryBaseDelay, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), Runs: a.Runs, Queue: a.Queue, Metrics: a.Metrics,
+		RetryBaseDelay: cfg.RetryBaseDelay, Owner: owner, Runs: a.Runs, Queue: a.Queue, Metrics: a.Metrics,
 		Queues: map[string]river.QueueConfig{webhook.Queue: {MaxWorkers: 10}},
 		Register: func(w *river.Workers) []*river.PeriodicJob {
 			river.AddWorker(w, approval.NewExpireWorker(a.Approvals))
@@ -244,6 +245,18 @@ func (a *App) jobs(mode Mode) error {
 	a.Subagents.SetInserter(a.River)
 	a.Routines.SetInserter(a.River)
 	a.Webhooks.SetInserter(a.River)
+	if mode.API && mode.Work && cfg.LocalTurns > 0 {
+		// This process works the chat turns it takes itself (AGENTRY_LOCAL_TURNS at once).
+		local := jobs.NewLocal(jobs.LocalOptions{Executor: a.Executor, Runs: a.Runs, Owner: owner, Limit: cfg.LocalTurns,
+			Log: a.Log, Metrics: a.Metrics, Tracer: a.Tracer})
+		var listen context.Context
+		listen, a.stopLocal = context.WithCancel(context.Background())
+		if err := local.Listen(listen, a.Redis, cfg.RedisPrefix); err != nil {
+			return fmt.Errorf("subscribe to run cancels: %w", err)
+		}
+		a.local = local
+		a.Runs.SetLocal(local)
+	}
 	return nil
 }
 

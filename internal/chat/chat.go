@@ -213,7 +213,8 @@ type Sent struct {
 }
 
 // SendMessage stores the user's message and a CHAT_TURN run for it, in one transaction with
-// the run's task.queued event and, when the conversation is idle, the run's job. A busy
+// the run's task.queued event and, when the conversation is idle, the run's job (or, when this
+// process works it itself, the run's acquisition: it starts once the transaction commits). A busy
 // conversation queues the run (ENQUEUE, the default), refuses (REJECT: CONFLICT) or cancels the
 // active run first (INTERRUPT). The same idempotency key returns the same message and run; with
 // other content it is CONFLICT.
@@ -346,20 +347,20 @@ func (s *Service) makeWay(ctx context.Context, tx *db.Tx, a auth.Actor, conv dbs
 	return true, nil
 }
 
-// insertSent stores the run (with its task.queued event and, unless busy, its job) and the user's
-// message in the opened conversation, at its next positions.
+// insertSent stores the run (with its task.queued event and, unless busy, its job or this
+// process's acquisition of it: run.Service.Place) and the user's message in the opened conversation, at its next positions.
 func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, o opened, in Send, busy bool, attached []llm.Block) (Sent, error) {
 	conv := o.conv
 	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	maxAttempts := int32(o.set.MaxRetries + 1)
-	// The job is inserted before the run, so the run row names its job from the start.
-	var jobID *int64
+	// Where the run is worked is decided before it is inserted, so the run row names its job
+	// from the start; a run this process claims is acquired after the insert, in its batch.
+	var place run.Place
 	if !busy {
-		id, err := s.runs.InsertJob(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts)
-		if err != nil {
+		var err error
+		if place, err = s.runs.Place(ctx, tx, a.TenantID, runID, run.KindChatTurn, maxAttempts); err != nil {
 			return Sent{}, err
 		}
-		jobID = &id
 	}
 	var key *string
 	if in.IdempotencyKey != "" {
@@ -397,7 +398,7 @@ func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, o ope
 			return q.RunInsertWithEvents(ctx, dbsqlc.RunInsertWithEventsParams{
 				TenantID: a.TenantID, ID: runID, UserID: a.UserID, Kind: run.KindChatTurn, Status: string(run.StatusQueued),
 				ConversationID: uuid.NullUUID{UUID: conv.ID, Valid: true}, ConversationSeq: seq,
-				TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: jobID,
+				TriggerMessageID: uuid.NullUUID{UUID: msgID, Valid: true}, IdempotencyKey: key, MaxAttempts: maxAttempts, JobID: place.JobID,
 				Types: queued.Types, Phases: queued.Phases, Datas: queued.Datas, CreatedAt: queued.CreatedAt,
 			})
 		}, &r)
@@ -410,6 +411,9 @@ func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, o ope
 			})
 		}, &out.Message)
 	})
+	if place.Claim != nil {
+		place.Claim.Queue(ctx, tx, &b)
+	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return Sent{}, fmt.Errorf("insert run and message: %w", err)
 	}
@@ -418,6 +422,11 @@ func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, o ope
 	}
 	out.Run = dbsqlc.Run(r)
 	s.runs.Publisher().Stored(ctx, tx, queued, r.LastSeq)
+	if place.Claim != nil {
+		if err := place.Claim.Acquired(ctx, tx); err != nil {
+			return Sent{}, err
+		}
+	}
 	return out, nil
 }
 

@@ -48,6 +48,7 @@ type Config struct {
 	MaxBodyBytes         int64         // AGENTRY_MAX_BODY_BYTES: cap on a GraphQL request body
 	PasswordHashLimit    int           // AGENTRY_PASSWORD_HASH_CONCURRENCY: concurrent argon2id hashes per process
 	WorkerConcurrency    int           // AGENTRY_WORKER_CONCURRENCY: jobs worked at once per worker process
+	LocalTurns           int           // AGENTRY_LOCAL_TURNS: chat turns a process serving the API and working jobs works itself at once (0: none)
 	SubagentsPlatformMax int           // AGENTRY_SUBAGENTS_PLATFORM_MAX: sub-agents running at once across all tenants
 	AccessTokenTTL       time.Duration // AGENTRY_ACCESS_TOKEN_TTL: lifetime of access tokens (default 15m)
 	WSInitTimeout        time.Duration // AGENTRY_WS_INIT_TIMEOUT: a WebSocket must send connection_init within this
@@ -207,6 +208,7 @@ func Load(getenv Lookup) (*Config, error) {
 	c.MaxBodyBytes = integer("AGENTRY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)
 	c.PasswordHashLimit = int(integer("AGENTRY_PASSWORD_HASH_CONCURRENCY", 2, 1, 256))
 	c.WorkerConcurrency = int(integer("AGENTRY_WORKER_CONCURRENCY", 50, 1, 10000))
+	c.LocalTurns = int(integer("AGENTRY_LOCAL_TURNS", int64(c.WorkerConcurrency), 0, 10000))
 	c.SubagentsPlatformMax = int(integer("AGENTRY_SUBAGENTS_PLATFORM_MAX", 200, 1, 100000))
 	c.WebhookRetryBase = dur("AGENTRY_WEBHOOK_RETRY_BASE", "10s", time.Millisecond)
 	c.CostRunawayFactor = int(integer("AGENTRY_COST_RUNAWAY_FACTOR", 5, 0, 1000))

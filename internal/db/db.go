@@ -394,6 +394,20 @@ func (t *Tx) QueueTenantWide(ctx context.Context, b *pgx.Batch, reason string, q
 	b.Queue("SELECT " + t.d.userConfig(t.user))
 }
 
+// QueueTenantWideToEnd queues in b the switch of the transaction's scope from its user to the
+// whole tenant for the rest of the transaction: what b queues after it and every statement
+// after b. It is for a transaction's last work, done for the server once its reads and writes as
+// the user are done: sendMessage acquires the run it made for the worker of its own process,
+// whose reads (QueueTenantWide's rationale) are the worker's. reason is logged at debug level.
+func (t *Tx) QueueTenantWideToEnd(ctx context.Context, b *pgx.Batch, reason string) {
+	if t.user.UserID == uuid.Nil {
+		return
+	}
+	t.d.log.DebugContext(ctx, "tenant-wide to the end", slog.String("reason", reason))
+	b.Queue("SELECT " + t.d.userConfig(UserScope{}))
+	t.user = UserScope{}
+}
+
 // finish runs fn in tx, then commits tx (releasing a savepoint, or committing the outermost
 // transaction and running what it registered to run after its commit) or rolls it back.
 func finish(ctx context.Context, tx *Tx, fn func(ctx context.Context, tx *Tx) error) error {

@@ -39,7 +39,8 @@ func (w *RunWorker) Work(ctx context.Context, job *river.Job[run.Args]) error {
 		cancel(context.Cause(ctx))
 	})
 	defer stop()
-	err := w.exec.Execute(runCtx, job.Args.TenantID, job.Args.RunID, agent.Attempt{Number: job.Attempt, Max: job.MaxAttempts, Owner: w.owner, JobID: job.ID})
+	prior := int(job.Args.Prior) // attempts made before this job (a local one: run.Service.Reschedule)
+	err := w.exec.Execute(runCtx, job.Args.TenantID, job.Args.RunID, agent.Attempt{Number: prior + job.Attempt, Max: prior + job.MaxAttempts, Owner: w.owner, JobID: job.ID})
 	var retry *agent.Retry
 	if errors.As(err, &retry) {
 		if retry.Delay > 0 {
@@ -58,7 +59,7 @@ func (w *RunWorker) Work(ctx context.Context, job *river.Job[run.Args]) error {
 // NextRetry backs off exponentially from the base delay (base, 2x, 4x, ...), never sooner than
 // a Retry-After the failure carried.
 func (w *RunWorker) NextRetry(job *river.Job[run.Args]) time.Time {
-	n := max(job.Attempt, 1)
+	n := max(int(job.Args.Prior)+job.Attempt, 1)
 	next := time.Now().Add(w.base << (n - 1))
 	if v, ok := w.retryAt.LoadAndDelete(job.ID); ok {
 		if at := v.(time.Time); at.After(next) {

@@ -91,6 +91,9 @@ const (
 type Args struct {
 	TenantID uuid.UUID `json:"tenant_id"`
 	RunID    uuid.UUID `json:"run_id"`
+	// Prior is how many attempts the run had before this job's (a local attempt that failed,
+	// Reschedule): the job's attempt n is the run's attempt Prior+n.
+	Prior int32 `json:"prior,omitempty"`
 }
 
 // Kind names the job.
@@ -144,6 +147,11 @@ type Service struct {
 	// conversations holds, per run kind, the conversations beyond its own that a run's end
 	// locks (a team phase's end ends the team run and hands on its conversation).
 	conversations map[string]ConversationsHook
+	// local works new chat turns in this process (nil: every run goes through River).
+	local Local
+	// cancelled tells the process working a locally claimed run that its cancel was requested
+	// (nil: its worker sees the request at its next step).
+	cancelled func(runID uuid.UUID)
 }
 
 // ConversationsHook returns the conversations beyond its own that the end of run r may lock
@@ -263,6 +271,13 @@ type Option func(*Service)
 // WithMetrics makes the service count finished runs and reaper takeovers.
 func WithMetrics(m *metrics.Metrics) Option { return func(s *Service) { s.metrics = m } }
 
+// WithCancelSignal makes cancels reach the process working a locally claimed run (Local) at
+// once: signal is called, after the cancel commits, with the run's id (internal/jobs sends it
+// to every working process).
+func WithCancelSignal(signal func(runID uuid.UUID)) Option {
+	return func(s *Service) { s.cancelled = signal }
+}
+
 // FinishHook runs inside the transaction that ends a run of its kind; fin is the finished run.
 type FinishHook func(ctx context.Context, tx *db.Tx, fin dbsqlc.Run) error
 
@@ -287,6 +302,11 @@ func NewService(d *db.DB, pub *events.Publisher, log *slog.Logger, options ...Op
 // SetInserter sets the job inserter. It stays a setter: the River client is built from the
 // workers, which need this service, so it exists only after NewService.
 func (s *Service) SetInserter(jobs Inserter) { s.jobs = jobs }
+
+// SetLocal makes this process work the new chat turns it takes while l has room (Place). It is a
+// setter for the same reason as SetInserter: l works runs through the executor, which needs this
+// service.
+func (s *Service) SetLocal(l Local) { s.local = l }
 
 // Publisher returns the event publisher.
 func (s *Service) Publisher() *events.Publisher { return s.pub }
@@ -398,46 +418,68 @@ type Reads struct {
 func (s *Service) Acquire(ctx context.Context, tenantID, runID uuid.UUID, owner string, jobID int64, with ...Reads) (Lease, error) {
 	var l Lease
 	err := s.db.InTx(ctx, tenantID, func(ctx context.Context, tx *db.Tx) error {
-		// execution.started (and task.started on the first attempt) is stored by the statement
-		// that acquires the run; the same events are published once the transaction commits.
-		now := time.Now()
-		var (
-			b     pgx.Batch
-			got   dbsqlc.RunAcquireWithEventsRow
-			found bool
-		)
-		dbsqlc.QueueMaybe(&b, func(q *dbsqlc.Queries) (dbsqlc.RunAcquireWithEventsRow, error) {
-			return q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
-				LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
-		}, &got, &found)
-		for _, w := range with {
-			if w.Queue != nil {
-				w.Queue(&b)
-			}
-		}
+		var b pgx.Batch
+		acq := s.queueAcquire(ctx, &b, tenantID, runID, owner, jobID, with)
 		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 			return fmt.Errorf("acquire run %s: %w", runID, err)
 		}
-		if !found {
-			return ErrFenced
-		}
-		r := dbsqlc.Run(got)
-		l = Lease{Run: r, Attempt: r.Attempt, Owner: owner}
-		started, err := events.Encode(l.Scope(), now, StartedEvents(r.Kind, r.Attempt)...)
-		if err != nil {
-			return err
-		}
-		s.pub.Stored(ctx, tx, started, r.LastSeq)
-		for _, w := range with {
-			if w.Then != nil {
-				if err := w.Then(ctx, tx, l); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		var err error
+		l, err = acq.done(ctx, tx)
+		return err
 	})
 	return l, err
+}
+
+// acquisition is an acquisition of a run queued in a batch (queueAcquire); done takes its
+// result once the batch was read.
+type acquisition struct {
+	s     *Service
+	owner string
+	with  []Reads
+	now   time.Time
+	got   dbsqlc.RunAcquireWithEventsRow
+	found bool
+}
+
+// queueAcquire queues in b the statement that acquires run runID for owner as jobID's (0: no
+// job, a run claimed by this process) and the reads of with.
+func (s *Service) queueAcquire(ctx context.Context, b *pgx.Batch, tenantID, runID uuid.UUID, owner string, jobID int64, with []Reads) *acquisition {
+	// execution.started (and task.started on the first attempt) is stored by the statement
+	// that acquires the run; the same events are published once the transaction commits.
+	a := &acquisition{s: s, owner: owner, with: with, now: time.Now()}
+	dbsqlc.QueueMaybe(b, func(q *dbsqlc.Queries) (dbsqlc.RunAcquireWithEventsRow, error) {
+		return q.RunAcquireWithEvents(ctx, dbsqlc.RunAcquireWithEventsParams{TenantID: tenantID, ID: runID, Owner: owner,
+			LeaseSeconds: LeaseDuration.Seconds(), JobID: jobID, CreatedAt: a.now.UTC(), StartedType: events.ExecutionStarted, FirstType: events.TaskStarted})
+	}, &a.got, &a.found)
+	for _, w := range with {
+		if w.Queue != nil {
+			w.Queue(b)
+		}
+	}
+	return a
+}
+
+// done is the lease the batch took (ErrFenced when it took none), its events published once tx
+// commits, after the reads' Then has run in tx.
+func (a *acquisition) done(ctx context.Context, tx *db.Tx) (Lease, error) {
+	if !a.found {
+		return Lease{}, ErrFenced
+	}
+	r := dbsqlc.Run(a.got)
+	l := Lease{Run: r, Attempt: r.Attempt, Owner: a.owner}
+	started, err := events.Encode(l.Scope(), a.now, StartedEvents(r.Kind, r.Attempt)...)
+	if err != nil {
+		return l, err
+	}
+	a.s.pub.Stored(ctx, tx, started, r.LastSeq)
+	for _, w := range a.with {
+		if w.Then != nil {
+			if err := w.Then(ctx, tx, l); err != nil {
+				return l, err
+			}
+		}
+	}
+	return l, nil
 }
 
 // StartedEvents are the events an attempt's acquisition stores: execution.started, and on the
@@ -670,8 +712,9 @@ func (s *Service) startNext(ctx context.Context, tx *db.Tx, done dbsqlc.Run, loc
 }
 
 // Cancel stops a run now. A queued run ends CANCELLED at once; a running one has its job
-// cancelled through River, which cancels the worker's context wherever it runs: the worker
-// then closes the model stream and records CANCELLED. A run that has ended is CONFLICT.
+// cancelled through River, which cancels the worker's context wherever it runs (a run claimed
+// by the process that took its message, which has no job, is signalled: WithCancelSignal): the
+// worker then closes the model stream and records CANCELLED. A run that has ended is CONFLICT.
 func (s *Service) Cancel(ctx context.Context, runID uuid.UUID) (dbsqlc.Run, error) {
 	a, err := auth.Require(ctx, auth.RoleMember)
 	if err != nil {
@@ -733,6 +776,7 @@ func (s *Service) cancelTx(ctx context.Context, tx *db.Tx, r dbsqlc.Run, reason 
 			return h(ctx, tx, r)
 		}
 		if r.LeaseExpiresAt != nil {
+			s.signalCancel(tx, r)
 			return nil // the worker records the end
 		}
 	}
