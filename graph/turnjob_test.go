@@ -216,7 +216,7 @@ func TestChatTurnCallsTheModelAfterItsLeaseCommits(t *testing.T) {
 }
 
 func callsTheModelAfterItsLeaseCommits(t *testing.T, env map[string]string) {
-	c, owner := budgetedWithOwnerSQLEnv(t, env,
+	c, owner := budgetedWithOwnerSQL(t, env,
 		`CREATE FUNCTION test_acquire_gate() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN PERFORM pg_advisory_xact_lock(7302); RETURN NULL; END $$`,
 		`CREATE CONSTRAINT TRIGGER test_acquire_gate AFTER UPDATE ON runs DEFERRABLE INITIALLY DEFERRED
@@ -280,7 +280,7 @@ func TestAcquisitionThatFailsToCommitAsksNothing(t *testing.T) {
 // the failed acquisition fails the message, which stores nothing, and the message sent again
 // (same idempotency key) runs once.
 func acquisitionThatFailsToCommit(t *testing.T, env map[string]string) {
-	c, _ := budgetedWithOwnerSQLEnv(t, env,
+	c, _ := budgetedWithOwnerSQL(t, env,
 		`CREATE SEQUENCE test_acquire_fail`,
 		`CREATE FUNCTION test_acquire_fail() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN IF nextval('test_acquire_fail') = 1 THEN RAISE EXCEPTION 'the first acquisition does not commit'; END IF; RETURN NULL; END $$`,

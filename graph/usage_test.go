@@ -792,15 +792,10 @@ func TestEveryCallReservedAfterTheLease(t *testing.T) {
 		"the first call reserved with the lease, the second after it; both settled")
 }
 
-// budgetedWithOwnerSQL is a chat environment with a roomy tenant budget in which the database's
-// owner ran stmts; the owner's connection stays open until the test ends.
-func budgetedWithOwnerSQL(t *testing.T, stmts ...string) (*chatEnv, *pgx.Conn) {
-	t.Helper()
-	return budgetedWithOwnerSQLEnv(t, nil, stmts...)
-}
-
-// budgetedWithOwnerSQLEnv is budgetedWithOwnerSQL with extra configuration.
-func budgetedWithOwnerSQLEnv(t *testing.T, extra map[string]string, stmts ...string) (*chatEnv, *pgx.Conn) {
+// budgetedWithOwnerSQL is a chat environment (with extra configuration) with a roomy tenant
+// budget in which the database's owner ran stmts; the owner's connection stays open until the
+// test ends.
+func budgetedWithOwnerSQL(t *testing.T, extra map[string]string, stmts ...string) (*chatEnv, *pgx.Conn) {
 	t.Helper()
 	c := newChatEnvWith(t, "anthropic", extra)
 	c.setBudget(t, c.s.AccessToken, map[string]any{"scope": "TENANT", "period": "DAY", "tokenLimit": 10_000_000})
