@@ -358,12 +358,7 @@ func TestRetryBackoffOn500(t *testing.T) {
 
 func TestUnauthorisedFailsAtOnce(t *testing.T) {
 	t.Parallel()
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			unauthorisedFailsAtOnce(t, p.env)
-		})
-	}
+	onPaths(t, unauthorisedFailsAtOnce)
 }
 
 // unauthorisedFailsAtOnce is TestUnauthorisedFailsAtOnce in a process with configuration env:

@@ -56,6 +56,17 @@ var paths = []struct {
 	env  map[string]string
 }{{"local", nil}, {"river", riverOnly}}
 
+// onPaths runs test as a parallel subtest on each path, with the path's configuration.
+func onPaths(t *testing.T, test func(t *testing.T, env map[string]string)) {
+	t.Helper()
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, p.env)
+		})
+	}
+}
+
 // TestChatTurnIsARiverJob: a chat turn that the process taking it does not work itself is a
 // River job on the chat queue, inserted with its message, worked once by this process's client
 // and completed by River.
@@ -137,28 +148,25 @@ func TestChatTurnRetriedThroughRiver(t *testing.T) {
 // through Redis does): the attempt's context is cancelled and the model stream closed.
 func TestChatTurnCancelledFromAnotherProcess(t *testing.T) {
 	t.Parallel()
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			c := newChatEnvWith(t, "anthropic", p.env)
-			c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
-				return llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent"))
-			})
-			other := c.apiOnly(t)
-			s, _ := c.send(t, c.conversation(t, nil), "go", nil)
-			require.Eventually(t, func() bool { return c.llm.Calls() == 1 }, 10*time.Second, 10*time.Millisecond, "the model stream is open")
-			var out struct{ CancelRun struct{ Status string } }
-			other.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": s.RunID}).Decode(t, &out)
-			require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
-			r := c.waitRun(t, s.RunID, 5*time.Second)
-			require.Equal(t, "CANCELLED", r.Status)
-			if p.env == nil {
-				require.Nil(t, c.JobOfRun(t, approvalUUID(t, "Run", s.RunID)), "no job: the turn was worked where it was sent")
-				return
-			}
-			require.Contains(t, []rivertype.JobState{rivertype.JobStateCompleted, rivertype.JobStateCancelled}, c.finishedJobOf(t, s.RunID).State)
+	onPaths(t, func(t *testing.T, env map[string]string) {
+		c := newChatEnvWith(t, "anthropic", env)
+		c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
+			return llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent"))
 		})
-	}
+		other := c.apiOnly(t)
+		s, _ := c.send(t, c.conversation(t, nil), "go", nil)
+		require.Eventually(t, func() bool { return c.llm.Calls() == 1 }, 10*time.Second, 10*time.Millisecond, "the model stream is open")
+		var out struct{ CancelRun struct{ Status string } }
+		other.Do(t, c.s.AccessToken, `mutation($id: ID!) { cancelRun(id: $id) { status } }`, map[string]any{"id": s.RunID}).Decode(t, &out)
+		require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
+		r := c.waitRun(t, s.RunID, 5*time.Second)
+		require.Equal(t, "CANCELLED", r.Status)
+		if env == nil {
+			require.Nil(t, c.JobOfRun(t, approvalUUID(t, "Run", s.RunID)), "no job: the turn was worked where it was sent")
+			return
+		}
+		require.Contains(t, []rivertype.JobState{rivertype.JobStateCompleted, rivertype.JobStateCancelled}, c.finishedJobOf(t, s.RunID).State)
+	})
 }
 
 // TestChatTurnStoppedWithItsProcess: stopping a process that works a chat turn cancels the
@@ -167,37 +175,34 @@ func TestChatTurnCancelledFromAnotherProcess(t *testing.T) {
 // gets a job of its own); another process takes the turn up and finishes it.
 func TestChatTurnStoppedWithItsProcess(t *testing.T) {
 	t.Parallel()
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			c := newChatEnvWith(t, "anthropic", p.env)
-			c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
-				return llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent"))
-			})
-			s, _ := c.send(t, c.conversation(t, nil), "go", nil)
-			require.Eventually(t, func() bool { return c.llm.Calls() == 1 }, 10*time.Second, 10*time.Millisecond, "the model stream is open")
-			grace, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			defer cancel()
-			require.NoError(t, c.App.StopWork(grace, 5*time.Second))
-			require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
-			j := c.JobOfRun(t, approvalUUID(t, "Run", s.RunID))
-			require.NotNil(t, j)
-			require.Equal(t, rivertype.JobStateAvailable, j.State, "left for another process to take up")
-			require.Zero(t, j.Attempt, "the interrupted attempt is not counted")
-			var args run.Args
-			require.NoError(t, json.Unmarshal(j.EncodedArgs, &args))
-			require.Zero(t, args.Prior, "the interrupted attempt is not counted")
-
-			next := apptest.Start(t, apptest.Options{DatabaseURL: c.OwnerURL, Env: c.sharedEnv()})
-			r := c.waitRun(t, s.RunID, 15*time.Second)
-			require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
-			by := []string{c.App.River.ID(), next.App.River.ID()}
-			if p.env == nil {
-				by = by[1:] // the first attempt was this process's own, outside River
-			}
-			require.Equal(t, by, c.finishedJobOf(t, s.RunID).AttemptedBy, "worked by the other process after this one")
+	onPaths(t, func(t *testing.T, env map[string]string) {
+		c := newChatEnvWith(t, "anthropic", env)
+		c.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
+			return llmtest.Stream(llmtest.Text("first words"), llmtest.Delay(30*time.Second), llmtest.Text("never sent"))
 		})
-	}
+		s, _ := c.send(t, c.conversation(t, nil), "go", nil)
+		require.Eventually(t, func() bool { return c.llm.Calls() == 1 }, 10*time.Second, 10*time.Millisecond, "the model stream is open")
+		grace, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		require.NoError(t, c.App.StopWork(grace, 5*time.Second))
+		require.True(t, c.llm.WaitDisconnects(1, 5*time.Second), "the model stream was not closed")
+		j := c.JobOfRun(t, approvalUUID(t, "Run", s.RunID))
+		require.NotNil(t, j)
+		require.Equal(t, rivertype.JobStateAvailable, j.State, "left for another process to take up")
+		require.Zero(t, j.Attempt, "the interrupted attempt is not counted")
+		var args run.Args
+		require.NoError(t, json.Unmarshal(j.EncodedArgs, &args))
+		require.Zero(t, args.Prior, "the interrupted attempt is not counted")
+
+		next := apptest.Start(t, apptest.Options{DatabaseURL: c.OwnerURL, Env: c.sharedEnv()})
+		r := c.waitRun(t, s.RunID, 15*time.Second)
+		require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+		by := []string{c.App.River.ID(), next.App.River.ID()}
+		if env == nil {
+			by = by[1:] // the first attempt was this process's own, outside River
+		}
+		require.Equal(t, by, c.finishedJobOf(t, s.RunID).AttemptedBy, "worked by the other process after this one")
+	})
 }
 
 // TestChatTurnCallsTheModelAfterItsLeaseCommits: a worker asks the model only once the
@@ -207,12 +212,7 @@ func TestChatTurnStoppedWithItsProcess(t *testing.T) {
 // at the moment the model is asked the run reads RUNNING to everyone.
 func TestChatTurnCallsTheModelAfterItsLeaseCommits(t *testing.T) {
 	t.Parallel()
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			callsTheModelAfterItsLeaseCommits(t, p.env)
-		})
-	}
+	onPaths(t, callsTheModelAfterItsLeaseCommits)
 }
 
 func callsTheModelAfterItsLeaseCommits(t *testing.T, env map[string]string) {
@@ -267,12 +267,7 @@ func callsTheModelAfterItsLeaseCommits(t *testing.T, env map[string]string) {
 // is left, River retries the job, and its next attempt runs the turn once.
 func TestAcquisitionThatFailsToCommitAsksNothing(t *testing.T) {
 	t.Parallel()
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			acquisitionThatFailsToCommit(t, p.env)
-		})
-	}
+	onPaths(t, acquisitionThatFailsToCommit)
 }
 
 // acquisitionThatFailsToCommit is TestAcquisitionThatFailsToCommitAsksNothing in a process with

@@ -15,6 +15,7 @@ import (
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/db"
 	"github.com/agentry/agentry/internal/db/dbsqlc"
+	"github.com/agentry/agentry/internal/events"
 )
 
 // StateTTL is how long a process trusts what it read of a session (its user's role, whether it
@@ -230,44 +231,16 @@ func (b *changeBus) publish(ctx context.Context, tenantID, userID uuid.UUID) {
 // subscription after the first re-checks everything, as messages may have been lost.
 func (s *Service) ListenForChanges(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
 	bus := &changeBus{rdb: rdb, channel: prefix + "agentry:auth:changes", origin: strings.ReplaceAll(uuid.NewString(), "-", ""), log: s.log}
-	ps := rdb.Subscribe(ctx, bus.channel)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
+	err := events.Listen(ctx, rdb, bus.channel, func(payload string) {
+		var c changeMsg
+		if json.Unmarshal([]byte(payload), &c) != nil || c.Origin == bus.origin {
+			return
+		}
+		s.changedLocally(c.Tenant, c.User)
+	}, s.changedEverywhere)
+	if err != nil {
 		return fmt.Errorf("subscribe to credential changes: %w", err)
 	}
 	s.bus.Store(bus)
-	go func() {
-		defer ps.Close()
-		stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-		defer stop()
-		for {
-			m, err := ps.Receive(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				// go-redis reconnects on the next Receive; what was missed is re-checked when the
-				// subscription is confirmed again.
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				continue
-			}
-			switch m := m.(type) {
-			case *redis.Subscription:
-				if m.Kind == "subscribe" {
-					s.changedEverywhere()
-				}
-			case *redis.Message:
-				var c changeMsg
-				if json.Unmarshal([]byte(m.Payload), &c) != nil || c.Origin == bus.origin {
-					continue
-				}
-				s.changedLocally(c.Tenant, c.User)
-			}
-		}
-	}()
 	return nil
 }

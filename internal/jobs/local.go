@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentry/agentry/internal/agent"
+	"github.com/agentry/agentry/internal/events"
 	"github.com/agentry/agentry/internal/metrics"
 	"github.com/agentry/agentry/internal/run"
 )
@@ -182,34 +183,9 @@ func CancelSignal(rdb redis.UniversalClient, prefix string, log *slog.Logger) fu
 // subscription reconnects is missed: the attempt then sees it at its next step, which reads the
 // run's cancel_requested.
 func (l *Local) Listen(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
-	ps := rdb.Subscribe(ctx, cancelChannel(prefix))
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return err
-	}
-	go func() {
-		defer ps.Close()
-		stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-		defer stop()
-		for {
-			m, err := ps.Receive(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				select { // go-redis reconnects on the next Receive
-				case <-ctx.Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				continue
-			}
-			if msg, ok := m.(*redis.Message); ok {
-				if id, err := uuid.Parse(msg.Payload); err == nil {
-					l.cancel(id)
-				}
-			}
+	return events.Listen(ctx, rdb, cancelChannel(prefix), func(payload string) {
+		if id, err := uuid.Parse(payload); err == nil {
+			l.cancel(id)
 		}
-	}()
-	return nil
+	}, nil)
 }
