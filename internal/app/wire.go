@@ -247,7 +247,7 @@ func (a *App) jobs(mode Mode) error {
 	a.Webhooks.SetInserter(a.River)
 	if mode.API && mode.Work && cfg.LocalTurns > 0 {
 		// This process works the chat turns it takes itself (AGENTRY_LOCAL_TURNS at once).
-		local := jobs.NewLocal(jobs.LocalOptions{Executor: a.Executor, Runs: a.Runs, Owner: owner, Limit: cfg.LocalTurns,
+		local := jobs.NewLocal(jobs.LocalOptions{Executor: a.Executor, Owner: owner, Limit: cfg.LocalTurns,
 			Log: a.Log, Metrics: a.Metrics, Tracer: a.Tracer})
 		var listen context.Context
 		listen, a.stopLocal = context.WithCancel(context.Background())

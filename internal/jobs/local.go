@@ -27,7 +27,6 @@ import (
 // through Redis (Listen) as River's reaches its jobs.
 type Local struct {
 	exec    *agent.Executor
-	runs    *run.Service
 	owner   string
 	limit   int
 	log     *slog.Logger
@@ -43,7 +42,6 @@ type Local struct {
 // LocalOptions configure a Local runner.
 type LocalOptions struct {
 	Executor *agent.Executor
-	Runs     *run.Service
 	// Owner names this process in leases; Limit is how many turns it works at once.
 	Owner string
 	Limit int
@@ -61,7 +59,7 @@ func NewLocal(o LocalOptions) *Local {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	return &Local{exec: o.Executor, runs: o.Runs, owner: o.Owner, limit: max(o.Limit, 1), log: o.Log, metrics: o.Metrics,
+	return &Local{exec: o.Executor, owner: o.Owner, limit: max(o.Limit, 1), log: o.Log, metrics: o.Metrics,
 		tracer: tp.Tracer("agentry/jobs"), running: map[uuid.UUID]context.CancelCauseFunc{}}
 }
 
