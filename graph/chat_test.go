@@ -174,7 +174,7 @@ func TestChatStreamedReply(t *testing.T) {
 			c.llm.Enqueue(llmtest.Stream(llmtest.Text("Hello there, how can I help you today?"), llmtest.Usage(120, 9, 0)))
 			conv := c.conversation(t, nil)
 			s, _ := c.send(t, conv, "hi", nil)
-			require.Equal(t, "QUEUED", s.Status, "the turn is a River job: the run is acquired once a worker takes it")
+			require.Equal(t, "RUNNING", s.Status, "the process that took the turn acquired it with its message")
 
 			sub := c.SubscribeRun(t, c.s.AccessToken, s.RunID, 0)
 			evs := sub.Collect(15*time.Second, nil)

@@ -75,6 +75,7 @@ func TestChatTurnIsARiverJob(t *testing.T) {
 	c := newChatEnvWith(t, "anthropic", riverOnly)
 	c.llm.SetResponder(func(llmtest.Request) llmtest.Reply { return llmtest.Stream(llmtest.Text("Done.")) })
 	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
+	require.Equal(t, "QUEUED", s.Status, "the run is acquired once a worker takes its job")
 	r := c.waitRun(t, s.RunID, 15*time.Second)
 	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
 	j := c.finishedJobOf(t, s.RunID)

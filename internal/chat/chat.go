@@ -348,7 +348,8 @@ func (s *Service) makeWay(ctx context.Context, tx *db.Tx, a auth.Actor, conv dbs
 }
 
 // insertSent stores the run (with its task.queued event and, unless busy, its job or this
-// process's acquisition of it: run.Service.Place) and the user's message in the opened conversation, at its next positions.
+// process's acquisition of it: run.Service.Place) and the user's message in the opened
+// conversation, at its next positions.
 func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, o opened, in Send, busy bool, attached []llm.Block) (Sent, error) {
 	conv := o.conv
 	runID, msgID := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
@@ -423,7 +424,8 @@ func (s *Service) insertSent(ctx context.Context, tx *db.Tx, a auth.Actor, o ope
 	out.Run = dbsqlc.Run(r)
 	s.runs.Publisher().Stored(ctx, tx, queued, r.LastSeq)
 	if place.Claim != nil {
-		if err := place.Claim.Acquired(ctx, tx); err != nil {
+		// Acquired with its message: the run is RUNNING when this commits.
+		if out.Run, err = place.Claim.Acquired(ctx, tx); err != nil {
 			return Sent{}, err
 		}
 	}

@@ -71,14 +71,14 @@ func (c *Claim) Queue(ctx context.Context, tx *db.Tx, b *pgx.Batch) {
 }
 
 // Acquired takes the claimed run's lease, once the batch of Queue has been read, and starts its
-// attempt when tx commits.
-func (c *Claim) Acquired(ctx context.Context, tx *db.Tx) error {
+// attempt when tx commits. It returns the run as acquired (RUNNING, its first attempt).
+func (c *Claim) Acquired(ctx context.Context, tx *db.Tx) (dbsqlc.Run, error) {
 	l, err := c.acq.done(db.TenantWide(ctx, "the worker's first reads of the run it claimed"), tx)
 	if err != nil {
-		return fmt.Errorf("claim run %s: %w", c.runID, err)
+		return l.Run, fmt.Errorf("claim run %s: %w", c.runID, err)
 	}
 	tx.AfterCommit(func() { c.start(l) })
-	return nil
+	return l.Run, nil
 }
 
 // Reschedule hands the leased run, whose attempt (the prior'th) failed outside River, to River
