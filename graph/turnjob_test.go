@@ -103,44 +103,36 @@ func TestChatTurnWorkedWhereItWasSent(t *testing.T) {
 	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'execution.started'`, runID), "one acquisition")
 }
 
-// TestLocalChatTurnRetriedThroughRiver: when the attempt of a turn worked where it was sent fails
-// with a retryable error, the run is handed to River with a job for its next attempt (the job's
-// first, the run's second), which finishes the turn.
-func TestLocalChatTurnRetriedThroughRiver(t *testing.T) {
-	t.Parallel()
-	c := newChatEnv(t, "anthropic")
-	c.llm.Enqueue(llmtest.Error(500, "overloaded"))
-	c.llm.Enqueue(llmtest.Stream(llmtest.Text("Second time lucky.")))
-	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
-	r := c.waitRun(t, s.RunID, 15*time.Second)
-	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
-	j := c.finishedJobOf(t, s.RunID)
-	require.Equal(t, rivertype.JobStateCompleted, j.State)
-	require.Equal(t, "chat", j.Queue)
-	require.Equal(t, 1, j.Attempt, "River's first attempt of the job")
-	var args run.Args
-	require.NoError(t, json.Unmarshal(j.EncodedArgs, &args))
-	require.Equal(t, int32(1), args.Prior, "the job knows the run had one attempt before it")
-	runID := approvalUUID(t, "Run", s.RunID)
-	require.Equal(t, c.count(t, `SELECT max_attempts FROM runs WHERE id = $1`, runID)-1, j.MaxAttempts, "the job has the attempts the run has left")
-	require.Equal(t, 1, c.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'task.retrying' AND data->>'attempt' = '1'`, runID))
-	require.Equal(t, 2, c.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'execution.started'`, runID))
-}
-
-// TestChatTurnRetriedThroughRiver: an attempt that fails with a retryable error leaves the job
-// to River, which retries it, and the next attempt finishes the turn.
+// TestChatTurnRetriedThroughRiver: an attempt that fails with a retryable error leaves the turn
+// to River, whose next attempt finishes it. Through River the job itself is retried; worked
+// where it was sent, the run is handed to River with a job for its next attempt (the job's
+// first, the run's second).
 func TestChatTurnRetriedThroughRiver(t *testing.T) {
 	t.Parallel()
-	c := newChatEnvWith(t, "anthropic", riverOnly)
-	c.llm.Enqueue(llmtest.Error(500, "overloaded"))
-	c.llm.Enqueue(llmtest.Stream(llmtest.Text("Second time lucky.")))
-	s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
-	r := c.waitRun(t, s.RunID, 15*time.Second)
-	require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
-	j := c.finishedJobOf(t, s.RunID)
-	require.Equal(t, rivertype.JobStateCompleted, j.State)
-	require.Equal(t, 2, j.Attempt, "River fetched the second attempt")
-	require.Len(t, j.Errors, 1, "the first attempt's error is on the job")
+	onPaths(t, func(t *testing.T, env map[string]string) {
+		c := newChatEnvWith(t, "anthropic", env)
+		c.llm.Enqueue(llmtest.Error(500, "overloaded"))
+		c.llm.Enqueue(llmtest.Stream(llmtest.Text("Second time lucky.")))
+		s, _ := c.send(t, c.conversation(t, nil), "hello", nil)
+		r := c.waitRun(t, s.RunID, 15*time.Second)
+		require.Equal(t, "COMPLETED", r.Status, "%v", deref(r.Error))
+		j := c.finishedJobOf(t, s.RunID)
+		require.Equal(t, rivertype.JobStateCompleted, j.State)
+		runID := approvalUUID(t, "Run", s.RunID)
+		require.Equal(t, 2, c.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'execution.started'`, runID))
+		if env != nil {
+			require.Equal(t, 2, j.Attempt, "River fetched the second attempt")
+			require.Len(t, j.Errors, 1, "the first attempt's error is on the job")
+			return
+		}
+		require.Equal(t, "chat", j.Queue)
+		require.Equal(t, 1, j.Attempt, "River's first attempt of the job")
+		var args run.Args
+		require.NoError(t, json.Unmarshal(j.EncodedArgs, &args))
+		require.Equal(t, int32(1), args.Prior, "the job knows the run had one attempt before it")
+		require.Equal(t, c.count(t, `SELECT max_attempts FROM runs WHERE id = $1`, runID)-1, j.MaxAttempts, "the job has the attempts the run has left")
+		require.Equal(t, 1, c.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'task.retrying' AND data->>'attempt' = '1'`, runID))
+	})
 }
 
 // TestChatTurnCancelledFromAnotherProcess: a chat turn worked by one process stops at once when
