@@ -14,6 +14,7 @@ import (
 	"github.com/agentry/agentry/internal/apperr"
 	"github.com/agentry/agentry/internal/auth"
 	"github.com/agentry/agentry/internal/chat"
+	"github.com/agentry/agentry/internal/events"
 )
 
 // ViewerIsOwner is the resolver for the viewerIsOwner field.
@@ -222,11 +223,8 @@ func (r *subscriptionResolver) RunEvents(ctx context.Context, runID string, afte
 		}
 		after = *afterSeq
 	}
-	evs, err := r.Hub.SubscribeRun(ctx, run.TenantID, run.ID, run.ConversationID.UUID, after, r.RunService.EventSource(run.TenantID, run.ID))
-	if err != nil {
-		return nil, err
-	}
-	return forward(ctx, evs), nil
+	return events.SubscribeRun(ctx, r.Hub, run.TenantID, run.ID, run.ConversationID.UUID, after, r.RunService.EventSource(run.TenantID, run.ID),
+		func(e events.Event) *model.RunEvent { return &model.RunEvent{Ev: e} })
 }
 
 // ConversationEvents is the resolver for the conversationEvents field.

@@ -170,7 +170,8 @@ type wsConn struct {
 	conn    *websocket.Conn
 	onEvent func(subID string, ev wsEvent)
 	// onRaw, when set, sees every message first; when it reports true the message is not
-	// decoded (FANOUT's subscribers only read a number out of it).
+	// decoded (FANOUT's subscribers only read a number out of it). raw is the reader's buffer:
+	// it is valid during the call only.
 	onRaw  func(raw []byte, at time.Time) bool
 	mu     sync.Mutex
 	nextID int
@@ -254,15 +255,23 @@ type wsMessage struct {
 	} `json:"payload"`
 }
 
+// read reads the socket's messages into one buffer, reused (the harness runs in the process it
+// measures: a new buffer per message would add its garbage to agentry's collections).
 func (w *wsConn) read() {
 	defer close(w.done)
 	ctx := context.Background()
+	var buf bytes.Buffer
 	for {
-		_, raw, err := w.conn.Read(ctx)
+		_, r, err := w.conn.Reader(ctx)
+		if err == nil {
+			buf.Reset()
+			_, err = buf.ReadFrom(r)
+		}
 		if err != nil {
 			w.err = err
 			return
 		}
+		raw := buf.Bytes()
 		at := time.Now()
 		if w.onRaw != nil && w.onRaw(raw, at) {
 			continue

@@ -211,7 +211,7 @@ func TestAppendGaplessUnderConcurrency(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+	live, err := events.SubscribeRun(ctx, f.hub, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src, same)
 	require.NoError(t, err)
 
 	const workers, each = 10, 20
@@ -338,7 +338,7 @@ func TestSubscribeRunRefillsGapsAndDropsDuplicates(t *testing.T) {
 		defer once.Do(func() { close(replayed) })
 		return f.src(ctx, afterSeq, limit)
 	}
-	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, src)
+	live, err := events.SubscribeRun(ctx, f.hub, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, src, same)
 	require.NoError(t, err)
 	select {
 	case <-replayed: // the initial replay (of nothing) is over: what follows is live
@@ -409,7 +409,7 @@ func TestSubscribeRunReplayThenLive(t *testing.T) {
 	defer cancel()
 	f.append(t, f.pub, events.TaskQueued, events.ExecutionStarted, events.MessageCompleted, events.UsageRecorded)
 
-	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 2, f.src)
+	live, err := events.SubscribeRun(ctx, f.hub, f.scope.TenantID, f.scope.RunID, uuid.Nil, 2, f.src, same)
 	require.NoError(t, err)
 	for _, want := range []int{3, 4} {
 		ev, ok := next(t, live, 5*time.Second)
@@ -429,7 +429,7 @@ func TestSubscribeRunReplayThenLive(t *testing.T) {
 	// The run is over: resuming after any seq gives the rest and ends; resuming at the end
 	// ends with nothing (it must not wait for events that will never come).
 	for after := 0; after <= 6; after++ {
-		live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, after, f.src)
+		live, err := events.SubscribeRun(ctx, f.hub, f.scope.TenantID, f.scope.RunID, uuid.Nil, after, f.src, same)
 		require.NoError(t, err)
 		var got []int
 		for {
@@ -494,7 +494,7 @@ func TestSubscribeRunSlowReaderLosesNothing(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+	live, err := events.SubscribeRun(ctx, f.hub, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src, same)
 	require.NoError(t, err)
 
 	// 1,000 events (100 transactions of 10), far more than the hub's and the stream's buffers;
@@ -532,7 +532,7 @@ func TestHubCloseEndsCleanly(t *testing.T) {
 	hub := events.NewHub(f.rdb, f.prefix, f.log)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	live, err := hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+	live, err := events.SubscribeRun(ctx, hub, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src, same)
 	require.NoError(t, err)
 	conv, err := hub.SubscribeConversation(ctx, f.scope.TenantID, uuid.New())
 	require.NoError(t, err)
@@ -586,7 +586,7 @@ func TestSubscribeChurnLeaksNoGoroutine(t *testing.T) {
 		defer cancel()
 		switch i % 4 {
 		case 0: // a live run stream, cancelled after its replay
-			live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+			live, err := events.SubscribeRun(ctx, f.hub, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src, same)
 			require.NoError(t, err)
 			for range 2 {
 				_, ok := next(t, live, 5*time.Second)
@@ -596,7 +596,7 @@ func TestSubscribeChurnLeaksNoGoroutine(t *testing.T) {
 			for range live {
 			}
 		case 1: // a finished run's stream ends by itself
-			live, err := f.hub.SubscribeRun(ctx, finished.TenantID, finished.RunID, uuid.Nil, 0, finishedSrc)
+			live, err := events.SubscribeRun(ctx, f.hub, finished.TenantID, finished.RunID, uuid.Nil, 0, finishedSrc, same)
 			require.NoError(t, err)
 			for range live {
 			}
@@ -858,7 +858,7 @@ func TestSubscribeRunSnapshotsAStreamingReply(t *testing.T) {
 	f.pub.Publish(ctx, f.scope.TenantID, delta(1, ", wor"), delta(2, "ld"))
 	require.NoError(t, f.pub.Flush(ctx))
 
-	live, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src)
+	live, err := events.SubscribeRun(ctx, f.hub, f.scope.TenantID, f.scope.RunID, uuid.Nil, 0, f.src, same)
 	require.NoError(t, err)
 	for _, want := range []int{1, 2} {
 		ev, ok := next(t, live, 5*time.Second)
@@ -889,7 +889,7 @@ func TestSubscribeRunSnapshotsAStreamingReply(t *testing.T) {
 	require.Equal(t, events.MessageCompleted, ev.Type)
 	require.NoError(t, f.pub.Flush(ctx))
 
-	again, err := f.hub.SubscribeRun(ctx, f.scope.TenantID, f.scope.RunID, uuid.Nil, 2, f.src)
+	again, err := events.SubscribeRun(ctx, f.hub, f.scope.TenantID, f.scope.RunID, uuid.Nil, 2, f.src, same)
 	require.NoError(t, err)
 	ev, ok = next(t, again, 5*time.Second)
 	require.True(t, ok)
@@ -899,3 +899,6 @@ func TestSubscribeRunSnapshotsAStreamingReply(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "the stored reply cleared its stream")
 }
+
+// same hands SubscribeRun's events out as they are.
+func same(e events.Event) events.Event { return e }

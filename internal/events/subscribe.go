@@ -14,7 +14,7 @@ type Source func(ctx context.Context, afterSeq, limit int) ([]Event, error)
 // anyway: the last line of defence against a lost publish.
 const idleRefill = 3 * time.Second
 
-// SubscribeRun streams a run's events: first it subscribes to Redis, then replays the stored
+// SubscribeRun streams a run's events from h: first it subscribes to Redis, then replays the stored
 // events after afterSeq, then forwards live ones. Durable events come out in seq order with no
 // gap and no duplicate (a gap is refilled from Postgres); ephemeral ones (token deltas) are
 // forwarded as they come. A subscription that joins (or resumes) while a reply is streaming
@@ -23,12 +23,15 @@ const idleRefill = 3 * time.Second
 // still streaming: a reply whose message.completed the replay delivered has no snapshot. The channel closes after the run's terminal event or when ctx ends;
 // a terminal event that the stored events show the run was re-opened after (CONTINUE on its
 // rollback question: execution.resumed follows) does not end a replay.
-func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID uuid.UUID, afterSeq int, src Source) (<-chan Event, error) {
+//
+// Each event comes out as as(event), the subscriber's own type, straight from the goroutine
+// that orders them: a goroutine between them would cost a wake-up per event and subscriber.
+func SubscribeRun[T any](ctx context.Context, h *Hub, tenantID, runID, conversationID uuid.UUID, afterSeq int, src Source, as func(Event) T) (<-chan T, error) {
 	sub, err := h.Subscribe(ctx, tenantID, func(e Event) bool { return e.RunID == runID })
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan Event, 64)
+	out := make(chan T, 64)
 	go func() {
 		defer close(out)
 		defer sub.Close()
@@ -40,7 +43,7 @@ func (h *Hub) SubscribeRun(ctx context.Context, tenantID, runID, conversationID 
 				e.ConversationID = conversationID
 			}
 			select {
-			case out <- e:
+			case out <- as(e):
 				return true
 			case <-ctx.Done():
 				return false
