@@ -29,10 +29,14 @@ const churnSources = 8
 // were). Both sides run in this process, so whatever either keeps of a closed connection shows.
 func measureChurn(ctx context.Context, e *env, rep *Report) error {
 	token := e.sessions[0].token
-	warm := min(e.o.Connections/10, 1000)
-	if _, err := churn(ctx, e.baseURL, token, warm); err != nil {
+	// The baseline is taken once the process is steady after a warm-up of a tenth of the
+	// connections at the same concurrency: its pools then hold the connections the churn needs
+	// (each pgx connection keeps a statement cache of about half a MiB, a tenth of the heap here).
+	steady(ctx)
+	if _, err := churn(ctx, e.baseURL, token, e.o.Connections/10); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
+	steady(ctx)
 	heap0, g0 := settledHeap(ctx, 0)
 	start := time.Now()
 	failed, err := churn(ctx, e.baseURL, token, e.o.Connections)
@@ -51,6 +55,20 @@ func measureChurn(ctx context.Context, e *env, rep *Report) error {
 	)
 	rep.Extra["SUBS-CHURN connections/s"] = float64(e.o.Connections) / elapsed.Seconds()
 	return nil
+}
+
+// steady waits (at most 30 s) until the process's goroutine count has not changed for 2 s: its
+// background services have started (River's maintenance among them, which its client starts
+// once elected leader, each service after a jittered delay), so that the baseline holds them.
+func steady(ctx context.Context) {
+	deadline := time.Now().Add(30 * time.Second)
+	n, since := runtime.NumGoroutine(), time.Now()
+	for time.Since(since) < 2*time.Second && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m != n {
+			n, since = m, time.Now()
+		}
+	}
 }
 
 // settledHeap collects garbage and returns the live heap and the goroutine count, once the
